@@ -1,0 +1,87 @@
+"""Model-facing value types shared by every inference engine: batches in, results out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DocBatch:
+    """A featurized mini-batch in CSR form: document ``d`` has unique word ids
+    ``words[ptr[d]:ptr[d+1]]`` with their in-document ``counts``; ``lengths`` are token counts.
+    ``vocab_size`` is the vocabulary size after featurizing the batch (V in Vβ).
+    """
+
+    ptr: np.ndarray
+    words: np.ndarray
+    counts: np.ndarray
+    lengths: np.ndarray
+    vocab_size: int
+
+    def __len__(self) -> int:
+        return int(self.lengths.shape[0])
+
+    @property
+    def nnz(self) -> int:
+        """Number of (document, word) pairs."""
+        return int(self.words.shape[0])
+
+    def doc(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """(word ids, counts) of document ``d``."""
+        s, e = int(self.ptr[d]), int(self.ptr[d + 1])
+        return self.words[s:e], self.counts[s:e]
+
+    @classmethod
+    def from_docs(cls, docs: list[list[int]], vocab_size: int) -> DocBatch:
+        """Build from token-id lists (repeated ids are counted)."""
+        ptr = np.zeros(len(docs) + 1, dtype=np.int64)
+        ws: list[np.ndarray] = []
+        cs: list[np.ndarray] = []
+        for i, ids in enumerate(docs):
+            u, c = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
+            ws.append(u)
+            cs.append(c.astype(np.int64))
+            ptr[i + 1] = ptr[i] + u.shape[0]
+        words = np.concatenate(ws) if ws else np.zeros(0, dtype=np.int64)
+        counts = np.concatenate(cs) if cs else np.zeros(0, dtype=np.int64)
+        lengths = np.array([len(d) for d in docs], dtype=np.int64)
+        return cls(ptr, words, counts, lengths, vocab_size)
+
+
+@dataclass(frozen=True)
+class StatsDelta:
+    """The change one batch made to the statistics, in true (decayed) units.
+
+    Applying it: multiply every statistic by ``decay``; add ``dm``/``dntok`` to the clusters
+    ``cluster_uids`` (creating those in ``born_uids``); add ``word_count`` to the cluster–word
+    pairs (``word_cluster`` indexes ``cluster_uids``); then drop ``retired_uids``. Count
+    statistics commute, so replicas can apply each other's deltas (DESIGN §6).
+    """
+
+    decay: float
+    cluster_uids: np.ndarray
+    dm: np.ndarray
+    dntok: np.ndarray
+    word_cluster: np.ndarray
+    word_ids: np.ndarray
+    word_count: np.ndarray
+    born_uids: np.ndarray
+    retired_uids: np.ndarray
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What a model step produced: per-document cluster uids, births and the statistics delta.
+
+    ``born`` lists (cluster uid, index of the founding document in the batch, novelty score).
+    ``retired`` lists the uids of clusters that faded away or were evicted in this step.
+    """
+
+    assignments: np.ndarray
+    born: list[tuple[int, int, float]]
+    retired: list[int]
+    delta: StatsDelta
+    log_predictive_per_token: float = float("nan")
+    extra: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,223 @@
+"""Collapsed Dirichlet-process mixture of multinomials: CRP seating + batch Gibbs rejuvenation.
+
+DESIGN §5.1; papers 004 (collapsed sampler, eq. 4) and the MStream-style one-pass seating.
+Pure: arrays in, arrays/deltas out; the statistics object passed in is the model's working state
+and is updated in place, and the returned :class:`StatsDelta` says exactly what changed so a
+durable store can apply the same change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from noveld.models.base import BatchResult, DocBatch, StatsDelta
+from noveld.models.kernels import multinomial as kern
+from noveld.models.suffstats import MultinomialStats
+
+AlphaScaling = Literal["none", "batch"]
+
+
+@dataclass(frozen=True)
+class DPMMConfig:
+    """Hyperparameters of the streaming DP mixture (all part of the model fingerprint)."""
+
+    alpha: float = 0.03
+    beta: float = 0.03
+    alpha_scaling: AlphaScaling = "batch"
+    rejuvenation_sweeps: int = 2
+    deterministic: bool = False
+    half_life_docs: float = 0.0
+    retire_min_mass: float = 0.05
+    max_active_clusters: int = 5000
+    prior: str = "symmetric"
+    prior_mass: float = 0.0
+    prior_smoothing: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.alpha <= 0 or self.beta <= 0:
+            raise ValueError("alpha and beta must be positive")
+        if self.rejuvenation_sweeps < 0:
+            raise ValueError("rejuvenation_sweeps must be >= 0")
+        if self.half_life_docs < 0:
+            raise ValueError("half_life_docs must be >= 0 (0 = no forgetting)")
+        if self.max_active_clusters < 1:
+            raise ValueError("max_active_clusters must be >= 1")
+
+
+def decay_factor(half_life_docs: float, n_docs: int) -> float:
+    """Multiplier after ``n_docs`` documents for a half-life in documents (0 = no decay)."""
+    if half_life_docs <= 0:
+        return 1.0
+    return float(2.0 ** (-n_docs / half_life_docs))
+
+
+class DPMM:
+    """The ``dpmm`` model: one-pass CRP seating with collapsed Gibbs rejuvenation of the batch."""
+
+    kind = "dpmm"
+
+    def __init__(self, config: DPMMConfig) -> None:
+        self.config = config
+
+    def new_state(self) -> MultinomialStats:
+        """Empty statistics."""
+        return MultinomialStats()
+
+    def log_alpha(self, batch_size: int) -> float:
+        """log of the new-cluster weight; α·|B| under batch scaling (MStream's αD)."""
+        a = self.config.alpha
+        if self.config.alpha_scaling == "batch":
+            a *= max(batch_size, 1)
+        return math.log(a)
+
+    def partial_fit(
+        self, batch: DocBatch, stats: MultinomialStats, rng: np.random.Generator
+    ) -> BatchResult:
+        """Seat a batch, rejuvenate it, forget, retire; return assignments, births and the delta."""
+        cfg = self.config
+        nb = len(batch)
+        sweeps = cfg.rejuvenation_sweeps
+        f = decay_factor(cfg.half_life_docs, nb)
+        stats.decay(f)
+        stats.reserve(nb * (1 + sweeps), batch.nnz * (1 + sweeps), batch.vocab_size)
+        stats.fresh[:] = False
+        uniforms = rng.random(nb * (1 + sweeps))
+        assign = np.empty(nb, dtype=np.int64)
+        log_norm = np.empty(nb)
+        margin = np.empty(nb)
+        lp = np.empty(stats.m.shape[0])
+        np.add.at(stats.gw, batch.words, batch.counts / stats.scale)
+        bw = self.word_prior(stats, batch.vocab_size)
+        kern.seat_batch(
+            batch.ptr, batch.words, batch.counts, batch.lengths, uniforms, sweeps,
+            self.log_alpha(nb), bw, float(bw[:batch.vocab_size].sum()), cfg.deterministic,
+            stats.scale, stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
+            stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl, lp,
+            assign, log_norm, margin,
+        )
+        uids = stats.uid[assign]
+        born = self._births(assign, stats, margin)
+        retired = self._retire(stats)
+        delta = self._delta(batch, uids, f, born, retired)
+        total_mass = float(stats.m[stats.alive].sum() * stats.scale) - nb
+        lpt = self._log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb)
+        return BatchResult(uids, born, retired, delta, lpt)
+
+    def predict(self, batch: DocBatch, stats: MultinomialStats) -> np.ndarray:
+        """MAP cluster uid of each document without changing the statistics (-1 = new)."""
+        stats.reserve(0, 0, batch.vocab_size)
+        kmax = stats.kmax
+        lp = np.empty(max(kmax, 1))
+        out = np.empty(2)
+        res = np.empty(len(batch), dtype=np.int64)
+        for d in range(len(batch)):
+            w, c = batch.doc(d)
+            lp_new = kern.score_document(
+                w, c, int(batch.lengths[d]), lp, stats.m, stats.ntok, stats.alive, stats.head,
+                stats.nxt, stats.pk, stats.pc, kmax, stats.scale, self.config.beta,
+                batch.vocab_size * self.config.beta, self.log_alpha(len(batch)),
+            )
+            k = kern.choose(lp, kmax, lp_new, 0.0, True, out)
+            res[d] = -1 if k < 0 else stats.uid[k]
+        return res
+
+    def seating_probabilities(
+        self, words: np.ndarray, counts: np.ndarray, stats: MultinomialStats, vocab_size: int,
+        batch_size: int = 1,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, probabilities) over live clusters followed by the new-cluster probability."""
+        stats.reserve(0, 0, vocab_size)
+        kmax = stats.kmax
+        lp = np.empty(max(kmax, 1))
+        lp_new = kern.score_document(
+            words, counts, int(counts.sum()), lp, stats.m, stats.ntok, stats.alive, stats.head,
+            stats.nxt, stats.pk, stats.pc, kmax, stats.scale, self.config.beta,
+            vocab_size * self.config.beta, self.log_alpha(batch_size),
+        )
+        slots = stats.active_slots()
+        logits = np.append(lp[slots], lp_new)
+        p = np.exp(logits - logits.max())
+        return slots, p / p.sum()
+
+    def word_prior(self, stats: MultinomialStats, vocab_size: int) -> np.ndarray:
+        """Per-word Dirichlet parameters β_w."""
+        cfg = self.config
+        n = stats.gw.shape[0]
+        if cfg.prior == "symmetric":
+            return np.full(n, cfg.beta)
+        s = cfg.prior_mass if cfg.prior_mass > 0 else cfg.beta * vocab_size
+        g = cfg.prior_smoothing
+        q = (stats.gw * stats.scale + g) / (stats.gw[:vocab_size].sum() * stats.scale + vocab_size * g)
+        return s * q
+
+    # ---- internals ------------------------------------------------------------------------
+    @staticmethod
+    def _births(
+        assign: np.ndarray, stats: MultinomialStats, margin: np.ndarray
+    ) -> list[tuple[int, int, float]]:
+        born: list[tuple[int, int, float]] = []
+        seen: set[int] = set()
+        for d, k in enumerate(assign):
+            k = int(k)
+            if stats.fresh[k] and k not in seen:
+                seen.add(k)
+                born.append((int(stats.uid[k]), d, float(margin[d])))
+        return born
+
+    def _retire(self, stats: MultinomialStats) -> list[int]:
+        cfg = self.config
+        slots = stats.active_slots()
+        mass = stats.mass(slots)
+        old = ~stats.fresh[slots]
+        gone = slots[old & (mass < cfg.retire_min_mass)]
+        keep = slots[~np.isin(slots, gone)]
+        excess = keep.shape[0] - cfg.max_active_clusters
+        if excess > 0:
+            order = np.lexsort((keep, stats.mass(keep)))
+            gone = np.concatenate([gone, keep[order[:excess]]])
+        if gone.shape[0] == 0:
+            return []
+        uids = [int(u) for u in stats.uid[gone]]
+        stats.retire(gone)
+        return uids
+
+    @staticmethod
+    def _delta(
+        batch: DocBatch, uids: np.ndarray, f: float, born: list[tuple[int, int, float]],
+        retired: list[int],
+    ) -> StatsDelta:
+        cl, inv = np.unique(uids, return_inverse=True)
+        dm = np.bincount(inv, minlength=cl.shape[0]).astype(np.float64)
+        dntok = np.bincount(inv, weights=batch.lengths, minlength=cl.shape[0])
+        doc_of_entry = np.repeat(np.arange(len(batch)), np.diff(batch.ptr))
+        pair_cluster = inv[doc_of_entry]
+        key = pair_cluster.astype(np.int64) * (batch.vocab_size + 1) + batch.words
+        ukey, kinv = np.unique(key, return_inverse=True)
+        wc = np.bincount(kinv, weights=batch.counts, minlength=ukey.shape[0])
+        return StatsDelta(
+            decay=f, cluster_uids=cl.astype(np.int64), dm=dm, dntok=dntok,
+            word_cluster=(ukey // (batch.vocab_size + 1)).astype(np.int64),
+            word_ids=(ukey % (batch.vocab_size + 1)).astype(np.int64), word_count=wc,
+            born_uids=np.array([b[0] for b in born], dtype=np.int64),
+            retired_uids=np.array(retired, dtype=np.int64),
+        )
+
+    def _log_predictive_per_token(
+        self, batch: DocBatch, log_norm: np.ndarray, prior_mass: float, nb: int
+    ) -> float:
+        """Mean log p(document | model before it) per token, from the first-pass normalisers.
+
+        ``p(d) = Σ_k m_k/(M+α) p(d|k) + α/(M+α) p(d|prior)``; the seating weights omit the
+        word-baseline ``Σ_w log Γ(β+N_dw)/Γ(β)`` (added back here) and the normaliser M+α.
+        """
+        tokens = float(batch.lengths.sum())
+        if tokens == 0:
+            return float("nan")
+        base = kern.word_baseline(batch.counts, self.config.beta)
+        alpha = math.exp(self.log_alpha(nb))
+        norm = np.log(prior_mass + np.arange(nb) + alpha).sum()
+        return (float(log_norm.sum()) + base - float(norm)) / tokens

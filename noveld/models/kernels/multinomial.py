@@ -1,0 +1,331 @@
+"""numba kernels for CRP seating under the collapsed Dirichlet–multinomial likelihood.
+
+The cluster–word statistics live in a *postings pool*: for every word ``w`` a singly linked list
+(``head[w]`` → ``nxt[e]`` …) of entries ``(pk[e] = cluster slot, pc[e] = raw count)``. Scoring a
+document therefore walks only the postings of its own words (DESIGN §5.1): the part of the
+predictive that depends on ``n_k`` alone is computed for every cluster in O(K) and the word part
+is corrected for the clusters that share a word with the document.
+
+All statistics are stored *raw*; the true value is ``raw * g`` where ``g`` is a global decay scale
+(lazy exponential forgetting). A document added while the scale is ``g`` is added with raw weight
+``1 / g`` so that its true weight is 1.
+
+Integer control block ``ictl``: ``[pool_used, kmax, nfree, next_uid]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+POOL_USED = 0
+KMAX = 1
+NFREE = 2
+NEXT_UID = 3
+ICTL_SIZE = 4
+
+_PRODUCT_MAX_TERMS = 16
+
+
+@njit(cache=True, inline="always")
+def log_rising(x: float, n: int) -> float:
+    """``log Γ(x+n) − log Γ(x)`` for integer ``n ≥ 0`` (the rising factorial in paper 004 eq. 4)."""
+    if n <= _PRODUCT_MAX_TERMS:
+        p = 1.0
+        for i in range(n):
+            p *= x + i
+        return math.log(p)
+    return math.lgamma(x + n) - math.lgamma(x)
+
+
+@njit(cache=True)
+def score_document(
+    words: np.ndarray,
+    counts: np.ndarray,
+    nd: int,
+    lp: np.ndarray,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    alive: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    kmax: int,
+    g: float,
+    bw: np.ndarray,
+    vbeta: float,
+    log_alpha_new: float,
+) -> float:
+    """Fill ``lp[:kmax]`` with unnormalised log seating weights; return the new-cluster weight.
+
+    Implements the CRP × collapsed Dirichlet–multinomial predictive (paper 004 eq. 4, with the
+    DP prior ``m_k`` / ``α`` in place of the finite ``α_j + n_j − 1``)::
+
+        log p(z=k) = log m_k − log Γ(n_k+Vβ+N_d)/Γ(n_k+Vβ)
+                     + Σ_w [log Γ(n_kw+β+N_dw)/Γ(n_kw+β) − log Γ(β+N_dw)/Γ(β)]
+        log p(z=new) = log α − log Γ(Vβ+N_d)/Γ(Vβ)
+
+    The per-word term is written relative to the empty cluster, so it is zero for every cluster
+    that does not contain the word and only postings need visiting. Dead slots get ``-inf``.
+    """
+    for k in range(kmax):
+        if alive[k]:
+            lp[k] = math.log(m[k] * g) - log_rising(ntok[k] * g + vbeta, nd)
+        else:
+            lp[k] = -np.inf
+    nv = head.shape[0]
+    for j in range(words.shape[0]):
+        w = words[j]
+        if w >= nv:
+            continue
+        c = counts[j]
+        beta = bw[w]
+        base = log_rising(beta, c) if c > 1 else 0.0
+        e = head[w]
+        while e >= 0:
+            k = pk[e]
+            x = pc[e] * g
+            if x > 0.0 and alive[k]:
+                if c == 1:
+                    lp[k] += math.log1p(x / beta)
+                else:
+                    lp[k] += log_rising(x + beta, c) - base
+            e = nxt[e]
+    return log_alpha_new - log_rising(vbeta, nd)
+
+
+@njit(cache=True)
+def choose(
+    lp: np.ndarray, kmax: int, lp_new: float, u: float, deterministic: bool, out: np.ndarray,
+) -> int:
+    """Draw a slot from ``softmax([lp[:kmax], lp_new])`` with uniform ``u`` (or take the argmax).
+
+    Returns ``-1`` for a new cluster. Ties in MAP mode go to the lowest slot, then to existing
+    clusters before a new one, so the choice is reproducible. ``out`` receives
+    ``[log Σ exp(lp), lp_new − max_k lp_k]`` (the log normaliser and the novelty margin).
+    """
+    best = lp_new
+    best_k = -1
+    best_old = -np.inf
+    for k in range(kmax):
+        if lp[k] > best_old:
+            best_old = lp[k]
+            if lp[k] > best:
+                best = lp[k]
+                best_k = k
+    total = math.exp(lp_new - best)
+    for k in range(kmax):
+        if lp[k] > -np.inf:
+            total += math.exp(lp[k] - best)
+    out[0] = best + math.log(total)
+    out[1] = lp_new - best_old
+    if deterministic:
+        return best_k
+    target = u * total
+    acc = 0.0
+    for k in range(kmax):
+        if lp[k] > -np.inf:
+            acc += math.exp(lp[k] - best)
+            if acc >= target:
+                return k
+    return -1
+
+
+@njit(cache=True)
+def find_or_alloc(
+    w: int, k: int, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
+    ictl: np.ndarray,
+) -> int:
+    """Index of the postings entry (w, k), allocating a zero entry at the head if absent."""
+    e = head[w]
+    while e >= 0:
+        if pk[e] == k:
+            return e
+        e = nxt[e]
+    e = ictl[POOL_USED]
+    ictl[POOL_USED] = e + 1
+    pk[e] = k
+    pc[e] = 0.0
+    nxt[e] = head[w]
+    head[w] = e
+    return e
+
+
+@njit(cache=True)
+def add_document(
+    k: int, words: np.ndarray, counts: np.ndarray, nd: int, weight: float,
+    m: np.ndarray, ntok: np.ndarray, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray,
+    pc: np.ndarray, ictl: np.ndarray,
+) -> None:
+    """Add a document's counts with raw ``weight`` to cluster slot ``k`` (negative removes)."""
+    m[k] += weight
+    ntok[k] += nd * weight
+    for j in range(words.shape[0]):
+        e = find_or_alloc(words[j], k, head, nxt, pk, pc, ictl)
+        pc[e] += counts[j] * weight
+
+
+@njit(cache=True)
+def open_cluster(alive: np.ndarray, uid: np.ndarray, fresh: np.ndarray, free_stack: np.ndarray,
+                 ictl: np.ndarray) -> int:
+    """Take a free slot (reusing freed ones first) for a new cluster with a fresh uid."""
+    if ictl[NFREE] > 0:
+        ictl[NFREE] -= 1
+        k = free_stack[ictl[NFREE]]
+    else:
+        k = ictl[KMAX]
+        ictl[KMAX] = k + 1
+    alive[k] = True
+    fresh[k] = True
+    uid[k] = ictl[NEXT_UID]
+    ictl[NEXT_UID] += 1
+    return k
+
+
+@njit(cache=True)
+def _close_if_empty(
+    k: int, words: np.ndarray, m: np.ndarray, ntok: np.ndarray, alive: np.ndarray,
+    fresh: np.ndarray, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
+    free_stack: np.ndarray, ictl: np.ndarray, weight: float,
+) -> None:
+    """Free a cluster born in this batch once its last document has left it.
+
+    The entries of the words just removed hold the only non-zero counts left (up to rounding),
+    so they are reset to exactly zero and the slot can be reused at once.
+    """
+    if fresh[k] and m[k] < 0.5 * weight:
+        m[k] = 0.0
+        ntok[k] = 0.0
+        for j in range(words.shape[0]):
+            e = find_or_alloc(words[j], k, head, nxt, pk, pc, ictl)
+            pc[e] = 0.0
+        alive[k] = False
+        fresh[k] = False
+        free_stack[ictl[NFREE]] = k
+        ictl[NFREE] += 1
+
+
+@njit(cache=True)
+def seat_batch(
+    doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray, doc_len: np.ndarray,
+    uniforms: np.ndarray, n_sweeps: int, log_alpha: float, bw: np.ndarray, vbeta: float,
+    deterministic: bool, g: float,
+    m: np.ndarray, ntok: np.ndarray, alive: np.ndarray, fresh: np.ndarray, uid: np.ndarray,
+    head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
+    free_stack: np.ndarray, ictl: np.ndarray, lp: np.ndarray, assign: np.ndarray,
+    log_norm: np.ndarray, margin: np.ndarray,
+) -> None:
+    """Sequentially seat a batch by CRP, then run ``n_sweeps`` collapsed Gibbs sweeps over it.
+
+    The first pass is the one-pass CRP seating of DESIGN §5.1; each sweep removes every batch
+    document from its cluster and reseats it from the complete conditional (paper 004, Algorithm
+    1, restricted to the current batch, with a new-cluster option). ``assign`` receives slots.
+    ``uniforms`` must hold ``len(doc_len) * (1 + n_sweeps)`` draws. From the first pass,
+    ``log_norm[d]`` gets the log normaliser of the seating weights (for the log predictive) and
+    ``margin[d]`` the new-cluster margin ``lp_new − max_k lp_k`` (the novelty score).
+    """
+    nb = doc_len.shape[0]
+    out = np.empty(2)
+    weight = 1.0 / g
+    u_i = 0
+    for sweep in range(n_sweeps + 1):
+        for d in range(nb):
+            words = doc_words[doc_ptr[d]:doc_ptr[d + 1]]
+            counts = doc_counts[doc_ptr[d]:doc_ptr[d + 1]]
+            nd = doc_len[d]
+            if sweep > 0:
+                k_old = assign[d]
+                add_document(k_old, words, counts, nd, -weight, m, ntok, head, nxt, pk, pc, ictl)
+                _close_if_empty(k_old, words, m, ntok, alive, fresh, head, nxt, pk, pc,
+                                free_stack, ictl, weight)
+            kmax = ictl[KMAX]
+            lp_new = score_document(words, counts, nd, lp, m, ntok, alive, head, nxt, pk, pc,
+                                    kmax, g, bw, vbeta, log_alpha)
+            k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out)
+            u_i += 1
+            if sweep == 0:
+                log_norm[d] = out[0]
+                margin[d] = out[1]
+            if k < 0:
+                k = open_cluster(alive, uid, fresh, free_stack, ictl)
+                m[k] = 0.0
+                ntok[k] = 0.0
+            add_document(k, words, counts, nd, weight, m, ntok, head, nxt, pk, pc, ictl)
+            assign[d] = k
+
+
+@njit(cache=True)
+def compact_postings(
+    head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray, alive: np.ndarray,
+    ictl: np.ndarray, min_raw: float,
+) -> None:
+    """Rebuild the pool without entries of dead clusters or with raw count ≤ ``min_raw``.
+
+    Entries keep their per-word order, so scoring after compaction is bit-identical.
+    """
+    n_old = ictl[POOL_USED]
+    new_pk = np.empty(n_old, dtype=pk.dtype)
+    new_pc = np.empty(n_old, dtype=pc.dtype)
+    new_nxt = np.empty(n_old, dtype=nxt.dtype)
+    out = 0
+    for w in range(head.shape[0]):
+        e = head[w]
+        first = -1
+        prev = -1
+        while e >= 0:
+            k = pk[e]
+            if alive[k] and pc[e] > min_raw:
+                new_pk[out] = k
+                new_pc[out] = pc[e]
+                new_nxt[out] = -1
+                if prev >= 0:
+                    new_nxt[prev] = out
+                else:
+                    first = out
+                prev = out
+                out += 1
+            e = nxt[e]
+        head[w] = first
+    pk[:out] = new_pk[:out]
+    pc[:out] = new_pc[:out]
+    nxt[:out] = new_nxt[:out]
+    ictl[POOL_USED] = out
+
+
+@njit(cache=True)
+def cluster_word_counts(
+    k: int, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(word ids, raw counts) of cluster slot ``k`` — O(pool); for summaries, not hot paths."""
+    n = 0
+    for w in range(head.shape[0]):
+        e = head[w]
+        while e >= 0:
+            if pk[e] == k and pc[e] > 0.0:
+                n += 1
+            e = nxt[e]
+    ws = np.empty(n, dtype=np.int64)
+    cs = np.empty(n, dtype=np.float64)
+    i = 0
+    for w in range(head.shape[0]):
+        e = head[w]
+        while e >= 0:
+            if pk[e] == k and pc[e] > 0.0:
+                ws[i] = w
+                cs[i] = pc[e]
+                i += 1
+            e = nxt[e]
+    return ws, cs
+
+
+@njit(cache=True)
+def word_baseline(counts: np.ndarray, beta: float) -> float:
+    """``Σ log Γ(β+c)/Γ(β)`` over (document, word) counts: the empty-cluster word term."""
+    s = 0.0
+    for c in counts:
+        if c > 1:
+            s += log_rising(beta, c)
+    return s

@@ -1,0 +1,151 @@
+"""Sufficient statistics of a Dirichlet–multinomial mixture: the value type the models mutate.
+
+``MultinomialStats`` holds, per cluster slot, the document mass ``m``, the token mass ``ntok``
+and the cluster–word counts in a postings pool (see ``kernels.multinomial``). Values are raw:
+true = raw × ``scale`` (lazy forgetting). Slots are array positions; ``uid`` maps them to stable
+cluster ids that are never reused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from noveld.models.kernels import multinomial as kern
+
+_RENORMALIZE_BELOW = 1e-150
+
+
+def _grow(a: np.ndarray, n: int, fill: float | int | bool) -> np.ndarray:
+    out = np.full(n, fill, dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@dataclass
+class MultinomialStats:
+    """Cluster statistics for the collapsed multinomial likelihood, with growable capacity."""
+
+    m: np.ndarray = field(default_factory=lambda: np.zeros(64))
+    ntok: np.ndarray = field(default_factory=lambda: np.zeros(64))
+    alive: np.ndarray = field(default_factory=lambda: np.zeros(64, dtype=np.bool_))
+    fresh: np.ndarray = field(default_factory=lambda: np.zeros(64, dtype=np.bool_))
+    uid: np.ndarray = field(default_factory=lambda: np.full(64, -1, dtype=np.int64))
+    free_stack: np.ndarray = field(default_factory=lambda: np.zeros(64, dtype=np.int64))
+    head: np.ndarray = field(default_factory=lambda: np.full(1024, -1, dtype=np.int64))
+    nxt: np.ndarray = field(default_factory=lambda: np.full(4096, -1, dtype=np.int64))
+    pk: np.ndarray = field(default_factory=lambda: np.zeros(4096, dtype=np.int64))
+    pc: np.ndarray = field(default_factory=lambda: np.zeros(4096))
+    ictl: np.ndarray = field(default_factory=lambda: np.zeros(kern.ICTL_SIZE, dtype=np.int64))
+    gw: np.ndarray = field(default_factory=lambda: np.zeros(1024))
+    scale: float = 1.0
+    dirty_slots: list[int] = field(default_factory=list)
+
+    # ---- capacity -------------------------------------------------------------------------
+    @property
+    def kmax(self) -> int:
+        """High-water mark of used slots; slots ≥ kmax have never been used."""
+        return int(self.ictl[kern.KMAX])
+
+    def reserve(self, new_clusters: int, new_entries: int, vocab_size: int) -> None:
+        """Grow arrays so a batch can open ``new_clusters`` and allocate ``new_entries``."""
+        need_k = self.kmax + new_clusters
+        if need_k > self.m.shape[0]:
+            n = max(need_k, 2 * self.m.shape[0])
+            self.m = _grow(self.m, n, 0.0)
+            self.ntok = _grow(self.ntok, n, 0.0)
+            self.alive = _grow(self.alive, n, False)
+            self.fresh = _grow(self.fresh, n, False)
+            self.uid = _grow(self.uid, n, -1)
+            self.free_stack = _grow(self.free_stack, n, 0)
+        if vocab_size > self.head.shape[0]:
+            self.head = _grow(self.head, max(vocab_size, 2 * self.head.shape[0]), -1)
+        if vocab_size > self.gw.shape[0]:
+            self.gw = _grow(self.gw, self.head.shape[0], 0.0)
+        need_p = int(self.ictl[kern.POOL_USED]) + new_entries
+        if need_p > self.pk.shape[0]:
+            self.compact()
+            need_p = int(self.ictl[kern.POOL_USED]) + new_entries
+            if need_p > self.pk.shape[0]:
+                n = max(need_p, 2 * self.pk.shape[0])
+                self.nxt = _grow(self.nxt, n, -1)
+                self.pk = _grow(self.pk, n, 0)
+                self.pc = _grow(self.pc, n, 0.0)
+
+    def compact(self) -> None:
+        """Drop postings of dead clusters and zero counts; recycle retired slots."""
+        kern.compact_postings(self.head, self.nxt, self.pk, self.pc, self.alive, self.ictl, 0.0)
+        for k in self.dirty_slots:
+            self.free_stack[self.ictl[kern.NFREE]] = k
+            self.ictl[kern.NFREE] += 1
+        self.dirty_slots = []
+
+    # ---- decay ----------------------------------------------------------------------------
+    def decay(self, factor: float) -> None:
+        """Multiply every statistic by ``factor`` (lazily, through the global scale)."""
+        self.scale *= factor
+        if self.scale < _RENORMALIZE_BELOW:
+            self.m *= self.scale
+            self.ntok *= self.scale
+            self.pc *= self.scale
+            self.gw *= self.scale
+            self.scale = 1.0
+
+    # ---- queries --------------------------------------------------------------------------
+    def active_slots(self) -> np.ndarray:
+        """Slots of live clusters, ascending."""
+        return np.flatnonzero(self.alive[: self.kmax])
+
+    def mass(self, slots: np.ndarray) -> np.ndarray:
+        """True (decayed) document mass of the given slots."""
+        return self.m[slots] * self.scale
+
+    def word_counts(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
+        """True word counts of one cluster as (word ids, counts)."""
+        ws, cs = kern.cluster_word_counts(slot, self.head, self.nxt, self.pk, self.pc)
+        return ws, cs * self.scale
+
+    def retire(self, slots: np.ndarray) -> None:
+        """Kill clusters; their slots are reused only after the next compaction."""
+        for k in slots:
+            self.alive[k] = False
+            self.m[k] = 0.0
+            self.ntok[k] = 0.0
+            self.dirty_slots.append(int(k))
+
+    # ---- persistence ----------------------------------------------------------------------
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Compact, self-describing arrays for a snapshot (no pickle)."""
+        self.compact()
+        used = int(self.ictl[kern.POOL_USED])
+        kmax = self.kmax
+        return {
+            "m": self.m[:kmax].copy(), "ntok": self.ntok[:kmax].copy(),
+            "alive": self.alive[:kmax].copy(), "uid": self.uid[:kmax].copy(),
+            "free_stack": self.free_stack[: int(self.ictl[kern.NFREE])].copy(),
+            "head": self.head.copy(), "nxt": self.nxt[:used].copy(),
+            "pk": self.pk[:used].copy(), "pc": self.pc[:used].copy(),
+            "ictl": self.ictl.copy(), "scale": np.array([self.scale]),
+        }
+
+    @classmethod
+    def from_arrays(cls, a: dict[str, np.ndarray]) -> MultinomialStats:
+        """Inverse of :meth:`to_arrays`."""
+        kmax = a["m"].shape[0]
+        cap = max(64, kmax)
+        s = cls()
+        s.m = _grow(a["m"].astype(np.float64), cap, 0.0)
+        s.ntok = _grow(a["ntok"].astype(np.float64), cap, 0.0)
+        s.alive = _grow(a["alive"].astype(np.bool_), cap, False)
+        s.fresh = np.zeros(cap, dtype=np.bool_)
+        s.uid = _grow(a["uid"].astype(np.int64), cap, -1)
+        s.free_stack = _grow(a["free_stack"].astype(np.int64), cap, 0)
+        s.head = a["head"].astype(np.int64).copy()
+        pcap = max(4096, a["pk"].shape[0])
+        s.nxt = _grow(a["nxt"].astype(np.int64), pcap, -1)
+        s.pk = _grow(a["pk"].astype(np.int64), pcap, 0)
+        s.pc = _grow(a["pc"].astype(np.float64), pcap, 0.0)
+        s.ictl = a["ictl"].astype(np.int64).copy()
+        s.scale = float(a["scale"][0])
+        return s
