@@ -33,9 +33,7 @@ class DPMMConfig:
     half_life_docs: float = 0.0
     retire_min_mass: float = 0.05
     max_active_clusters: int = 5000
-    prior: str = "symmetric"
-    prior_mass: float = 0.0
-    prior_smoothing: float = 1.0
+    discount: float = 0.0
 
     def __post_init__(self) -> None:
         if self.alpha <= 0 or self.beta <= 0:
@@ -90,12 +88,10 @@ class DPMM:
         log_norm = np.empty(nb)
         margin = np.empty(nb)
         lp = np.empty(stats.m.shape[0])
-        np.add.at(stats.gw, batch.words, batch.counts / stats.scale)
-        bw = self.word_prior(stats, batch.vocab_size)
         kern.seat_batch(
             batch.ptr, batch.words, batch.counts, batch.lengths, uniforms, sweeps,
-            self.log_alpha(nb), bw, float(bw[:batch.vocab_size].sum()), cfg.deterministic,
-            stats.scale, stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
+            self.log_alpha(nb), cfg.beta, batch.vocab_size * cfg.beta, cfg.deterministic,
+            stats.scale, cfg.discount, stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl, lp,
             assign, log_norm, margin,
         )
@@ -120,6 +116,7 @@ class DPMM:
                 w, c, int(batch.lengths[d]), lp, stats.m, stats.ntok, stats.alive, stats.head,
                 stats.nxt, stats.pk, stats.pc, kmax, stats.scale, self.config.beta,
                 batch.vocab_size * self.config.beta, self.log_alpha(len(batch)),
+                self.config.discount,
             )
             k = kern.choose(lp, kmax, lp_new, 0.0, True, out)
             res[d] = -1 if k < 0 else stats.uid[k]
@@ -136,23 +133,12 @@ class DPMM:
         lp_new = kern.score_document(
             words, counts, int(counts.sum()), lp, stats.m, stats.ntok, stats.alive, stats.head,
             stats.nxt, stats.pk, stats.pc, kmax, stats.scale, self.config.beta,
-            vocab_size * self.config.beta, self.log_alpha(batch_size),
+            vocab_size * self.config.beta, self.log_alpha(batch_size), self.config.discount,
         )
         slots = stats.active_slots()
         logits = np.append(lp[slots], lp_new)
         p = np.exp(logits - logits.max())
         return slots, p / p.sum()
-
-    def word_prior(self, stats: MultinomialStats, vocab_size: int) -> np.ndarray:
-        """Per-word Dirichlet parameters β_w."""
-        cfg = self.config
-        n = stats.gw.shape[0]
-        if cfg.prior == "symmetric":
-            return np.full(n, cfg.beta)
-        s = cfg.prior_mass if cfg.prior_mass > 0 else cfg.beta * vocab_size
-        g = cfg.prior_smoothing
-        q = (stats.gw * stats.scale + g) / (stats.gw[:vocab_size].sum() * stats.scale + vocab_size * g)
-        return s * q
 
     # ---- internals ------------------------------------------------------------------------
     @staticmethod

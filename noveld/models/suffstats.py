@@ -38,7 +38,6 @@ class MultinomialStats:
     pk: np.ndarray = field(default_factory=lambda: np.zeros(4096, dtype=np.int64))
     pc: np.ndarray = field(default_factory=lambda: np.zeros(4096))
     ictl: np.ndarray = field(default_factory=lambda: np.zeros(kern.ICTL_SIZE, dtype=np.int64))
-    gw: np.ndarray = field(default_factory=lambda: np.zeros(1024))
     scale: float = 1.0
     dirty_slots: list[int] = field(default_factory=list)
 
@@ -61,8 +60,6 @@ class MultinomialStats:
             self.free_stack = _grow(self.free_stack, n, 0)
         if vocab_size > self.head.shape[0]:
             self.head = _grow(self.head, max(vocab_size, 2 * self.head.shape[0]), -1)
-        if vocab_size > self.gw.shape[0]:
-            self.gw = _grow(self.gw, self.head.shape[0], 0.0)
         need_p = int(self.ictl[kern.POOL_USED]) + new_entries
         if need_p > self.pk.shape[0]:
             self.compact()
@@ -89,7 +86,6 @@ class MultinomialStats:
             self.m *= self.scale
             self.ntok *= self.scale
             self.pc *= self.scale
-            self.gw *= self.scale
             self.scale = 1.0
 
     # ---- queries --------------------------------------------------------------------------

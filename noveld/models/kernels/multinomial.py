@@ -55,9 +55,10 @@ def score_document(
     pc: np.ndarray,
     kmax: int,
     g: float,
-    bw: np.ndarray,
+    beta: float,
     vbeta: float,
     log_alpha_new: float,
+    discount: float = 0.0,
 ) -> float:
     """Fill ``lp[:kmax]`` with unnormalised log seating weights; return the new-cluster weight.
 
@@ -71,9 +72,11 @@ def score_document(
     The per-word term is written relative to the empty cluster, so it is zero for every cluster
     that does not contain the word and only postings need visiting. Dead slots get ``-inf``.
     """
+    n_alive = 0
     for k in range(kmax):
         if alive[k]:
-            lp[k] = math.log(m[k] * g) - log_rising(ntok[k] * g + vbeta, nd)
+            n_alive += 1
+            lp[k] = math.log(max(m[k] * g - discount, 1e-3)) - log_rising(ntok[k] * g + vbeta, nd)
         else:
             lp[k] = -np.inf
     nv = head.shape[0]
@@ -82,7 +85,6 @@ def score_document(
         if w >= nv:
             continue
         c = counts[j]
-        beta = bw[w]
         base = log_rising(beta, c) if c > 1 else 0.0
         e = head[w]
         while e >= 0:
@@ -94,7 +96,8 @@ def score_document(
                 else:
                     lp[k] += log_rising(x + beta, c) - base
             e = nxt[e]
-    return log_alpha_new - log_rising(vbeta, nd)
+    a_new = math.exp(log_alpha_new) + discount * n_alive
+    return math.log(a_new) - log_rising(vbeta, nd)
 
 
 @njit(cache=True)
@@ -211,8 +214,8 @@ def _close_if_empty(
 @njit(cache=True)
 def seat_batch(
     doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray, doc_len: np.ndarray,
-    uniforms: np.ndarray, n_sweeps: int, log_alpha: float, bw: np.ndarray, vbeta: float,
-    deterministic: bool, g: float,
+    uniforms: np.ndarray, n_sweeps: int, log_alpha: float, beta: float, vbeta: float,
+    deterministic: bool, g: float, discount: float,
     m: np.ndarray, ntok: np.ndarray, alive: np.ndarray, fresh: np.ndarray, uid: np.ndarray,
     head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
     free_stack: np.ndarray, ictl: np.ndarray, lp: np.ndarray, assign: np.ndarray,
@@ -243,7 +246,7 @@ def seat_batch(
                                 free_stack, ictl, weight)
             kmax = ictl[KMAX]
             lp_new = score_document(words, counts, nd, lp, m, ntok, alive, head, nxt, pk, pc,
-                                    kmax, g, bw, vbeta, log_alpha)
+                                    kmax, g, beta, vbeta, log_alpha, discount)
             k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out)
             u_i += 1
             if sweep == 0:

@@ -1,0 +1,101 @@
+"""Novelty decision (DESIGN §5.4): a birth is a candidate until it gathers ``min_size`` documents
+within ``confirm_within`` documents of its birth; then it is confirmed (→ ``cluster.born``).
+
+Pure: it sees cluster uids, document indices and opaque position payloads, never I/O or clocks.
+Its whole state is JSON-serialisable so it survives restarts with the model statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Candidate:
+    """A newly born cluster waiting for confirmation."""
+
+    uid: int
+    founding_doc_id: str
+    born_at: dict[str, Any]
+    born_index: int
+    novelty_score: float
+    size: int = 0
+    exemplars: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A candidate that reached ``min_size``: everything a ``cluster.born`` event needs."""
+
+    candidate: Candidate
+    confirmed_at: dict[str, Any]
+    confirmed_index: int
+
+
+class NoveltyTracker:
+    """Tracks candidates across batches; ``observe`` returns the confirmations of one batch."""
+
+    def __init__(self, min_size: int = 3, confirm_within: int = 2000, max_exemplars: int = 5):
+        if min_size < 1:
+            raise ValueError("novelty min_size must be >= 1")
+        if confirm_within < 1:
+            raise ValueError("novelty confirm_within must be >= 1")
+        self.min_size = min_size
+        self.confirm_within = confirm_within
+        self.max_exemplars = max_exemplars
+        self.candidates: dict[int, Candidate] = {}
+        self.dropped = 0
+
+    def observe(
+        self,
+        births: Sequence[tuple[int, int, float]],
+        assignments: Sequence[int],
+        doc_ids: Sequence[str],
+        positions: Sequence[dict[str, Any]],
+        first_index: int,
+        retired: Sequence[int] = (),
+    ) -> list[Confirmation]:
+        """Register births, count members in stream order, confirm or expire candidates.
+
+        ``births`` are (uid, batch index of the founding document, novelty score); document
+        ``i`` of the batch has stream index ``first_index + i``.
+        """
+        for uid, d, score in births:
+            self.candidates[uid] = Candidate(
+                uid=uid, founding_doc_id=doc_ids[d], born_at=positions[d],
+                born_index=first_index + d, novelty_score=score,
+            )
+        confirmed: list[Confirmation] = []
+        for i, uid in enumerate(assignments):
+            cand = self.candidates.get(int(uid))
+            if cand is None or first_index + i < cand.born_index:
+                continue
+            if first_index + i - cand.born_index >= self.confirm_within:
+                continue
+            cand.size += 1
+            if len(cand.exemplars) < self.max_exemplars:
+                cand.exemplars.append(doc_ids[i])
+            if cand.size >= self.min_size:
+                confirmed.append(Confirmation(cand, positions[i], first_index + i))
+                del self.candidates[cand.uid]
+        end = first_index + len(assignments)
+        for uid in list(self.candidates):
+            cand = self.candidates[uid]
+            if uid in retired or end - cand.born_index >= self.confirm_within:
+                del self.candidates[uid]
+                self.dropped += 1
+        return confirmed
+
+    def to_json(self) -> dict[str, Any]:
+        """Serialisable state."""
+        return {
+            "candidates": [asdict(c) for c in self.candidates.values()],
+            "dropped": self.dropped,
+        }
+
+    def load_json(self, data: dict[str, Any]) -> None:
+        """Restore state written by :meth:`to_json`."""
+        self.candidates = {int(c["uid"]): Candidate(**c) for c in data.get("candidates", [])}
+        self.dropped = int(data.get("dropped", 0))

@@ -1,0 +1,203 @@
+"""Wire contract of noveld: the input ``Document`` (DESIGN §4) and the cluster events (§5.4).
+
+Everything that crosses a process boundary is defined here, so producers, consumers, tests and
+docs share one definition; events serialize with ``model_dump_json()``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+MAX_ID_CHARS = 256
+"""Longest accepted document id, in characters (DESIGN §4)."""
+
+SCHEMA_VERSION = 1
+"""Version of the event schema; bumped only on incompatible changes."""
+
+
+class InvalidReason(StrEnum):
+    """Why a record went to the DLQ: a fixed enum, used as the DLQ ``reason`` and metric label."""
+
+    UNDECODABLE = "undecodable"  # bytes are not UTF-8
+    NOT_JSON = "not_json"
+    NOT_OBJECT = "not_object"
+    MISSING_ID = "missing_id"
+    BAD_ID = "bad_id"  # not a string (or integer) / empty / longer than MAX_ID_CHARS
+    BAD_FIELD = "bad_field"  # some field has the wrong type or an unparsable value
+    NO_CONTENT = "no_content"  # none of text / tokens / embedding
+    EMPTY_CONTENT = "empty_content"  # no tokens after tokenization (found by the featurizer)
+    OVERSIZE = "oversize"  # raw record larger than limits.max_doc_bytes
+    NAN_EMBEDDING = "nan_embedding"  # NaN or infinity in the embedding
+    WRONG_DIMENSION = "wrong_dimension"  # embedding length differs from the namespace's
+
+
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))?"
+)
+
+
+def parse_rfc3339(value: str) -> float:
+    """Convert an RFC 3339 timestamp to epoch seconds; raise ``ValueError`` if it is not one.
+
+    Accepts ``T``, ``t`` or a space as separator and any number of fraction digits. A missing
+    offset is read as UTC (lenient: RFC 3339 requires one); a leap second ``:60`` is accepted.
+    """
+    m = _RFC3339.fullmatch(value)
+    if m is None:
+        raise ValueError(f"not an RFC 3339 timestamp: {value[:64]!r}")
+    year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+    leap = 0
+    if second == 60:
+        second, leap = 59, 1
+    tz = UTC
+    if m.group(9) is not None:
+        oh, om = int(m.group(10)), int(m.group(11))
+        if oh > 23 or om > 59:
+            raise ValueError(f"bad UTC offset in {value[:64]!r}")
+        sign = -1 if m.group(9) == "-" else 1
+        tz = timezone(sign * timedelta(hours=oh, minutes=om))
+    dt = datetime(year, month, day, hour, minute, second, tzinfo=tz)
+    frac = float("0" + m.group(7)) if m.group(7) else 0.0
+    return dt.timestamp() + leap + frac
+
+
+def format_rfc3339(epoch: float) -> str:
+    """Format epoch seconds as an RFC 3339 UTC timestamp (millisecond precision, ``Z`` suffix)."""
+    dt = datetime.fromtimestamp(epoch, tz=UTC)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class Document(BaseModel):
+    """One validated input document (DESIGN §4); at least one of text/tokens/embedding is set.
+
+    Strict types, so the model itself rejects e.g. non-string tokens; ``ts`` is epoch seconds and
+    RFC 3339 strings are converted on validation.
+    """
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+    id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+    text: str | None = None
+    tokens: list[str] | None = None
+    embedding: list[FiniteFloat] | None = None
+    label: str | None = None
+    context: dict[str, str] = Field(default_factory=dict)
+    ts: FiniteFloat | None = None
+
+    @field_validator("ts", mode="before")
+    @classmethod
+    def _ts_from_string(cls, value: Any) -> Any:
+        """Accept RFC 3339 strings for ``ts`` and convert them to epoch seconds."""
+        if isinstance(value, str):
+            return parse_rfc3339(value)
+        if isinstance(value, bool):
+            raise ValueError("ts must be a number or an RFC 3339 string, not a boolean")
+        if isinstance(value, int):
+            return float(value)
+        return value
+
+    @model_validator(mode="after")
+    def _has_content(self) -> Document:
+        """Reject documents with none of text, tokens, embedding."""
+        if self.text is None and self.tokens is None and self.embedding is None:
+            raise ValueError("a document needs at least one of text, tokens, embedding")
+        return self
+
+
+class SourcePosition(BaseModel):
+    """Where a record came from: Kafka topic/partition/offset, or file path ("-": stdin)/line."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    topic: str
+    partition: int = 0
+    offset: int
+    ts: str | None = None  # RFC 3339, the record's event or broker time when known
+
+
+def event_id(namespace: str, cluster_id: str, event_type: str) -> str:
+    """Deterministic event id, so a replay re-emits the same ids and consumers can deduplicate.
+
+    First 32 hex chars of sha256 over ``namespace \\0 cluster_id \\0 event_type``.
+    """
+    key = f"{namespace}\x00{cluster_id}\x00{event_type}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(key).hexdigest()[:32]
+
+
+class _ClusterEvent(BaseModel):
+    """Fields shared by every cluster event; ``event_id`` is derived when not given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: str = ""
+    type: str
+    schema_version: int = SCHEMA_VERSION
+    namespace: str
+    model: str
+    cluster_id: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_event_id(cls, data: Any) -> Any:
+        """Fill an absent or empty ``event_id`` from (namespace, cluster_id, type)."""
+        if isinstance(data, dict) and not data.get("event_id"):
+            type_field = cls.model_fields.get("type")
+            etype = data.get("type") or (type_field.default if type_field else None)
+            ns, cid = data.get("namespace"), data.get("cluster_id")
+            if isinstance(ns, str) and isinstance(cid, str) and isinstance(etype, str):
+                data = {**data, "event_id": event_id(ns, cid, etype)}
+        return data
+
+
+class ClusterBorn(_ClusterEvent):
+    """A confirmed novel cluster (DESIGN §5.4): the novelty event downstream consumers act on."""
+
+    type: Literal["cluster.born"] = "cluster.born"
+    founding_doc_id: str
+    born_at: SourcePosition
+    confirmed_at: SourcePosition
+    size: int
+    top_terms: list[tuple[str, float]]
+    exemplar_doc_ids: list[str]
+    novelty_score: float
+    nearest_known_label: str | None = None
+
+
+class ClusterRetired(_ClusterEvent):
+    """A cluster left the model: its decayed mass faded below the floor or it was evicted."""
+
+    type: Literal["cluster.retired"] = "cluster.retired"
+    retired_at: SourcePosition
+    size: float  # remaining (decayed) mass when retired
+    reason: Literal["faded", "evicted"]
+
+
+class ClusterMerged(_ClusterEvent):
+    """Cluster ``cluster_id`` was merged into cluster ``into`` (e.g. two births of one story)."""
+
+    type: Literal["cluster.merged"] = "cluster.merged"
+    into: str
+    merged_at: SourcePosition
+
+
+ClusterEvent = Annotated[ClusterBorn | ClusterRetired | ClusterMerged, Field(discriminator="type")]
+"""Any cluster event, discriminated by ``type``."""
+
+_EVENT_ADAPTER: TypeAdapter[ClusterBorn | ClusterRetired | ClusterMerged] = TypeAdapter(
+    ClusterEvent
+)
+
+
+def parse_event(data: str | bytes) -> ClusterBorn | ClusterRetired | ClusterMerged:
+    """Parse one serialized event (a JSON line) into its model, chosen by its ``type``."""
+    return _EVENT_ADAPTER.validate_json(data)

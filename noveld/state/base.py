@@ -1,0 +1,74 @@
+"""The state-store contract (DESIGN §6): load a namespace, commit batches atomically with offsets.
+
+A commit carries the batch's *first* offsets (what the store must currently hold, else the batch
+was already applied: Replay) and its *next* offsets, plus the events for the outbox.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from noveld.models.base import StatsDelta
+from noveld.models.suffstats import MultinomialStats
+
+
+class CommitOutcome(enum.Enum):
+    """Result of :meth:`StateStore.commit`."""
+
+    COMMITTED = "committed"
+    REPLAY = "replay"
+    FENCED = "fenced"
+
+
+class FingerprintMismatch(RuntimeError):
+    """The stored namespace was written by a model with incompatible settings."""
+
+
+def partition_key(topic: str, partition: int) -> str:
+    """Key of a topic-partition in the offsets map."""
+    return f"{topic}:{partition}"
+
+
+@dataclass
+class NamespaceState:
+    """Everything durable about one namespace: model statistics, vocabulary, novelty candidates,
+    consumed offsets (next offset per topic-partition) and counters."""
+
+    fingerprint: dict[str, Any]
+    stats: MultinomialStats
+    vocab: list[str] = field(default_factory=list)
+    novelty: dict[str, Any] = field(default_factory=dict)
+    offsets: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    """One batch's commit: expected (first) and next offsets, the delta and outgoing events."""
+
+    first_offsets: dict[str, int]
+    next_offsets: dict[str, int]
+    delta: StatsDelta | None
+    events: list[dict[str, Any]]
+    counters: dict[str, int]
+
+
+class StateStore(Protocol):
+    """Durable model state; implementations: MemoryStore (+snapshot), RedisStore."""
+
+    def load(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
+        """The stored state, None if the namespace is new; FingerprintMismatch if incompatible."""
+
+    def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
+        """Apply a batch atomically (all or nothing)."""
+
+    def flush(self, state: NamespaceState) -> None:
+        """Make everything committed so far durable (snapshot / fsync)."""
+
+    def outbox_pending(self) -> list[dict[str, Any]]:
+        """Committed events not yet acknowledged by the sink."""
+
+    def ack(self, event_ids: list[str]) -> None:
+        """Drop delivered events from the outbox."""

@@ -1,0 +1,165 @@
+"""In-process state store with an atomic on-disk snapshot (the embedded default, DESIGN §1).
+
+The snapshot is one ``.npz`` file (no pickle): the statistics arrays plus a JSON document holding
+the fingerprint, vocabulary, novelty candidates, offsets, counters and undelivered events. It is
+written to a temporary file, fsynced and renamed over the previous one, so a crash at any moment
+leaves either the old or the new snapshot, each internally consistent (state and offsets agree).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from noveld.models.suffstats import MultinomialStats
+from noveld.state.base import (
+    CommitOutcome,
+    CommitRequest,
+    FingerprintMismatch,
+    NamespaceState,
+)
+
+SNAPSHOT_FORMAT = 1
+SNAPSHOT_NAME = "state.npz"
+
+
+class OffsetGap(RuntimeError):
+    """A batch starts after the stored offset: records would be skipped."""
+
+
+def describe_mismatch(stored: dict[str, Any], wanted: dict[str, Any]) -> str:
+    """Human-readable list of fingerprint fields that differ."""
+    keys = sorted(set(stored) | set(wanted))
+    diffs = [f"{k}: stored={stored.get(k)!r} configured={wanted.get(k)!r}"
+             for k in keys if stored.get(k) != wanted.get(k)]
+    return "; ".join(diffs)
+
+
+def check_offsets(state: NamespaceState, first_offsets: dict[str, int]) -> CommitOutcome | None:
+    """REPLAY if the stored offsets are past the batch's first offsets; None if they match."""
+    for key, first in first_offsets.items():
+        stored = state.offsets.get(key, 0)
+        if stored > first:
+            return CommitOutcome.REPLAY
+        if stored < first:
+            raise OffsetGap(f"{key}: stored next offset {stored} but batch starts at {first}")
+    return None
+
+
+class MemoryStore:
+    """State kept in the process; durable through periodic atomic snapshots in ``state_dir``."""
+
+    def __init__(
+        self,
+        state_dir: Path | None,
+        snapshot_interval_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state_dir = state_dir
+        self.snapshot_interval_s = snapshot_interval_s
+        self._clock = clock
+        self._last_snapshot = clock()
+        self._outbox: list[dict[str, Any]] = []
+        self.snapshots_written = 0
+
+    @property
+    def snapshot_path(self) -> Path | None:
+        """Where the snapshot lives (None: purely in memory)."""
+        return None if self.state_dir is None else self.state_dir / SNAPSHOT_NAME
+
+    def load(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
+        """Read the snapshot if there is one; refuse an incompatible fingerprint."""
+        path = self.snapshot_path
+        if path is None or not path.exists():
+            return None
+        state, outbox = read_snapshot(path)
+        if state.fingerprint != fingerprint:
+            raise FingerprintMismatch(
+                f"state in {path} was written with different model settings "
+                f"({describe_mismatch(state.fingerprint, fingerprint)}); use another "
+                "--state-dir or the original settings"
+            )
+        self._outbox = outbox
+        return state
+
+    def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
+        """Record offsets, counters and events; snapshot when the interval has passed."""
+        replay = check_offsets(state, request.first_offsets)
+        if replay is not None:
+            return replay
+        state.offsets.update(request.next_offsets)
+        for k, v in request.counters.items():
+            state.counters[k] = state.counters.get(k, 0) + v
+        self._outbox.extend(request.events)
+        if self.state_dir is not None and (
+            self._clock() - self._last_snapshot >= self.snapshot_interval_s
+        ):
+            self.flush(state)
+        return CommitOutcome.COMMITTED
+
+    def flush(self, state: NamespaceState) -> None:
+        """Write the snapshot now (no-op without a state dir)."""
+        path = self.snapshot_path
+        if path is None:
+            return
+        write_snapshot(path, state, self._outbox)
+        self._last_snapshot = self._clock()
+        self.snapshots_written += 1
+
+    def outbox_pending(self) -> list[dict[str, Any]]:
+        """Events committed but not yet acknowledged."""
+        return list(self._outbox)
+
+    def ack(self, event_ids: list[str]) -> None:
+        """Forget delivered events."""
+        done = set(event_ids)
+        self._outbox = [e for e in self._outbox if e["event_id"] not in done]
+
+
+def write_snapshot(path: Path, state: NamespaceState, outbox: list[dict[str, Any]]) -> None:
+    """Atomically replace ``path`` with a snapshot of ``state`` (write, fsync, rename, fsync dir)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": SNAPSHOT_FORMAT, "fingerprint": state.fingerprint, "vocab": state.vocab,
+        "novelty": state.novelty, "offsets": state.offsets, "counters": state.counters,
+        "outbox": outbox,
+    }
+    arrays = {f"stats.{k}": v for k, v in state.stats.to_arrays().items()}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, allow_pickle=False, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_snapshot(path: Path) -> tuple[NamespaceState, list[dict[str, Any]]]:
+    """Inverse of :func:`write_snapshot`; raises ValueError on an unreadable or foreign file."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            stats = {k[len("stats."):]: z[k] for k in z.files if k.startswith("stats.")}
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read snapshot {path}: {exc}") from exc
+    if meta.get("format") != SNAPSHOT_FORMAT:
+        raise ValueError(f"snapshot {path} has format {meta.get('format')}, "
+                         f"this noveld reads {SNAPSHOT_FORMAT}")
+    state = NamespaceState(
+        fingerprint=meta["fingerprint"], stats=MultinomialStats.from_arrays(stats),
+        vocab=list(meta["vocab"]), novelty=meta["novelty"],
+        offsets={k: int(v) for k, v in meta["offsets"].items()},
+        counters={k: int(v) for k, v in meta["counters"].items()},
+    )
+    return state, list(meta["outbox"])
