@@ -76,12 +76,12 @@ class BatchResult:
     """What a model step produced: per-document cluster uids, births and the statistics delta.
 
     ``born`` lists (cluster uid, index of the founding document in the batch, novelty score).
-    ``retired`` lists the uids of clusters that faded away or were evicted in this step.
+    ``retired`` lists (uid, remaining mass, "faded" | "evicted") of clusters retired in this step.
     """
 
     assignments: np.ndarray
     born: list[tuple[int, int, float]]
-    retired: list[int]
+    retired: list[tuple[int, float, str]]
     delta: StatsDelta
     log_predictive_per_token: float = float("nan")
     extra: dict[str, float] = field(default_factory=dict)

@@ -154,27 +154,29 @@ class DPMM:
                 born.append((int(stats.uid[k]), d, float(margin[d])))
         return born
 
-    def _retire(self, stats: MultinomialStats) -> list[int]:
+    def _retire(self, stats: MultinomialStats) -> list[tuple[int, float, str]]:
+        """Retire faded clusters (mass < retire_min_mass) and evict the lightest beyond
+        ``max_active_clusters``; returns (uid, remaining mass, "faded" | "evicted")."""
         cfg = self.config
         slots = stats.active_slots()
         mass = stats.mass(slots)
         old = ~stats.fresh[slots]
-        gone = slots[old & (mass < cfg.retire_min_mass)]
-        keep = slots[~np.isin(slots, gone)]
+        faded = slots[old & (mass < cfg.retire_min_mass)]
+        keep = slots[~np.isin(slots, faded)]
         excess = keep.shape[0] - cfg.max_active_clusters
-        if excess > 0:
-            order = np.lexsort((keep, stats.mass(keep)))
-            gone = np.concatenate([gone, keep[order[:excess]]])
-        if gone.shape[0] == 0:
-            return []
-        uids = [int(u) for u in stats.uid[gone]]
-        stats.retire(gone)
-        return uids
+        keep = keep[~stats.fresh[keep]]  # never evict a cluster this batch just filled
+        evicted = keep[np.lexsort((keep, stats.mass(keep)))[:excess]] if excess > 0 else keep[:0]
+        out = [(int(stats.uid[k]), float(stats.mass(np.array([k]))[0]), "faded") for k in faded]
+        out += [(int(stats.uid[k]), float(stats.mass(np.array([k]))[0]), "evicted")
+                for k in evicted]
+        if out:
+            stats.retire(np.concatenate([faded, evicted]))
+        return out
 
     @staticmethod
     def _delta(
         batch: DocBatch, uids: np.ndarray, f: float, born: list[tuple[int, int, float]],
-        retired: list[int],
+        retired: list[tuple[int, float, str]],
     ) -> StatsDelta:
         cl, inv = np.unique(uids, return_inverse=True)
         dm = np.bincount(inv, minlength=cl.shape[0]).astype(np.float64)
@@ -189,7 +191,7 @@ class DPMM:
             word_cluster=(ukey // (batch.vocab_size + 1)).astype(np.int64),
             word_ids=(ukey % (batch.vocab_size + 1)).astype(np.int64), word_count=wc,
             born_uids=np.array([b[0] for b in born], dtype=np.int64),
-            retired_uids=np.array(retired, dtype=np.int64),
+            retired_uids=np.array([r[0] for r in retired], dtype=np.int64),
         )
 
     def _log_predictive_per_token(

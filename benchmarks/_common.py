@@ -1,0 +1,30 @@
+"""Shared helpers for the benchmark scripts: data loading and machine description."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "news.jsonl"
+
+
+def machine() -> str:
+    """One line describing where the numbers were taken."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def load_texts(path: Path) -> list[dict[str, object]]:
+    """All JSON lines of a file."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,70 @@
+"""Model-only throughput of the dpmm step (featurization done up front, not timed).
+
+    python benchmarks/bench_model.py [--data FILE] [--repeat 3]
+
+Prints docs/s and per-batch latency percentiles for rejuvenation off and for the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DEFAULT_DATA, load_texts, machine  # noqa: E402
+
+from noveld.daemon.pipeline import model_config  # noqa: E402
+from noveld.daemon.settings import Settings  # noqa: E402
+from noveld.featurize import Featurizer, Tokenizer, Vocabulary  # noqa: E402
+from noveld.models.dpmm import DPMM  # noqa: E402
+from noveld.schema import Document  # noqa: E402
+
+
+def run(batches: list, sweeps: int, batch_size: int) -> tuple[float, np.ndarray, int]:
+    """One pass over pre-featurized batches; returns docs/s, batch latencies, clusters."""
+    cfg = model_config(Settings())
+    cfg = type(cfg)(**{**cfg.__dict__, "rejuvenation_sweeps": sweeps})
+    model = DPMM(cfg)
+    stats = model.new_state()
+    lat = []
+    n = 0
+    t0 = time.perf_counter()
+    for i, b in enumerate(batches):
+        t = time.perf_counter()
+        model.partial_fit(b, stats, np.random.default_rng(i))
+        lat.append(time.perf_counter() - t)
+        n += len(b)
+    return n / (time.perf_counter() - t0), np.array(lat), int(stats.alive.sum())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--repeat", type=int, default=3)
+    a = p.parse_args()
+    rows = load_texts(a.data)
+    docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
+    feat = Featurizer(Tokenizer(), Vocabulary())
+    batches = [feat.featurize(docs[i:i + a.batch_size])[0]
+               for i in range(0, len(docs), a.batch_size)]
+    run(batches[:4], 2, a.batch_size)  # JIT warm-up
+    print(f"machine: {machine()}")
+    print(f"data: {a.data} ({len(docs):,} docs, batch {a.batch_size})")
+    for label, sweeps in [("rejuvenation off", 0), ("defaults (2 sweeps)", 2)]:
+        best = None
+        for _ in range(a.repeat):
+            r = run(batches, sweeps, a.batch_size)
+            best = r if best is None or r[0] > best[0] else best
+        assert best is not None
+        rate, lat, k = best
+        print(f"{label:>22}: {rate:>10,.0f} docs/s  batch p50 {np.median(lat) * 1e3:6.2f} ms  "
+              f"p99 {np.percentile(lat, 99) * 1e3:6.2f} ms  clusters {k}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""``noveld`` command line: run, evaluate, generate, demo, config show.
+
+Every command turns bad configuration, unreadable files and incompatible state into a one-line
+error and a non-zero exit code — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from noveld import __version__
+from noveld.daemon.embedded import EXIT_USAGE, UserError, run_file
+from noveld.daemon.settings import Settings, load_settings
+
+_MODEL_FLAGS: list[tuple[str, str, type, str]] = [
+    ("--alpha", "alpha", float, "DP concentration α (per document of the batch when scaled)"),
+    ("--beta", "beta", float, "symmetric Dirichlet prior β on cluster word distributions"),
+    ("--alpha-scaling", "alpha_scaling", str, "none | batch (α·|B|, as MStream)"),
+    ("--discount", "discount", float, "Pitman–Yor discount in [0, 1) (0 = Dirichlet process)"),
+    ("--rejuvenation-sweeps", "rejuvenation_sweeps", int, "Gibbs sweeps over each batch"),
+    ("--half-life", "half_life_docs", float, "forgetting half-life in documents (0 = off)"),
+    ("--retire-min-mass", "retire_min_mass", float, "retire clusters whose mass falls below"),
+    ("--max-active-clusters", "max_active_clusters", int, "evict the lightest clusters beyond"),
+    ("--seed", "seed", int, "random seed (runs are reproducible per seed)"),
+]
+_FIELD_FLAGS = ["id", "text", "tokens", "embedding", "label", "context", "ts"]
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="TOML config file (see docs/configuration.md)")
+    p.add_argument("--namespace", help="state namespace (default: default)")
+    g = p.add_argument_group("model")
+    g.add_argument("--model", choices=["dpmm"], help="inference engine (default dpmm)")
+    for flag, _, typ, help_ in _MODEL_FLAGS:
+        g.add_argument(flag, type=typ, help=help_)
+    det = g.add_mutually_exclusive_group()
+    det.add_argument("--deterministic", dest="deterministic", action="store_true", default=None,
+                     help="MAP seating (default)")
+    det.add_argument("--sampled", dest="deterministic", action="store_false",
+                     help="sample seatings from the CRP conditional")
+    b = p.add_argument_group("batching and novelty")
+    b.add_argument("--batch-size", type=int, help="documents per mini-batch (default 256)")
+    b.add_argument("--novelty-min-size", type=int, help="documents that confirm a birth (3)")
+    b.add_argument("--novelty-confirm-within", type=int,
+                   help="…within this many documents of the birth (2000)")
+    f = p.add_argument_group("input fields")
+    for name in _FIELD_FLAGS:
+        f.add_argument(f"--{name}-field", dest=f"field_{name}", metavar="NAME",
+                       help=f"JSON field holding the document {name} (default {name})")
+    lim = p.add_argument_group("limits")
+    lim.add_argument("--max-doc-bytes", type=int, help="larger records are dead-lettered")
+    lim.add_argument("--max-consecutive-invalid", type=int,
+                     help="stop (exit 3) after this many invalid records in a row (1000)")
+
+
+def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
+    """CLI flags that were given, as a nested settings dict."""
+    o: dict[str, Any] = {}
+
+    def put(section: str | None, key: str, value: Any) -> None:
+        if value is None:
+            return
+        if section is None:
+            o[key] = value
+        else:
+            o.setdefault(section, {})[key] = value
+
+    put(None, "namespace", getattr(ns, "namespace", None))
+    put("model", "kind", getattr(ns, "model", None))
+    for _, key, _, _ in _MODEL_FLAGS:
+        put("model", key, getattr(ns, key, None))
+    put("model", "deterministic", getattr(ns, "deterministic", None))
+    put("batch", "max_docs", getattr(ns, "batch_size", None))
+    put("novelty", "min_size", getattr(ns, "novelty_min_size", None))
+    put("novelty", "confirm_within", getattr(ns, "novelty_confirm_within", None))
+    for name in _FIELD_FLAGS:
+        put("fields", name, getattr(ns, f"field_{name}", None))
+    put("limits", "max_doc_bytes", getattr(ns, "max_doc_bytes", None))
+    put("limits", "max_consecutive_invalid", getattr(ns, "max_consecutive_invalid", None))
+    put("state", "dir", getattr(ns, "state_dir", None))
+    put("state", "snapshot_interval_s", getattr(ns, "snapshot_interval", None))
+    put(None, "dlq", getattr(ns, "dlq", None))
+    put(None, "input", getattr(ns, "input", None))
+    return o
+
+
+def _settings(ns: argparse.Namespace) -> Settings:
+    return load_settings(getattr(ns, "config", None), _overrides(ns))
+
+
+def _cmd_run(ns: argparse.Namespace) -> int:
+    settings = _settings(ns)
+    if settings.kafka.bootstrap_servers or settings.redis.url:
+        raise UserError("Kafka/Redis mode is not available in this build yet; "
+                        "unset NOVELD_KAFKA__* / NOVELD_REDIS__* to use the embedded default")
+    input_path = settings.input or "-"
+    err = None if ns.quiet else sys.stderr
+    code, progress, pipeline = run_file(settings, input_path, sys.stdout, err)
+    if not ns.quiet:
+        where = f"state in {settings.state.dir}" if settings.state.dir else "state not saved"
+        sys.stderr.write(progress.summary(
+            f"{where}; dead letters in {settings.dlq_path()}" if progress.invalid else where))
+    return code
+
+
+def _cmd_config_show(ns: argparse.Namespace) -> int:
+    settings = _settings(ns)
+    data = settings.model_dump(mode="json")
+    if ns.json:
+        print(json.dumps(data, indent=2))
+    else:
+        for line in _flatten(data):
+            print(line)
+    return 0
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out += _flatten(v, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k} = {json.dumps(v)}")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (also used to render docs)."""
+    p = argparse.ArgumentParser(
+        prog="noveld",
+        description="Streaming Bayesian-nonparametric document clustering with novelty "
+                    "detection. Documents in (JSONL or Kafka), clusters and `cluster.born` "
+                    "events out.",
+    )
+    p.add_argument("--version", action="version", version=f"noveld {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run", help="cluster a document stream and emit novelty events",
+        description="Read JSONL documents (file or - for stdin), seat each in a cluster, write "
+                    "cluster.born / cluster.retired events as JSON lines on stdout and progress "
+                    "on stderr. With --state-dir the state is snapshotted atomically and a "
+                    "second run resumes after the last committed line.",
+    )
+    run.add_argument("--input", "-i", help="JSONL file, or - for stdin (default -)")
+    run.add_argument("--state-dir", type=Path, help="directory for the state snapshot")
+    run.add_argument("--snapshot-interval", type=float,
+                     help="seconds between snapshots (default 5; 0 = every batch)")
+    run.add_argument("--dlq", type=Path,
+                     help="dead-letter file (default <state-dir>/dlq.jsonl or ./noveld-dlq.jsonl)")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    _add_common(run)
+    run.set_defaults(func=_cmd_run)
+
+    from noveld.daemon.cli_tools import add_tool_commands
+
+    add_tool_commands(sub, _add_common, _settings)
+
+    cfg = sub.add_parser("config", help="configuration tools")
+    cfg_sub = cfg.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    show = cfg_sub.add_parser("show", help="print the effective configuration, secrets masked")
+    show.add_argument("--json", action="store_true", help="JSON output")
+    _add_common(show)
+    show.set_defaults(func=_cmd_config_show)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``noveld`` console script."""
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    try:
+        code: int = ns.func(ns)
+        return code
+    except UserError as exc:
+        sys.stderr.write(f"noveld: error: {exc}\n")
+        return EXIT_USAGE
+    except ValidationError as exc:
+        sys.stderr.write(f"noveld: error: invalid configuration:\n{_validation_text(exc)}\n")
+        return EXIT_USAGE
+    except FileNotFoundError as exc:
+        sys.stderr.write(f"noveld: error: {exc}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def _validation_text(exc: ValidationError) -> str:
+    lines = []
+    for e in exc.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        lines.append(f"  {loc}: {e['msg']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""``noveld evaluate``, ``noveld generate`` and ``noveld demo``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from noveld.daemon.embedded import UserError
+from noveld.daemon.settings import Settings
+
+_REPORT_ORDER = [
+    "nmi", "ari", "homogeneity", "completeness", "v_measure", "purity", "clusters", "docs",
+    "seconds", "docs_per_second", "novelty_precision", "novelty_recall", "novelty_latency_docs",
+]
+
+
+def _print_report(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return
+    keys = [k for k in _REPORT_ORDER if k in report] + sorted(
+        k for k in report if k not in _REPORT_ORDER)
+    for k in keys:
+        v = report[k]
+        print(f"{k:>22}  {v:.4f}" if isinstance(v, float) else f"{k:>22}  {v}")
+
+
+def _cmd_evaluate(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]
+                  ) -> int:
+    from noveld.eval.report import evaluate_file
+
+    settings = settings_of(ns)
+    path = str(ns.input)
+    if path != "-" and not Path(path).is_file():
+        raise UserError(f"input file {path} does not exist")
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = settings.model_copy(update={"dlq": Path(tmp) / "dlq.jsonl"})
+        report = evaluate_file(settings, path, window=ns.window,
+                               progress_out=None if ns.json else sys.stderr)
+    if report.get("docs", 0) and report.get("unlabelled_docs") == report.get("docs"):
+        raise UserError(f"no document in {path} has a label field "
+                        f"'{settings.fields.label}' to score against")
+    _print_report(report, ns.json)
+    return 0
+
+
+def _synth_config(ns: argparse.Namespace) -> Any:
+    from noveld.synth import SynthConfig
+
+    kw = {k: v for k, v in {
+        "n_docs": ns.docs, "n_stories": ns.stories, "vocab_size": ns.vocab,
+        "doc_len_mean": ns.doc_len, "birth_rate": ns.birth_rate, "seed": ns.stream_seed,
+    }.items() if v is not None}
+    try:
+        return SynthConfig(**kw)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"invalid generator settings: {exc}") from exc
+
+
+def _cmd_generate(ns: argparse.Namespace) -> int:
+    from noveld.synth import write_jsonl
+
+    cfg = _synth_config(ns)
+    if ns.out is None or str(ns.out) == "-":
+        write_jsonl(cfg, sys.stdout)
+    else:
+        write_jsonl(cfg, ns.out)
+        sys.stderr.write(f"noveld: wrote {cfg.n_docs:,} documents to {ns.out}\n")
+    return 0
+
+
+def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]
+              ) -> int:
+    from noveld.eval.report import run_and_record, score
+    from noveld.synth import write_jsonl
+
+    cfg = _synth_config(ns)
+    settings = settings_of(ns)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "stream.jsonl"
+        write_jsonl(cfg, path)
+        settings = settings.model_copy(update={"dlq": Path(tmp) / "dlq.jsonl"})
+        sys.stderr.write(f"noveld demo: generated {cfg.n_docs:,} documents from "
+                         f"{cfg.n_stories} synthetic stories (seed {cfg.seed}); clustering…\n")
+        rec, events, seconds, _ = run_and_record(settings, str(path), sys.stderr)
+    print("== novelty events (cluster.born) ==")
+    for ev in events:
+        if ev["type"] == "cluster.born":
+            terms = " ".join(t for t, _ in ev["top_terms"][:6])
+            print(f"{ev['cluster_id']:>7}  born at doc {ev['born_at']['offset']:>6}  "
+                  f"confirmed at {ev['confirmed_at']['offset']:>6}  size {ev['size']}  [{terms}]")
+    print()
+    print("== clusters ==")
+    members: dict[int, Counter[str]] = defaultdict(Counter)
+    for lab, c in zip(rec.labels, rec.clusters, strict=True):
+        members[c][str(lab)] += 1
+    print(f"{'cluster':>8} {'size':>6} {'purity':>7}  {'true label':<10} top terms")
+    born = {ev["cluster_id"]: ev for ev in events if ev["type"] == "cluster.born"}
+    for c, cnt in sorted(members.items(), key=lambda kv: -sum(kv[1].values()))[: ns.top]:
+        size = sum(cnt.values())
+        lab, n = cnt.most_common(1)[0]
+        ev = born.get(f"c{c}")
+        terms = " ".join(t for t, _ in ev["top_terms"][:6]) if ev else ""
+        print(f"{'c' + str(c):>8} {size:>6} {n / size:>7.2f}  {lab:<10} {terms}")
+    report = score(rec, events, seconds)
+    print()
+    print(f"NMI {report['nmi']:.3f} · ARI {report['ari']:.3f} · {report['clusters']} clusters "
+          f"for {len(set(rec.labels))} true stories · novelty precision "
+          f"{report['novelty_precision']:.2f} recall {report['novelty_recall']:.2f} · "
+          f"{report['docs_per_second']:,.0f} docs/s")
+    return 0
+
+
+def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None) -> None:
+    g = p.add_argument_group("synthetic stream")
+    g.add_argument("--docs", type=int, default=docs_default, help="number of documents")
+    g.add_argument("--stories", type=int, help="number of stories")
+    g.add_argument("--vocab", type=int, help="vocabulary size")
+    g.add_argument("--doc-len", type=float, help="mean document length in tokens")
+    g.add_argument("--birth-rate", type=float,
+                   help="probability that a document opens a new story")
+    g.add_argument("--stream-seed", dest="stream_seed", type=int, help="generator seed (the model seed is --seed)")
+
+
+def add_tool_commands(
+    sub: Any,
+    add_common: Callable[[argparse.ArgumentParser], None],
+    settings_of: Callable[[argparse.ArgumentParser], Settings] | Any,
+) -> None:
+    """Register evaluate, generate and demo on the top-level subparsers."""
+    ev = sub.add_parser(
+        "evaluate", help="score clustering and novelty on a labelled JSONL file",
+        description="Run the same pipeline in stream order over a labelled JSONL file and print "
+                    "nmi, ari, homogeneity, completeness, v_measure, purity, clusters, docs, "
+                    "seconds, docs_per_second, novelty_precision, novelty_recall and "
+                    "novelty_latency_docs.",
+    )
+    ev.add_argument("input", help="labelled JSONL file (or - for stdin)")
+    ev.add_argument("--json", action="store_true", help="JSON report on stdout")
+    ev.add_argument("--window", type=int, default=5,
+                    help="a birth is correct if its founding doc is among the first W docs of "
+                         "its true cluster (default 5)")
+    add_common(ev)
+    ev.set_defaults(func=lambda ns: _cmd_evaluate(ns, settings_of))
+
+    gen = sub.add_parser(
+        "generate", help="write a synthetic labelled stream (stories born over time)",
+        description="Sample documents from the DP mixture-of-multinomials generative process "
+                    "with stories born over time; JSONL with id, text, label, ts.",
+    )
+    gen.add_argument("--out", "-o", type=Path, help="output file (default stdout)")
+    _add_synth_args(gen)
+    gen.set_defaults(func=_cmd_generate)
+
+    demo = sub.add_parser(
+        "demo", help="generate a stream, cluster it, show events and a summary table",
+        description="The one-command first experience: generates a synthetic stream, runs the "
+                    "real pipeline over it, prints the cluster.born events and a table of "
+                    "clusters with their size, purity against the true story and top terms.",
+    )
+    _add_synth_args(demo)
+    demo.add_argument("--top", type=int, default=20, help="clusters to list (default 20)")
+    add_common(demo)
+    demo.set_defaults(func=lambda ns: _cmd_demo(ns, settings_of))

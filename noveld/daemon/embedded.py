@@ -1,0 +1,184 @@
+"""The embedded default: JSONL file or stdin in, in-process state with snapshots, events to stdout.
+
+Exit codes: 0 done (input exhausted or SIGINT/SIGTERM after a clean snapshot); 3 circuit breaker.
+Configuration and state errors are raised as :class:`UserError` for the CLI to print.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+from typing import IO, Any
+
+from noveld.connectors.decode import Invalid
+from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record
+from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline
+from noveld.daemon.progress import Progress
+from noveld.daemon.settings import Settings
+from noveld.schema import InvalidReason
+from noveld.state.base import FingerprintMismatch, partition_key
+from noveld.state.memory import MemoryStore
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_CIRCUIT_OPEN = 3
+
+
+class UserError(RuntimeError):
+    """A problem the user can fix (bad config, incompatible state, unreadable input)."""
+
+
+class StdoutEvents:
+    """Event sink writing one JSON object per line."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.count = 0
+
+    def publish(self, events: Sequence[dict[str, Any]]) -> None:
+        """Write and flush (a line is delivered once the pipe has it)."""
+        import json
+
+        for ev in events:
+            self.stream.write(json.dumps(ev, separators=(",", ":")) + "\n")
+        self.stream.flush()
+        self.count += len(events)
+
+
+class CollectingEvents:
+    """Event sink that keeps events in a list (evaluate, demo, tests)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def publish(self, events: Sequence[dict[str, Any]]) -> None:
+        """Append."""
+        self.events.extend(events)
+
+
+class FileDeadLetters:
+    """Dead-letter sink appending to a JSONL file."""
+
+    def __init__(self, sink: DlqFileSink) -> None:
+        self.sink = sink
+
+    def send(self, record: Record, reason: InvalidReason, detail: str) -> None:
+        """Append one dead letter."""
+        self.sink.write(record, Invalid(reason, detail))
+
+    def flush(self) -> None:
+        """fsync, so dead letters are durable before their offsets are committed."""
+        self.sink.flush()
+
+
+class _Stop(Exception):
+    """Raised from the signal handler to leave a blocking read."""
+
+
+@dataclass
+class _StopFlag:
+    event: threading.Event
+    in_read: bool = False
+    signum: int = 0
+
+
+@contextmanager
+def graceful_stop() -> Iterator[_StopFlag]:
+    """SIGINT/SIGTERM request a stop after the current batch (or abandon a blocking read)."""
+    flag = _StopFlag(threading.Event())
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        flag.signum = signum
+        flag.event.set()
+        if flag.in_read:
+            raise _Stop
+
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield flag
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def source_name(input_path: str) -> str:
+    """Offsets key of an input: the path as given (``-`` for stdin), as in record positions."""
+    return input_path
+
+
+def run_file(
+    settings: Settings,
+    input_path: str,
+    events_out: IO[str] | None = None,
+    progress_out: IO[str] | None = None,
+    events_sink: Any = None,
+    observer: BatchObserver | None = None,
+    snapshot: bool = True,
+) -> tuple[int, Progress, Pipeline]:
+    """Run the pipeline over a JSONL file (or ``-``) until exhausted or signalled."""
+    store = MemoryStore(settings.state.dir if snapshot else None,
+                        settings.state.snapshot_interval_s)
+    sink = events_sink if events_sink is not None else StdoutEvents(events_out or sys.stdout)
+    dlq_path = settings.dlq_path()
+    try:
+        dlq = DlqFileSink(dlq_path)
+    except OSError as exc:
+        raise UserError(f"cannot open DLQ file {dlq_path}: {exc}") from exc
+    try:
+        pipeline = Pipeline(settings, store, sink, FileDeadLetters(dlq), observer)
+    except FingerprintMismatch as exc:
+        raise UserError(str(exc)) from exc
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    topic = source_name(input_path)
+    key = partition_key(topic, 0)
+    start = pipeline.next_offset(topic, 0)
+    try:
+        source = JsonlSource(input_path, start_offset=start,
+                             max_line_bytes=settings.limits.max_doc_bytes)
+    except OSError as exc:
+        raise UserError(f"cannot read input {input_path}: {exc}") from exc
+    progress = Progress(progress_out, settings.progress_interval_s)
+    code = EXIT_OK
+    with graceful_stop() as stop:
+        try:
+            first = source.next_offset
+            while not stop.event.is_set():
+                stop.in_read = True
+                try:
+                    records = source.read_batch(settings.batch.max_docs)
+                finally:
+                    stop.in_read = False
+                if not records:
+                    if source.exhausted:
+                        break
+                    continue
+                nxt = source.next_offset
+                try:
+                    rep = pipeline.step(records, {key: first}, {key: nxt})
+                except CircuitOpen as exc:
+                    progress.update(exc.report)
+                    if progress_out is not None:
+                        progress_out.write(
+                            f"noveld: circuit breaker open: {exc}. The last invalid records are "
+                            f"in {dlq_path}; fix the producer, then run again to resume.\n"
+                        )
+                    code = EXIT_CIRCUIT_OPEN
+                    break
+                first = nxt
+                progress.update(rep)
+        except _Stop:
+            pass
+        finally:
+            pipeline.flush()
+            dlq.flush()
+            source.close()
+    return code, progress, pipeline

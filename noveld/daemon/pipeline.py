@@ -1,0 +1,295 @@
+"""The batch loop of DESIGN §3, shared by ``run``, ``evaluate`` and ``demo``.
+
+decode → featurize → model step → novelty tracking → atomic commit → publish. Sources, sinks and
+the store are injected, so the embedded default and the production daemon run this same code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
+from noveld.connectors.jsonl import Record
+from noveld.daemon.settings import Settings, model_fingerprint
+from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.models.dpmm import DPMM, DPMMConfig
+from noveld.models.novelty import Confirmation, NoveltyTracker
+from noveld.schema import ClusterBorn, ClusterRetired, Document, InvalidReason, SourcePosition
+from noveld.schema import event_id as make_event_id
+from noveld.state.base import (
+    CommitOutcome,
+    CommitRequest,
+    NamespaceState,
+    StateStore,
+    partition_key,
+)
+
+
+class CircuitOpen(RuntimeError):
+    """Too many invalid records in a row: stop rather than dead-letter a whole stream."""
+
+    def __init__(self, message: str, report: BatchReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class EventSink(Protocol):
+    """Where committed events go (stdout, a list, a Kafka topic)."""
+
+    def publish(self, events: Sequence[dict[str, Any]]) -> None:
+        """Deliver events; return only when they are durable downstream."""
+
+
+class DeadLetterSink(Protocol):
+    """Where invalid records go (a file, a Kafka topic)."""
+
+    def send(self, record: Record, reason: InvalidReason, detail: str) -> None:
+        """Dead-letter one record with its reason."""
+
+    def flush(self) -> None:
+        """Make dead letters durable (called before the offsets covering them are committed)."""
+
+
+BatchObserver = Callable[[list[Document], list[SourcePosition], np.ndarray], None]
+
+
+@dataclass
+class BatchReport:
+    """What one step did (for progress output and metrics)."""
+
+    records: int = 0
+    valid: int = 0
+    invalid: int = 0
+    births: int = 0
+    retired: int = 0
+    replayed: bool = False
+    clusters_active: int = 0
+    log_predictive_per_token: float = float("nan")
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+
+
+def model_config(settings: Settings) -> DPMMConfig:
+    """Model hyperparameters from the settings."""
+    m = settings.model
+    return DPMMConfig(
+        alpha=m.alpha, beta=m.beta, alpha_scaling=m.alpha_scaling,
+        rejuvenation_sweeps=m.rejuvenation_sweeps, deterministic=m.deterministic,
+        half_life_docs=m.half_life_docs, retire_min_mass=m.retire_min_mass,
+        max_active_clusters=m.max_active_clusters, discount=m.discount,
+    )
+
+
+class Pipeline:
+    """Owns the live model state of one namespace and turns record batches into commits."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: StateStore,
+        events: EventSink,
+        dead_letters: DeadLetterSink,
+        observer: BatchObserver | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.events = events
+        self.dead_letters = dead_letters
+        self.observer = observer
+        self.model = DPMM(model_config(settings))
+        fingerprint = model_fingerprint(settings)
+        loaded = store.load(fingerprint)
+        self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
+        self.vocab = Vocabulary.from_list(self.state.vocab)
+        tok = settings.tokenizer
+        self.featurizer = Featurizer(
+            Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len), self.vocab
+        )
+        nov = settings.novelty
+        self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, nov.exemplars)
+        self.tracker.load_json(self.state.novelty)
+        self.announced: set[int] = set(self.state.novelty.get("announced", []))
+        f = settings.fields
+        self.fields = FieldNames(f.id, f.text, f.tokens, f.embedding, f.label, f.context, f.ts)
+        self.limits = DecodeLimits(max_doc_bytes=settings.limits.max_doc_bytes)
+        self.consecutive_invalid = 0
+        self.publish_pending()
+
+    # ---- public ---------------------------------------------------------------------------
+    def next_offset(self, topic: str, partition: int) -> int:
+        """Where to resume reading a topic-partition (the committed next offset)."""
+        return self.state.offsets.get(partition_key(topic, partition), 0)
+
+    @property
+    def docs_total(self) -> int:
+        """Valid documents committed so far."""
+        return self.state.counters.get("docs", 0)
+
+    def step(self, records: Sequence[Record], first_offsets: dict[str, int],
+             next_offsets: dict[str, int]) -> BatchReport:
+        """Process one batch end to end; raise CircuitOpen after committing if the breaker trips."""
+        rep = BatchReport(records=len(records))
+        t0 = time.perf_counter()
+        docs, kept, consumed = self._decode(records, rep)
+        tripped = consumed < len(records) or (
+            self.consecutive_invalid >= self.settings.limits.max_consecutive_invalid)
+        if tripped:
+            next_offsets = dict(first_offsets)
+            for r in records[:consumed]:
+                key = partition_key(r.position.topic, r.position.partition)
+                next_offsets[key] = r.position.offset + 1
+        t1 = time.perf_counter()
+        batch, empty = self.featurizer.featurize(docs)
+        if empty:
+            drop = set(empty)
+            for i in sorted(drop):
+                self._dead_letter(kept[i], InvalidReason.EMPTY_CONTENT,
+                                  "no tokens after tokenization", rep)
+            docs = [d for i, d in enumerate(docs) if i not in drop]
+            kept = [r for i, r in enumerate(kept) if i not in drop]
+        positions = [r.position for r in kept]
+        rep.valid = len(docs)
+        t2 = time.perf_counter()
+        first_index = self.docs_total
+        seed_parts = [self.settings.model.seed, *sorted(first_offsets.values())]
+        rng = np.random.default_rng(seed_parts)
+        events: list[dict[str, Any]] = []
+        delta = None
+        if docs:
+            result = self.model.partial_fit(batch, self.state.stats, rng)
+            rep.log_predictive_per_token = result.log_predictive_per_token
+            t3 = time.perf_counter()
+            pos_dicts = [p.model_dump() for p in positions]
+            confirmed = self.tracker.observe(
+                result.born, result.assignments.tolist(), [d.id for d in docs], pos_dicts,
+                first_index, [u for u, _, _ in result.retired],
+            )
+            events = [self._born_event(c) for c in confirmed]
+            events += self._retired_events(result.retired, positions[-1])
+            rep.births = len(confirmed)
+            rep.retired = len(result.retired)
+            delta = result.delta
+            if self.observer is not None:
+                self.observer(docs, positions, result.assignments)
+        else:
+            t3 = time.perf_counter()
+        if rep.invalid:
+            self.dead_letters.flush()
+        self._sync_state()
+        counters = {"docs": rep.valid, "invalid": rep.invalid, "births": rep.births,
+                    "batches": 1}
+        outcome = self.store.commit(
+            self.state, CommitRequest(first_offsets, next_offsets, delta, events, counters)
+        )
+        rep.replayed = outcome is CommitOutcome.REPLAY
+        t4 = time.perf_counter()
+        self.publish_pending()
+        t5 = time.perf_counter()
+        rep.clusters_active = int(self.state.stats.alive.sum())
+        rep.stage_seconds = {"decode": t1 - t0, "featurize": t2 - t1, "model": t3 - t2,
+                             "commit": t4 - t3, "publish": t5 - t4}
+        if tripped:
+            raise CircuitOpen(
+                f"{self.consecutive_invalid} invalid records in a row "
+                f"(limit {self.settings.limits.max_consecutive_invalid}); stopping", rep
+            )
+        return rep
+
+    def publish_pending(self) -> None:
+        """Deliver committed events from the outbox and acknowledge them."""
+        pending = self.store.outbox_pending()
+        if pending:
+            self.events.publish(pending)
+            self.store.ack([e["event_id"] for e in pending])
+
+    def flush(self) -> None:
+        """Make the committed state durable (snapshot)."""
+        self._sync_state()
+        self.store.flush(self.state)
+
+    def top_terms(self, uid: int, n: int) -> list[tuple[str, float]]:
+        """The ``n`` most probable words of a cluster with their share of its tokens."""
+        stats = self.state.stats
+        slots = np.flatnonzero((stats.uid[: stats.kmax] == uid) & stats.alive[: stats.kmax])
+        if slots.shape[0] == 0:
+            return []
+        ws, cs = stats.word_counts(int(slots[0]))
+        total = float(cs.sum())
+        if total <= 0:
+            return []
+        order = np.lexsort((ws, -cs))[:n]
+        return [(self.vocab.word(int(ws[i])), round(float(cs[i]) / total, 6)) for i in order]
+
+    # ---- internals ------------------------------------------------------------------------
+    def _decode(
+        self, records: Sequence[Record], rep: BatchReport
+    ) -> tuple[list[Document], list[Record], int]:
+        """Decode records in order until the breaker trips; returns docs, their records and how
+        many records were consumed."""
+        docs: list[Document] = []
+        kept: list[Record] = []
+        limit = self.settings.limits.max_consecutive_invalid
+        for i, rec in enumerate(records):
+            out = decode_record(rec.raw, self.fields, self.limits)
+            if isinstance(out, Invalid):
+                self._dead_letter(rec, out.reason, out.detail, rep)
+                if self.consecutive_invalid >= limit:
+                    return docs, kept, i + 1
+            else:
+                self.consecutive_invalid = 0
+                docs.append(out)
+                kept.append(rec)
+        return docs, kept, len(records)
+
+    def _dead_letter(self, rec: Record, reason: InvalidReason, detail: str,
+                     rep: BatchReport) -> None:
+        self.dead_letters.send(rec, reason, detail)
+        rep.invalid += 1
+        rep.invalid_reasons[reason.value] = rep.invalid_reasons.get(reason.value, 0) + 1
+        self.consecutive_invalid += 1
+
+    def _cluster_id(self, uid: int) -> str:
+        return f"c{uid}"
+
+    def _born_event(self, c: Confirmation) -> dict[str, Any]:
+        cand = c.candidate
+        cid = self._cluster_id(cand.uid)
+        self.announced.add(cand.uid)
+        ev = ClusterBorn(
+            event_id=make_event_id(self.settings.namespace, cid, "cluster.born"),
+            namespace=self.settings.namespace, model=self.model.kind, cluster_id=cid,
+            founding_doc_id=cand.founding_doc_id,
+            born_at=SourcePosition(**cand.born_at), confirmed_at=SourcePosition(**c.confirmed_at),
+            size=cand.size, top_terms=self.top_terms(cand.uid, self.settings.novelty.top_terms),
+            exemplar_doc_ids=cand.exemplars, novelty_score=round(cand.novelty_score, 6),
+            nearest_known_label=None,
+        )
+        return ev.model_dump(mode="json")
+
+    def _retired_events(self, retired: Sequence[tuple[int, float, str]],
+                        at: SourcePosition) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for uid, mass, reason in retired:
+            if uid not in self.announced:
+                continue
+            self.announced.discard(uid)
+            cid = self._cluster_id(uid)
+            ev = ClusterRetired(
+                event_id=make_event_id(self.settings.namespace, cid, "cluster.retired"),
+                namespace=self.settings.namespace, model=self.model.kind, cluster_id=cid,
+                retired_at=at, size=round(mass, 6), reason=reason,  # type: ignore[arg-type]
+            )
+            out.append(ev.model_dump(mode="json"))
+        return out
+
+    def _sync_state(self) -> None:
+        """Copy the featurizer's vocabulary and the tracker into the durable state object."""
+        self.state.vocab = self.vocab.to_list()
+        novelty = self.tracker.to_json()
+        novelty["announced"] = sorted(self.announced)
+        self.state.novelty = novelty

@@ -1,0 +1,69 @@
+"""Progress lines on stderr during long work, and the end-of-run summary."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import IO
+
+from noveld.daemon.pipeline import BatchReport
+
+
+class Progress:
+    """Accumulates batch reports; prints a line at most every ``interval_s`` seconds."""
+
+    def __init__(self, stream: IO[str] | None, interval_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.interval_s = interval_s
+        self._clock = clock
+        self.started = clock()
+        self._last = self.started
+        self.docs = 0
+        self.invalid = 0
+        self.births = 0
+        self.retired = 0
+        self.batches = 0
+        self.replayed = 0
+        self.clusters = 0
+        self.reasons: Counter[str] = Counter()
+
+    def update(self, rep: BatchReport) -> None:
+        """Fold in one batch; print if due."""
+        self.docs += rep.valid
+        self.invalid += rep.invalid
+        self.births += rep.births
+        self.retired += rep.retired
+        self.batches += 1
+        self.replayed += int(rep.replayed)
+        self.clusters = rep.clusters_active
+        self.reasons.update(rep.invalid_reasons)
+        now = self._clock()
+        if self.stream is not None and now - self._last >= self.interval_s:
+            self._last = now
+            self.stream.write(f"noveld: {self.line()}\n")
+            self.stream.flush()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since start."""
+        return max(self._clock() - self.started, 1e-9)
+
+    def line(self) -> str:
+        """One-line status: docs, rate, clusters, births, invalid."""
+        rate = self.docs / self.elapsed
+        return (f"{self.docs:,} docs ({rate:,.0f}/s) · {self.clusters:,} active clusters · "
+                f"{self.births:,} born · {self.invalid:,} invalid")
+
+    def summary(self, extra: str = "") -> str:
+        """Multi-line end-of-run summary."""
+        lines = [f"noveld: done — {self.line()} in {self.elapsed:.1f}s"]
+        if self.reasons:
+            parts = ", ".join(f"{k}={v}" for k, v in sorted(self.reasons.items()))
+            lines.append(f"noveld: invalid records by reason: {parts}")
+        if self.replayed:
+            lines.append(f"noveld: {self.replayed} replayed batches skipped")
+        if extra:
+            lines.append(f"noveld: {extra}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,193 @@
+"""The one frozen configuration object (DESIGN §9): defaults ← TOML file ← ``NOVELD_*`` env ← CLI.
+
+Environment variables use the prefix ``NOVELD_`` and ``__`` between levels, e.g.
+``NOVELD_MODEL__ALPHA=0.05`` or ``NOVELD_BATCH__MAX_DOCS=512``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSettings(_Section):
+    """Which model and its hyperparameters (DESIGN §5)."""
+
+    kind: Literal["dpmm"] = "dpmm"
+    alpha: float = Field(0.03, gt=0, description="DP concentration (per document if scaled)")
+    beta: float = Field(0.03, gt=0, description="symmetric Dirichlet prior on cluster words")
+    alpha_scaling: Literal["none", "batch"] = "batch"
+    discount: float = Field(0.0, ge=0, lt=1, description="Pitman–Yor discount (0 = DP)")
+    rejuvenation_sweeps: int = Field(2, ge=0)
+    deterministic: bool = Field(True, description="MAP seating instead of sampling")
+    half_life_docs: float = Field(0.0, ge=0, description="forgetting half-life; 0 = off")
+    retire_min_mass: float = Field(0.05, ge=0)
+    max_active_clusters: int = Field(5000, ge=1)
+    seed: int = 0
+
+
+class BatchSettings(_Section):
+    """Mini-batch formation."""
+
+    max_docs: int = Field(256, ge=1, le=100_000)
+    max_wait_ms: int = Field(500, ge=0)
+
+
+class NoveltySettings(_Section):
+    """Birth confirmation (DESIGN §5.4)."""
+
+    min_size: int = Field(3, ge=1)
+    confirm_within: int = Field(2000, ge=1)
+    top_terms: int = Field(10, ge=1)
+    exemplars: int = Field(5, ge=1)
+
+
+class LimitsSettings(_Section):
+    """Input guards."""
+
+    max_doc_bytes: int = Field(1_000_000, ge=1)
+    max_consecutive_invalid: int = Field(1000, ge=1)
+
+
+class FieldSettings(_Section):
+    """Names of the input document's fields (DESIGN §4)."""
+
+    id: str = "id"
+    text: str = "text"
+    tokens: str = "tokens"
+    embedding: str = "embedding"
+    label: str = "label"
+    context: str = "context"
+    ts: str = "ts"
+
+
+class TokenizerSettings(_Section):
+    """Text → tokens."""
+
+    lowercase: bool = True
+    min_token_len: int = Field(1, ge=1)
+
+
+class StateSettings(_Section):
+    """Embedded state: snapshot directory and cadence."""
+
+    dir: Path | None = None
+    snapshot_interval_s: float = Field(5.0, ge=0)
+
+
+class KafkaSettings(_Section):
+    """Kafka connection (production mode)."""
+
+    bootstrap_servers: str | None = None
+    input_topic: str | None = None
+    group: str = "noveld"
+    events_topic: str = "noveld.events"
+    dlq_topic: str = "noveld.dlq"
+    session_timeout_ms: int = 10_000
+    sasl_password: SecretStr | None = None
+
+
+class RedisSettings(_Section):
+    """Redis connection (production mode)."""
+
+    url: SecretStr | None = None
+
+
+class Settings(BaseSettings):
+    """Effective configuration of one noveld process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="NOVELD_", env_nested_delimiter="__", frozen=True, extra="forbid",
+    )
+
+    namespace: str = Field("default", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    input: str | None = None
+    dlq: Path | None = None
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    progress_interval_s: float = Field(2.0, gt=0)
+    model: ModelSettings = ModelSettings()
+    batch: BatchSettings = BatchSettings()
+    novelty: NoveltySettings = NoveltySettings()
+    limits: LimitsSettings = LimitsSettings()
+    fields: FieldSettings = FieldSettings()
+    tokenizer: TokenizerSettings = TokenizerSettings()
+    state: StateSettings = StateSettings()
+    kafka: KafkaSettings = KafkaSettings()
+    redis: RedisSettings = RedisSettings()
+
+    def dlq_path(self) -> Path:
+        """Where dead letters go in embedded mode."""
+        if self.dlq is not None:
+            return self.dlq
+        if self.state.dir is not None:
+            return self.state.dir / "dlq.jsonl"
+        return Path("noveld-dlq.jsonl")
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | None = None
+                  ) -> Settings:
+    """Build the settings: defaults, then the TOML file, then env vars, then CLI ``overrides``.
+
+    Raises ``pydantic.ValidationError`` (the CLI turns it into a clear message) or
+    ``FileNotFoundError`` for a missing config file.
+    """
+    if config_file is not None and not config_file.exists():
+        raise FileNotFoundError(f"config file {config_file} does not exist")
+
+    class _FileSettings(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+            if config_file is not None:
+                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+            return tuple(sources)
+
+    # Nested CLI overrides must merge with env/TOML sections rather than replace them, so the
+    # lower layers are resolved first and the overrides merged on top.
+    base = _FileSettings().model_dump()
+    merged = _deep_merge(base, overrides or {})
+    for section in ("kafka", "redis"):
+        for key, value in list(merged[section].items()):
+            if hasattr(value, "get_secret_value"):
+                merged[section][key] = value.get_secret_value()
+    return Settings.model_validate(merged)
+
+
+def model_fingerprint(settings: Settings) -> dict[str, Any]:
+    """Settings that change the meaning of stored statistics; a mismatch refuses to start."""
+    m = settings.model
+    return {
+        "schema": 1, "kind": m.kind, "likelihood": "multinomial", "alpha": m.alpha,
+        "beta": m.beta, "alpha_scaling": m.alpha_scaling, "discount": m.discount,
+        "half_life_docs": m.half_life_docs, "lowercase": settings.tokenizer.lowercase,
+        "min_token_len": settings.tokenizer.min_token_len,
+    }

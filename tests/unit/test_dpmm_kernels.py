@@ -1,0 +1,220 @@
+"""numba kernels of the dpmm model against a slow dense numpy oracle, plus algebraic properties."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import gammaln
+
+from noveld.models.base import DocBatch
+from noveld.models.dpmm import DPMM, DPMMConfig
+from noveld.models.kernels import multinomial as kern
+from noveld.models.suffstats import MultinomialStats
+
+
+def random_docs(rng: np.random.Generator, n: int, vocab: int, max_len: int = 8) -> list[list[int]]:
+    """Documents with repeated words allowed (exercises N_dw > 1)."""
+    return [list(rng.integers(0, vocab, size=int(rng.integers(1, max_len + 1)))) for _ in range(n)]
+
+
+def dense_counts(docs: list[list[int]], uids: list[int], vocab: int
+                 ) -> tuple[dict[int, int], dict[int, np.ndarray]]:
+    """Oracle statistics rebuilt from scratch: documents per cluster and word counts."""
+    m: dict[int, int] = {}
+    n: dict[int, np.ndarray] = {}
+    for d, u in zip(docs, uids, strict=True):
+        m[u] = m.get(u, 0) + 1
+        n.setdefault(u, np.zeros(vocab))
+        np.add.at(n[u], d, 1)
+    return m, n
+
+
+def oracle_log_weights(doc: list[int], m: dict[int, int], n: dict[int, np.ndarray], vocab: int,
+                       alpha: float, beta: float) -> dict[int, float]:
+    """log m_k + log p(d | k) by paper 004 eq. 4 with gammaln; key -1 is the new cluster."""
+    x = np.bincount(doc, minlength=vocab).astype(float)
+    nd = x.sum()
+    vb = vocab * beta
+
+    def logpred(counts: np.ndarray) -> float:
+        nk = counts.sum()
+        return float(gammaln(nk + vb) - gammaln(nk + nd + vb)
+                     + (gammaln(counts + beta + x) - gammaln(counts + beta)).sum())
+
+    out = {u: float(np.log(m[u])) + logpred(n[u]) for u in m}
+    out[-1] = float(np.log(alpha)) + logpred(np.zeros(vocab))
+    return out
+
+
+def fitted_state(seed: int, vocab: int = 30, n_docs: int = 60, sweeps: int = 1,
+                 half_life: float = 0.0) -> tuple[DPMM, MultinomialStats, list[list[int]], list[int]]:
+    rng = np.random.default_rng(seed)
+    model = DPMM(DPMMConfig(alpha=0.5, beta=0.1, alpha_scaling="none",
+                            rejuvenation_sweeps=sweeps, deterministic=False,
+                            half_life_docs=half_life, retire_min_mass=0.0))
+    stats = model.new_state()
+    docs = random_docs(rng, n_docs, vocab)
+    uids: list[int] = []
+    for i in range(0, n_docs, 20):
+        res = model.partial_fit(DocBatch.from_docs(docs[i:i + 20], vocab), stats, rng)
+        uids += res.assignments.tolist()
+    return model, stats, docs, uids
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_scores_equal_dense_oracle(seed: int) -> None:
+    model, stats, docs, uids = fitted_state(seed)
+    m, n = dense_counts(docs, uids, 30)
+    rng = np.random.default_rng(seed + 1)
+    for doc in random_docs(rng, 5, 30):
+        batch = DocBatch.from_docs([doc], 30)
+        w, c = batch.doc(0)
+        slots, p = model.seating_probabilities(w, c, stats, 30)
+        oracle = oracle_log_weights(doc, m, n, 30, 0.5, 0.1)
+        keys = [int(stats.uid[s]) for s in slots] + [-1]
+        assert sorted(keys[:-1]) == sorted(m)
+        lw = np.array([oracle[k] for k in keys])
+        po = np.exp(lw - lw.max())
+        np.testing.assert_allclose(p, po / po.sum(), rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_seating_probabilities_sum_to_one(seed: int) -> None:
+    model, stats, _, _ = fitted_state(seed)
+    rng = np.random.default_rng(seed)
+    for doc in random_docs(rng, 3, 40):  # includes words never seen
+        batch = DocBatch.from_docs([doc], 40)
+        _, p = model.seating_probabilities(*batch.doc(0), stats, 40)
+        assert np.all(p >= 0)
+        assert abs(p.sum() - 1.0) < 1e-12
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 5))
+def test_remove_then_add_restores_exactly(seed: int, slot_pick: int) -> None:
+    _, stats, docs, _ = fitted_state(seed)
+    before = copy.deepcopy(stats)
+    slots = stats.active_slots()
+    k = int(slots[slot_pick % slots.shape[0]])
+    batch = DocBatch.from_docs([docs[seed % len(docs)]], 30)
+    w, c = batch.doc(0)
+    stats.reserve(0, w.shape[0], 30)
+    args = (stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl)
+    kern.add_document(k, w, c, int(c.sum()), -1.0, *args)
+    kern.add_document(k, w, c, int(c.sum()), 1.0, *args)
+    assert np.array_equal(stats.m, before.m) and np.array_equal(stats.ntok, before.ntok)
+    for kk in slots:
+        wb, cb = before.word_counts(int(kk))
+        wa, ca = stats.word_counts(int(kk))
+        order_b, order_a = np.argsort(wb), np.argsort(wa)
+        assert np.array_equal(wb[order_b], wa[order_a])
+        assert np.array_equal(cb[order_b], ca[order_a])
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.floats(0.01, 0.999))
+def test_lazy_decay_equals_eager_decay(seed: int, factor: float) -> None:
+    model, lazy, _, _ = fitted_state(seed)
+    eager = copy.deepcopy(lazy)
+    lazy.decay(factor)
+    eager.m *= factor
+    eager.ntok *= factor
+    eager.pc *= factor
+    doc = DocBatch.from_docs([[1, 2, 2, 5]], 30)
+    _, p_lazy = model.seating_probabilities(*doc.doc(0), lazy, 30)
+    _, p_eager = model.seating_probabilities(*doc.doc(0), eager, 30)
+    np.testing.assert_allclose(p_lazy, p_eager, rtol=1e-10)
+    slots = lazy.active_slots()
+    np.testing.assert_allclose(lazy.mass(slots), eager.mass(slots), rtol=1e-12)
+
+
+def test_decay_renormalises_without_changing_true_values() -> None:
+    model, stats, _, _ = fitted_state(3)
+    slots = stats.active_slots()
+    before = stats.mass(slots).copy()
+    for _ in range(400):  # far past the renormalisation threshold
+        stats.decay(0.5)
+        stats.decay(2.0)
+    assert stats.scale > 1e-150
+    np.testing.assert_allclose(stats.mass(slots), before, rtol=1e-9)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+def test_delta_replays_the_batch(seed: int) -> None:
+    """Applying BatchResult.delta to the pre-batch statistics gives the post-batch statistics."""
+    model, stats, _, uids = fitted_state(seed, half_life=50.0)
+    m0, n0 = {}, {}
+    for k in stats.active_slots():
+        u = int(stats.uid[k])
+        m0[u] = float(stats.mass(np.array([k]))[0])
+        w, c = stats.word_counts(int(k))
+        n0[u] = dict(zip(w.tolist(), c.tolist(), strict=True))
+    rng = np.random.default_rng(seed)
+    res = model.partial_fit(DocBatch.from_docs(random_docs(rng, 20, 30), 30), stats, rng)
+    d = res.delta
+    m1 = {u: v * d.decay for u, v in m0.items()}
+    n1 = {u: {w: c * d.decay for w, c in wc.items()} for u, wc in n0.items()}
+    for u, dm in zip(d.cluster_uids.tolist(), d.dm.tolist(), strict=True):
+        m1[u] = m1.get(u, 0.0) + dm
+    for ci, w, c in zip(d.word_cluster.tolist(), d.word_ids.tolist(), d.word_count.tolist(),
+                        strict=True):
+        u = int(d.cluster_uids[ci])
+        n1.setdefault(u, {})
+        n1[u][w] = n1[u].get(w, 0.0) + c
+    for u in d.retired_uids.tolist():
+        m1.pop(u, None)
+    for k in stats.active_slots():
+        u = int(stats.uid[k])
+        assert m1[u] == pytest.approx(float(stats.mass(np.array([k]))[0]), rel=1e-9)
+        w, c = stats.word_counts(int(k))
+        for ww, cc in zip(w.tolist(), c.tolist(), strict=True):
+            assert n1[u][ww] == pytest.approx(cc, rel=1e-9)
+    assert set(m1) == {int(stats.uid[k]) for k in stats.active_slots()}
+
+
+def test_compaction_preserves_scores_bit_for_bit() -> None:
+    model, stats, _, _ = fitted_state(11)
+    doc = DocBatch.from_docs([[0, 3, 3, 7, 9]], 30)
+    _, before = model.seating_probabilities(*doc.doc(0), stats, 30)
+    stats.compact()
+    _, after = model.seating_probabilities(*doc.doc(0), stats, 30)
+    assert np.array_equal(before, after)
+
+
+def test_same_seed_same_assignments_and_uids_never_reused() -> None:
+    runs = [fitted_state(5, n_docs=100, sweeps=2)[3] for _ in range(2)]
+    assert runs[0] == runs[1]
+    model, stats, _, _ = fitted_state(5, n_docs=100, sweeps=2)
+    live = stats.uid[stats.active_slots()]
+    assert len(set(live.tolist())) == live.shape[0]
+    assert stats.ictl[kern.NEXT_UID] > live.max()
+
+
+def test_log_rising_matches_gammaln() -> None:
+    for x in [1e-3, 0.03, 1.0, 17.5, 1e6]:
+        for n in [0, 1, 2, 7, 16, 17, 60]:
+            assert kern.log_rising(x, n) == pytest.approx(gammaln(x + n) - gammaln(x), rel=1e-10,
+                                                          abs=1e-10)
+
+
+def test_retirement_and_eviction() -> None:
+    model = DPMM(DPMMConfig(alpha=5.0, beta=0.1, alpha_scaling="none", half_life_docs=5.0,
+                            retire_min_mass=0.5, max_active_clusters=4, rejuvenation_sweeps=0))
+    stats = model.new_state()
+    rng = np.random.default_rng(0)
+    retired: list[tuple[int, float, str]] = []
+    for _ in range(10):
+        res = model.partial_fit(DocBatch.from_docs(random_docs(rng, 10, 200), 200), stats, rng)
+        retired += res.retired
+        assert stats.alive.sum() <= 4 + len(res.born)
+    reasons = {r for _, _, r in retired}
+    assert "faded" in reasons or "evicted" in reasons
+    alive_uids = set(stats.uid[stats.active_slots()].tolist())
+    assert not alive_uids & {u for u, _, _ in retired}
