@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, load_texts, machine  # noqa: E402
+from _common import DEFAULT_DATA, load_texts, machine
 
-from noveld.daemon.pipeline import model_config  # noqa: E402
-from noveld.daemon.settings import Settings  # noqa: E402
-from noveld.featurize import Featurizer, Tokenizer, Vocabulary  # noqa: E402
-from noveld.models.dpmm import DPMM  # noqa: E402
-from noveld.schema import Document  # noqa: E402
+from noveld.daemon.pipeline import model_config
+from noveld.daemon.settings import Settings
+from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.models.dpmm import DPMM
+from noveld.schema import Document
 
 
 def run(batches: list, sweeps: int, batch_size: int) -> tuple[float, np.ndarray, int]:

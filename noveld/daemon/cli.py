@@ -102,7 +102,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
                         "unset NOVELD_KAFKA__* / NOVELD_REDIS__* to use the embedded default")
     input_path = settings.input or "-"
     err = None if ns.quiet else sys.stderr
-    code, progress, pipeline = run_file(settings, input_path, sys.stdout, err)
+    code, progress, _pipeline = run_file(settings, input_path, sys.stdout, err)
     if not ns.quiet:
         where = f"state in {settings.state.dir}" if settings.state.dir else "state not saved"
         sys.stderr.write(progress.summary(
@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     from noveld.daemon.cli_tools import add_tool_commands
 
     add_tool_commands(sub, _add_common, _settings)
+    from noveld.daemon.cli_state import add_state_commands
+
+    add_state_commands(sub)
 
     cfg = sub.add_parser("config", help="configuration tools")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True, metavar="ACTION")

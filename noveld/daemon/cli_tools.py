@@ -105,8 +105,8 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
     for c, cnt in sorted(members.items(), key=lambda kv: -sum(kv[1].values()))[: ns.top]:
         size = sum(cnt.values())
         lab, n = cnt.most_common(1)[0]
-        ev = born.get(f"c{c}")
-        terms = " ".join(t for t, _ in ev["top_terms"][:6]) if ev else ""
+        born_ev = born.get(f"c{c}")
+        terms = " ".join(t for t, _ in born_ev["top_terms"][:6]) if born_ev else ""
         print(f"{'c' + str(c):>8} {size:>6} {n / size:>7.2f}  {lab:<10} {terms}")
     report = score(rec, events, seconds)
     print()
@@ -125,13 +125,14 @@ def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None)
     g.add_argument("--doc-len", type=float, help="mean document length in tokens")
     g.add_argument("--birth-rate", type=float,
                    help="probability that a document opens a new story")
-    g.add_argument("--stream-seed", dest="stream_seed", type=int, help="generator seed (the model seed is --seed)")
+    g.add_argument("--stream-seed", dest="stream_seed", type=int,
+                   help="generator seed (the model seed is --seed)")
 
 
 def add_tool_commands(
     sub: Any,
     add_common: Callable[[argparse.ArgumentParser], None],
-    settings_of: Callable[[argparse.ArgumentParser], Settings] | Any,
+    settings_of: Callable[[argparse.Namespace], Settings],
 ) -> None:
     """Register evaluate, generate and demo on the top-level subparsers."""
     ev = sub.add_parser(

@@ -55,6 +55,19 @@ class DeadLetterSink(Protocol):
         """Make dead letters durable (called before the offsets covering them are committed)."""
 
 
+class _PositionDicts(Sequence[dict[str, Any]]):
+    """Positions as JSON dicts, converted only for the few the novelty tracker keeps."""
+
+    def __init__(self, positions: Sequence[SourcePosition]) -> None:
+        self._positions = positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        return self._positions[i].model_dump()
+
+
 BatchObserver = Callable[[list[Document], list[SourcePosition], np.ndarray], None]
 
 
@@ -164,9 +177,9 @@ class Pipeline:
             result = self.model.partial_fit(batch, self.state.stats, rng)
             rep.log_predictive_per_token = result.log_predictive_per_token
             t3 = time.perf_counter()
-            pos_dicts = [p.model_dump() for p in positions]
             confirmed = self.tracker.observe(
-                result.born, result.assignments.tolist(), [d.id for d in docs], pos_dicts,
+                result.born, result.assignments.tolist(), [d.id for d in docs],
+                _PositionDicts(positions),
                 first_index, [u for u, _, _ in result.retired],
             )
             events = [self._born_event(c) for c in confirmed]
@@ -180,13 +193,14 @@ class Pipeline:
             t3 = time.perf_counter()
         if rep.invalid:
             self.dead_letters.flush()
-        self._sync_state()
         counters = {"docs": rep.valid, "invalid": rep.invalid, "births": rep.births,
                     "batches": 1}
         outcome = self.store.commit(
             self.state, CommitRequest(first_offsets, next_offsets, delta, events, counters)
         )
         rep.replayed = outcome is CommitOutcome.REPLAY
+        if self.store.flush_due():
+            self.flush()
         t4 = time.perf_counter()
         self.publish_pending()
         t5 = time.perf_counter()
@@ -282,7 +296,7 @@ class Pipeline:
             ev = ClusterRetired(
                 event_id=make_event_id(self.settings.namespace, cid, "cluster.retired"),
                 namespace=self.settings.namespace, model=self.model.kind, cluster_id=cid,
-                retired_at=at, size=round(mass, 6), reason=reason,  # type: ignore[arg-type]
+                retired_at=at, size=round(mass, 6), reason=reason,
             )
             out.append(ev.model_dump(mode="json"))
         return out

@@ -7,17 +7,28 @@ homogeneity / completeness / V-measure (Rosenberg & Hirschberg 2007) and purity.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
+
+Labels: TypeAlias = Sequence[Any] | npt.NDArray[Any]
+"""One label per item: any values comparable by their ``str()`` (list, tuple or numpy array)."""
 
 
-def contingency(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> np.ndarray:
+def _codes(labels: Labels) -> npt.NDArray[np.intp]:
+    """Dense 0-based codes of the labels' ``str()`` (built as a list first, so tuple labels stay
+    one label each instead of becoming a 2-D array)."""
+    keys = np.asarray([str(x) for x in labels])
+    _, codes = np.unique(keys, return_inverse=True)
+    return codes.reshape(-1)
+
+
+def contingency(labels_true: Labels, labels_pred: Labels) -> np.ndarray:
     """Dense contingency table: rows are true classes, columns predicted clusters."""
     if len(labels_true) != len(labels_pred):
         raise ValueError("labels_true and labels_pred differ in length")
-    _, t = np.unique(np.asarray(labels_true, dtype=object).astype(str), return_inverse=True)
-    _, p = np.unique(np.asarray(labels_pred, dtype=object).astype(str), return_inverse=True)
+    t, p = _codes(labels_true), _codes(labels_pred)
     table = np.zeros((int(t.max(initial=-1)) + 1, int(p.max(initial=-1)) + 1), dtype=np.int64)
     np.add.at(table, (t, p), 1)
     return table
@@ -42,13 +53,16 @@ def _mutual_info(table: np.ndarray) -> float:
     return float((pij * np.log(table[nz] * n / (rows @ cols)[nz])).sum())
 
 
-def clustering_scores(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> dict[str, float]:
+def clustering_scores(labels_true: Labels, labels_pred: Labels) -> dict[str, float]:
     """nmi, ari, homogeneity, completeness, v_measure, purity of a clustering."""
     table = contingency(labels_true, labels_pred)
     n = int(table.sum())
     h_true = _entropy(table.sum(axis=1))
     h_pred = _entropy(table.sum(axis=0))
-    mi = _mutual_info(table)
+    # Rounding can push the computed MI a few ulps outside [0, min(H(C), H(K))], which would
+    # report e.g. nmi = 1.0000000000000002 for a perfect clustering or a tiny negative
+    # homogeneity; clip to the mathematically valid range.
+    mi = min(max(_mutual_info(table), 0.0), min(h_true, h_pred))
     if h_true == 0 and h_pred == 0:
         nmi = 1.0
     else:

@@ -91,11 +91,13 @@ class MultinomialStats:
     # ---- queries --------------------------------------------------------------------------
     def active_slots(self) -> np.ndarray:
         """Slots of live clusters, ascending."""
-        return np.flatnonzero(self.alive[: self.kmax])
+        slots: np.ndarray = np.flatnonzero(self.alive[: self.kmax])
+        return slots
 
     def mass(self, slots: np.ndarray) -> np.ndarray:
         """True (decayed) document mass of the given slots."""
-        return self.m[slots] * self.scale
+        out: np.ndarray = self.m[slots] * self.scale
+        return out
 
     def word_counts(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """True word counts of one cluster as (word ids, counts)."""

@@ -67,8 +67,36 @@ class StateStore(Protocol):
     def flush(self, state: NamespaceState) -> None:
         """Make everything committed so far durable (snapshot / fsync)."""
 
+    def flush_due(self) -> bool:
+        """Whether the owner should call :meth:`flush` now (periodic snapshots)."""
+
     def outbox_pending(self) -> list[dict[str, Any]]:
         """Committed events not yet acknowledged by the sink."""
 
     def ack(self, event_ids: list[str]) -> None:
         """Drop delivered events from the outbox."""
+
+
+def state_digest(state: NamespaceState) -> str:
+    """Hash of the true statistics keyed by cluster uid, the vocabulary and the offsets.
+
+    Independent of slot layout and postings order, so two runs that reached the same model by
+    different paths (e.g. a crash and resume vs. a clean run) have the same digest.
+    """
+    import hashlib
+    import json
+
+    import numpy as np
+
+    stats = state.stats
+    h = hashlib.sha256()
+    h.update(json.dumps([state.vocab, sorted(state.offsets.items())]).encode())
+    for k in sorted(stats.active_slots().tolist(), key=lambda s: int(stats.uid[s])):
+        ws, cs = stats.word_counts(int(k))
+        order = np.argsort(ws)
+        h.update(np.int64(stats.uid[k]).tobytes())
+        h.update(np.float64(stats.m[k] * stats.scale).tobytes())
+        h.update(np.float64(stats.ntok[k] * stats.scale).tobytes())
+        h.update(ws[order].astype(np.int64).tobytes())
+        h.update(cs[order].astype(np.float64).tobytes())
+    return h.hexdigest()

@@ -89,7 +89,7 @@ class MemoryStore:
         return state
 
     def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
-        """Record offsets, counters and events; snapshot when the interval has passed."""
+        """Record offsets, counters and events (the owner snapshots when :meth:`flush_due`)."""
         replay = check_offsets(state, request.first_offsets)
         if replay is not None:
             return replay
@@ -97,11 +97,13 @@ class MemoryStore:
         for k, v in request.counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
         self._outbox.extend(request.events)
-        if self.state_dir is not None and (
-            self._clock() - self._last_snapshot >= self.snapshot_interval_s
-        ):
-            self.flush(state)
         return CommitOutcome.COMMITTED
+
+    def flush_due(self) -> bool:
+        """True when a snapshot directory is set and the snapshot interval has passed."""
+        return self.state_dir is not None and (
+            self._clock() - self._last_snapshot >= self.snapshot_interval_s
+        )
 
     def flush(self, state: NamespaceState) -> None:
         """Write the snapshot now (no-op without a state dir)."""
@@ -123,7 +125,7 @@ class MemoryStore:
 
 
 def write_snapshot(path: Path, state: NamespaceState, outbox: list[dict[str, Any]]) -> None:
-    """Atomically replace ``path`` with a snapshot of ``state`` (write, fsync, rename, fsync dir)."""
+    """Atomically replace ``path`` with a snapshot of ``state``: write, fsync, rename, fsync."""
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "format": SNAPSHOT_FORMAT, "fingerprint": state.fingerprint, "vocab": state.vocab,

@@ -50,8 +50,11 @@ def oracle_log_weights(doc: list[int], m: dict[int, int], n: dict[int, np.ndarra
     return out
 
 
+Fitted = tuple[DPMM, MultinomialStats, list[list[int]], list[int]]
+
+
 def fitted_state(seed: int, vocab: int = 30, n_docs: int = 60, sweeps: int = 1,
-                 half_life: float = 0.0) -> tuple[DPMM, MultinomialStats, list[list[int]], list[int]]:
+                 half_life: float = 0.0) -> Fitted:
     rng = np.random.default_rng(seed)
     model = DPMM(DPMMConfig(alpha=0.5, beta=0.1, alpha_scaling="none",
                             rejuvenation_sweeps=sweeps, deterministic=False,
@@ -135,7 +138,7 @@ def test_lazy_decay_equals_eager_decay(seed: int, factor: float) -> None:
 
 
 def test_decay_renormalises_without_changing_true_values() -> None:
-    model, stats, _, _ = fitted_state(3)
+    _model, stats, _, _ = fitted_state(3)
     slots = stats.active_slots()
     before = stats.mass(slots).copy()
     for _ in range(400):  # far past the renormalisation threshold
@@ -149,7 +152,7 @@ def test_decay_renormalises_without_changing_true_values() -> None:
 @given(st.integers(0, 10_000))
 def test_delta_replays_the_batch(seed: int) -> None:
     """Applying BatchResult.delta to the pre-batch statistics gives the post-batch statistics."""
-    model, stats, _, uids = fitted_state(seed, half_life=50.0)
+    model, stats, _, _uids = fitted_state(seed, half_life=50.0)
     m0, n0 = {}, {}
     for k in stats.active_slots():
         u = int(stats.uid[k])
@@ -191,7 +194,7 @@ def test_compaction_preserves_scores_bit_for_bit() -> None:
 def test_same_seed_same_assignments_and_uids_never_reused() -> None:
     runs = [fitted_state(5, n_docs=100, sweeps=2)[3] for _ in range(2)]
     assert runs[0] == runs[1]
-    model, stats, _, _ = fitted_state(5, n_docs=100, sweeps=2)
+    _model, stats, _, _ = fitted_state(5, n_docs=100, sweeps=2)
     live = stats.uid[stats.active_slots()]
     assert len(set(live.tolist())) == live.shape[0]
     assert stats.ictl[kern.NEXT_UID] > live.max()

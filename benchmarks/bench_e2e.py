@@ -1,0 +1,62 @@
+"""End-to-end throughput of `noveld run` (file → stdout), the way a user runs it.
+
+    python benchmarks/bench_e2e.py [--data FILE] [--repeat 3]
+
+Runs the CLI as a subprocess with events to /dev/null and reports wall-clock docs/s (process
+start-up and JIT cache load included, then excluded by subtracting an empty run) and peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DEFAULT_DATA, machine
+
+
+def timed_run(data: Path, extra: list[str]) -> tuple[float, float]:
+    """(seconds, peak RSS MiB of the child) for one `noveld run`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "noveld.daemon.cli", "run", "--input", str(data),
+               "--quiet", "--dlq", f"{tmp}/dlq.jsonl", *extra]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        dt = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return dt, rss
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--state-dir", action="store_true",
+                   help="also snapshot state (default interval) as a resumable run would")
+    a = p.parse_args()
+    with open(a.data, "rb") as fh:
+        n = sum(1 for line in fh if line.strip())
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as empty:
+        startup = min(timed_run(Path(empty.name), [])[0] for _ in range(a.repeat))
+    extra: list[str] = []
+    tmpdir = tempfile.TemporaryDirectory()
+    if a.state_dir:
+        extra = ["--state-dir", tmpdir.name]
+    best = min(timed_run(a.data, extra)[0] for _ in range(a.repeat))
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"machine: {machine()}")
+    print(f"data: {a.data} ({n:,} docs)")
+    print(f"process start-up (empty input): {startup:.2f} s")
+    print(f"wall clock: {best:.2f} s → {n / best:,.0f} docs/s including start-up, "
+          f"{n / max(best - startup, 1e-9):,.0f} docs/s steady state")
+    print(f"peak RSS of a run: {rss:,.0f} MiB")
+    tmpdir.cleanup()
+
+
+if __name__ == "__main__":
+    main()

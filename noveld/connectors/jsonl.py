@@ -1,0 +1,213 @@
+"""JSONL file / stdin source, JSON-lines sink (events on stdout) and the file DLQ (DESIGN §7).
+
+The embedded mode's connectors: records are raw bytes with a ``SourcePosition`` so the same
+decoder and DLQ path as Kafka apply. For files the topic is the path ("-" for stdin), the
+partition is 0 and the offset is the 0-based line number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from pydantic import BaseModel
+
+from noveld.connectors.decode import Invalid
+from noveld.schema import SourcePosition, trusted
+
+STDIN = "-"
+"""Path meaning standard input."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One raw input record (undecoded bytes) and where it came from."""
+
+    raw: bytes
+    position: SourcePosition
+
+
+class JsonlSource:
+    """Reads records from a JSONL file or stdin ("-"), one per line, resuming at ``start_offset``.
+
+    Offsets are 0-based line numbers. Blank (whitespace-only) lines consume an offset but yield
+    no record. Line terminators (``\\n``, ``\\r\\n``) are stripped; the bytes are not decoded.
+    With ``max_line_bytes`` set, a longer line is cut to ``max_line_bytes + 1`` bytes (so the
+    decoder rejects it as oversize) and its rest is skipped without being held in memory.
+    Reading stdin blocks until a line or EOF arrives.
+    """
+
+    def __init__(
+        self, path: str, start_offset: int = 0, *, max_line_bytes: int | None = None
+    ) -> None:
+        if start_offset < 0:
+            raise ValueError(f"start_offset must be >= 0, got {start_offset}")
+        self.path = path
+        self._max_line = max_line_bytes
+        self._stream: IO[bytes] = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
+        self._owns_stream = path != STDIN
+        self._next = 0  # line number of the next line to read
+        self.exhausted = False
+        while self._next < start_offset and self._read_line() is not None:
+            pass
+
+    @property
+    def next_offset(self) -> int:
+        """Line number of the next line to be read (the resume point after what was returned)."""
+        return self._next
+
+    def _read_line(self) -> bytes | None:
+        """Next line without its terminator, or None at EOF (sets ``exhausted``)."""
+        if self.exhausted:
+            return None
+        if self._max_line is None:
+            line = self._stream.readline()
+        else:
+            line = self._stream.readline(self._max_line + 2)  # room for "\r\n"
+            if len(line) == self._max_line + 2 and not line.endswith(b"\n"):
+                line = line[: self._max_line + 1]
+                while True:  # discard the rest of the over-long line
+                    rest = self._stream.readline(1 << 16)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+        if not line:
+            self.exhausted = True
+            return None
+        self._next += 1
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        return line
+
+    def read_batch(self, max_docs: int) -> list[Record]:
+        """Up to ``max_docs`` records; fewer (possibly none) only when the input is exhausted."""
+        if max_docs < 1:
+            raise ValueError(f"max_docs must be >= 1, got {max_docs}")
+        out: list[Record] = []
+        topic = self.path
+        while len(out) < max_docs:
+            offset = self._next
+            line = self._read_line()
+            if line is None:
+                break
+            if line.strip():
+                out.append(Record(line, trusted(SourcePosition, {
+                    "topic": topic, "partition": 0, "offset": offset, "ts": None})))
+        return out
+
+    def __iter__(self) -> Iterator[Record]:
+        """Iterate all remaining records."""
+        while True:
+            batch = self.read_batch(256)
+            if not batch:
+                return
+            yield from batch
+
+    def close(self) -> None:
+        """Close the file (stdin is left open)."""
+        if self._owns_stream:
+            self._stream.close()
+
+    def __enter__(self) -> JsonlSource:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _dumps(obj: Any) -> str:
+    """Compact JSON with non-ASCII kept as is (matches pydantic's ``model_dump_json``)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class JsonLinesSink:
+    """Writes one JSON object per line to a text stream (events on stdout), flushing each line."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, obj: BaseModel | dict[str, Any]) -> None:
+        """Serialize a model (``model_dump_json``) or a dict and write it as one line."""
+        line = obj.model_dump_json() if isinstance(obj, BaseModel) else _dumps(obj)
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+
+class DlqFileSink:
+    """Appends rejected records as JSON lines to a file; ``flush()`` makes them durable (fsync).
+
+    Each line: ``reason``, ``detail``, ``source``, ``partition``, ``offset`` and ``raw`` (the
+    record bytes as UTF-8 text, invalid bytes backslash-escaped). Parent directories are created
+    and checked when the sink is (an unusable path fails at startup with ``OSError``); the file
+    itself only on the first write, so a clean run leaves no DLQ file. ``count`` is the number of
+    lines written by this sink.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        target = self.path if self.path.exists() else self.path.parent
+        if not os.access(target, os.W_OK):
+            raise PermissionError(f"DLQ path {self.path} is not writable")
+        self._file: IO[str] | None = None
+        self._closed = False
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """Records written by this sink since it was created."""
+        return self._count
+
+    def write(self, record: Record, invalid: Invalid) -> None:
+        """Append one DLQ line for ``record`` rejected with ``invalid``."""
+        if self._closed:
+            raise ValueError(f"DLQ sink {self.path} is closed")
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        pos = record.position
+        entry = {
+            "reason": str(invalid.reason),
+            "detail": invalid.detail,
+            "source": pos.topic,
+            "partition": pos.partition,
+            "offset": pos.offset,
+            "raw": record.raw.decode("utf-8", errors="backslashreplace"),
+        }
+        # ensure_ascii (the default) keeps the DLQ file plain ASCII whatever a detail holds
+        self._file.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        self._count += 1
+
+    def flush(self) -> None:
+        """Flush buffered lines and fsync them, before the offsets they cover are committed."""
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Flush, fsync and close the file; later writes raise ``ValueError``."""
+        if self._file is not None:
+            self.flush()
+            self._file.close()
+            self._file = None
+        self._closed = True
+
+    def __enter__(self) -> DlqFileSink:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

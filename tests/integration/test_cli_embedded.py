@@ -1,0 +1,263 @@
+"""The `noveld` CLI on the embedded default, as a user runs it: real subprocesses, real files,
+real signals (SIGKILL / SIGTERM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
+
+
+def noveld(*args: str, input_text: str | None = None, timeout: float = 300
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*NOVELD, *args], input=input_text, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def state_show(state_dir: Path) -> dict[str, Any]:
+    out = noveld("state", "show", "--state-dir", str(state_dir), "--json")
+    assert out.returncode == 0, out.stderr
+    info: dict[str, Any] = json.loads(out.stdout)
+    return info
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "stream.jsonl"
+    out = noveld("generate", "--docs", "6000", "--stories", "25", "--stream-seed", "7",
+                 "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def big_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "big.jsonl"
+    out = noveld("generate", "--docs", "120000", "--stories", "60", "--stream-seed", "3",
+                 "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    return path
+
+
+def events_of(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_path: Path
+                                                               ) -> None:
+    st = tmp_path / "state"
+    first = noveld("run", "--input", str(stream), "--state-dir", str(st))
+    assert first.returncode == 0, first.stderr
+    events = events_of(first.stdout)
+    assert events and all(e["type"] in {"cluster.born", "cluster.retired"} for e in events)
+    born = [e for e in events if e["type"] == "cluster.born"]
+    assert len({e["event_id"] for e in born}) == len(born)
+    for e in born:
+        assert e["size"] >= 3 and e["top_terms"] and e["exemplar_doc_ids"]
+        assert e["born_at"]["offset"] <= e["confirmed_at"]["offset"]
+    assert "docs" in first.stderr  # progress / summary on stderr
+    info = state_show(st)
+    assert info["docs"] == 6000 and info["mass"] == pytest.approx(6000)
+    assert info["offsets"] == {f"{stream}:0": 6000}
+    again = noveld("run", "--input", str(stream), "--state-dir", str(st))
+    assert again.returncode == 0 and again.stdout == ""
+    assert state_show(st)["docs"] == 6000
+
+
+def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        out = noveld("run", "--input", str(stream), "--state-dir", str(tmp_path / name),
+                     "--seed", "11", "--sampled")
+        assert out.returncode == 0, out.stderr
+        runs.append((state_show(tmp_path / name)["digest"],
+                     [e["event_id"] for e in events_of(out.stdout)]))
+    assert runs[0] == runs[1]
+
+
+def _kill_resume(big_stream: Path, st: Path, kills: int) -> list[dict[str, Any]]:
+    """SIGKILL the daemon at random points (after its first snapshot), then run to the end."""
+    events: list[dict[str, Any]] = []
+    import random
+
+    rnd = random.Random(1)
+    for _ in range(kills):
+        proc = subprocess.Popen([*NOVELD, "run", "--input", str(big_stream), "--state-dir",
+                                 str(st), "--snapshot-interval", "0", "--quiet"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        start_docs = state_show(st)["docs"] if (st / "state.npz").exists() else 0
+        while time.monotonic() < deadline:
+            if (st / "state.npz").exists() and state_show(st)["docs"] > start_docs:
+                break
+            time.sleep(0.05)
+        time.sleep(rnd.uniform(0.1, 1.0))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+        events += events_of(out.rsplit("\n", 1)[0] if not out.endswith("\n") else out)
+    final = noveld("run", "--input", str(big_stream), "--state-dir", str(st), "--quiet")
+    assert final.returncode == 0, final.stderr
+    return events + events_of(final.stdout)
+
+
+@pytest.mark.faults
+@pytest.mark.slow
+def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(big_stream: Path, tmp_path: Path
+                                                              ) -> None:
+    clean_dir = tmp_path / "clean"
+    clean = noveld("run", "--input", str(big_stream), "--state-dir", str(clean_dir), "--quiet")
+    assert clean.returncode == 0, clean.stderr
+    clean_info = state_show(clean_dir)
+    chaos_dir = tmp_path / "chaos"
+    events = _kill_resume(big_stream, chaos_dir, kills=3)
+    info = state_show(chaos_dir)
+    assert info["docs"] == 120000
+    assert info["mass"] == pytest.approx(120000)
+    assert info["offsets"] == {f"{big_stream}:0": 120000}
+    assert info["digest"] == clean_info["digest"]  # deterministic mode: same model as clean run
+    clean_born = {e["event_id"] for e in events_of(clean.stdout) if e["type"] == "cluster.born"}
+    chaos_born = {e["event_id"] for e in events if e["type"] == "cluster.born"}
+    assert chaos_born == clean_born  # at-least-once with stable ids: nothing missing, no strays
+
+
+@pytest.mark.faults
+def test_sigterm_finishes_batch_snapshots_and_exits_zero(big_stream: Path, tmp_path: Path
+                                                         ) -> None:
+    st = tmp_path / "state"
+    proc = subprocess.Popen([*NOVELD, "run", "--input", str(big_stream), "--state-dir", str(st),
+                             "--snapshot-interval", "1000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4.0)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert time.monotonic() - t0 < 10
+    assert "Traceback" not in err
+    info = state_show(st)
+    done = info["docs"]
+    assert 0 < done < 120000
+    assert info["offsets"][f"{big_stream}:0"] == done  # the snapshot is exactly at the stop
+    rest = noveld("run", "--input", str(big_stream), "--state-dir", str(st), "--quiet")
+    assert rest.returncode == 0
+    assert state_show(st)["docs"] == 120000
+
+
+def test_bad_input_goes_to_dlq_and_processing_continues(tmp_path: Path) -> None:
+    good = [json.dumps({"id": f"d{i}", "text": f"alpha beta gamma{i % 3} delta"})
+            for i in range(40)]
+    bad = [
+        "this is not json",
+        json.dumps({"text": "no id here"}),
+        json.dumps({"id": "e1"}),
+        json.dumps({"id": "e2", "text": "!!! ??? ..."}),
+        json.dumps({"id": "e3", "text": "x" * 5000}),
+        json.dumps(["an", "array"]),
+    ]
+    lines = good[:20] + bad + good[20:]
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(("\n".join(lines) + "\n").encode() + b"\xff\xfe broken bytes\n")
+    dlq = tmp_path / "dlq.jsonl"
+    out = noveld("run", "--input", str(src), "--dlq", str(dlq), "--max-doc-bytes", "1000")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    dead = [json.loads(x) for x in dlq.read_text().splitlines()]
+    reasons = sorted(d["reason"] for d in dead)
+    assert reasons == sorted(["not_json", "missing_id", "no_content", "empty_content",
+                              "oversize", "not_object", "undecodable"])
+    assert {d["offset"] for d in dead} == {20, 21, 22, 23, 24, 25, 46}
+    assert "invalid records by reason" in out.stderr
+
+
+def test_circuit_breaker_stops_with_clear_message(tmp_path: Path) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_text("".join(f"garbage line {i}\n" for i in range(500)))
+    st = tmp_path / "state"
+    out = noveld("run", "--input", str(src), "--state-dir", str(st),
+                 "--max-consecutive-invalid", "50")
+    assert out.returncode == 3
+    assert "circuit breaker" in out.stderr and "Traceback" not in out.stderr
+    info = state_show(st)
+    assert info["offsets"] == {f"{src}:0": 50}  # stops right after the 50th bad record
+    assert sum(1 for _ in (st / "dlq.jsonl").open()) == 50
+
+
+def test_stdin_input_and_field_names(tmp_path: Path) -> None:
+    lines = "".join(json.dumps({"doc": f"n{i}", "body": "storm flood river rain"}) + "\n"
+                    for i in range(10))
+    out = noveld("run", "--input", "-", "--id-field", "doc", "--text-field", "body",
+                 "--dlq", str(tmp_path / "dlq.jsonl"), input_text=lines)
+    assert out.returncode == 0, out.stderr
+    born = events_of(out.stdout)
+    assert len(born) == 1 and born[0]["founding_doc_id"] == "n0"
+    assert born[0]["top_terms"][0][0] in {"storm", "flood", "river", "rain"}
+    assert not (tmp_path / "dlq.jsonl").exists()
+
+
+def test_incompatible_state_is_refused(stream: Path, tmp_path: Path) -> None:
+    st = tmp_path / "state"
+    assert noveld("run", "--input", str(stream), "--state-dir", str(st), "--quiet").returncode == 0
+    out = noveld("run", "--input", str(stream), "--state-dir", str(st), "--beta", "0.5")
+    assert out.returncode == 2
+    assert "different model settings" in out.stderr and "beta" in out.stderr
+
+
+def test_config_errors_are_one_line_not_tracebacks(tmp_path: Path) -> None:
+    out = noveld("run", "--input", str(tmp_path / "missing.jsonl"))
+    assert out.returncode == 2 and "cannot read input" in out.stderr
+    out = noveld("run", "--alpha", "-1", "--input", "-", input_text="")
+    assert out.returncode == 2 and "model.alpha" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_evaluate_reports_quality_on_generated_stream(stream: Path) -> None:
+    out = noveld("evaluate", str(stream), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    for key in ["nmi", "ari", "homogeneity", "completeness", "v_measure", "purity", "clusters",
+                "docs", "seconds", "docs_per_second", "novelty_precision", "novelty_recall",
+                "novelty_latency_docs"]:
+        assert key in report
+    assert report["docs"] == 6000
+    assert report["nmi"] >= 0.85
+    assert report["novelty_recall"] >= 0.7
+    assert report["novelty_precision"] >= 0.5
+
+
+def test_demo_runs_end_to_end() -> None:
+    out = noveld("demo", "--docs", "3000", "--stories", "12")
+    assert out.returncode == 0, out.stderr
+    assert "cluster.born" in out.stdout and "NMI" in out.stdout
+
+
+def test_help_explains_commands() -> None:
+    out = noveld("--help")
+    assert out.returncode == 0
+    for cmd in ["run", "evaluate", "generate", "demo", "config", "state"]:
+        assert cmd in out.stdout
+    run_help = noveld("run", "--help").stdout
+    assert "--state-dir" in run_help and "--rejuvenation-sweeps" in run_help
+
+
+def test_env_and_config_file_layering(tmp_path: Path) -> None:
+    cfg = tmp_path / "noveld.toml"
+    cfg.write_text('namespace = "news"\n[model]\nalpha = 0.5\nbeta = 0.02\n')
+    env = {**os.environ, "NOVELD_MODEL__BETA": "0.07"}
+    out = subprocess.run([*NOVELD, "config", "show", "--json", "--config", str(cfg),
+                          "--alpha", "0.9"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    shown = json.loads(out.stdout)
+    assert shown["namespace"] == "news"
+    assert shown["model"]["alpha"] == 0.9  # CLI beats file
+    assert shown["model"]["beta"] == 0.07  # env beats file

@@ -1,0 +1,267 @@
+"""Tests of noveld.connectors.jsonl: file/stdin source with resume, JSON-lines sink, file DLQ."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from noveld.connectors import jsonl
+from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
+from noveld.connectors.jsonl import DlqFileSink, JsonLinesSink, JsonlSource, Record
+from noveld.schema import InvalidReason, SourcePosition, event_id
+
+# line numbers:   0          1    2           3       4             5 (no trailing newline)
+CONTENT = b'{"id":"a"}\n\n{"id":"b"}\r\n   \t\n{"id":"c"}\n{"id":"d"}'
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> Path:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(CONTENT)
+    return path
+
+
+def _offsets(records: list[Record]) -> list[int]:
+    return [r.position.offset for r in records]
+
+
+def test_reads_records_with_positions(data_file: Path) -> None:
+    with JsonlSource(str(data_file)) as src:
+        records = list(src)
+        assert src.exhausted
+        assert src.next_offset == 6
+    assert [r.raw for r in records] == [b'{"id":"a"}', b'{"id":"b"}', b'{"id":"c"}', b'{"id":"d"}']
+    assert _offsets(records) == [0, 2, 4, 5]  # blank lines count but yield nothing
+    assert records[0].position == SourcePosition(topic=str(data_file), partition=0, offset=0)
+
+
+def test_read_batch_sizes_and_exhaustion(data_file: Path) -> None:
+    src = JsonlSource(str(data_file))
+    first = src.read_batch(2)
+    assert _offsets(first) == [0, 2]
+    assert not src.exhausted
+    assert src.next_offset == 3
+    second = src.read_batch(10)
+    assert _offsets(second) == [4, 5]
+    assert src.exhausted
+    assert src.read_batch(10) == []
+    src.close()
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [(0, [0, 2, 4, 5]), (1, [2, 4, 5]), (2, [2, 4, 5]), (3, [4, 5]), (5, [5]), (6, []), (99, [])],
+)
+def test_start_offset_resumes(data_file: Path, start: int, expected: list[int]) -> None:
+    with JsonlSource(str(data_file), start_offset=start) as src:
+        assert _offsets(list(src)) == expected
+        assert src.exhausted
+
+
+def test_resume_at_next_offset_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "many.jsonl"
+    lines = [b"" if i % 7 == 3 else b'{"id":"%d"}' % i for i in range(100)]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    seen: list[int] = []
+    start = 0
+    while True:
+        src = JsonlSource(str(path), start_offset=start)
+        batch = src.read_batch(9)
+        seen.extend(_offsets(batch))
+        start = src.next_offset
+        done = src.exhausted
+        src.close()
+        if done:
+            break
+    assert seen == [i for i in range(100) if i % 7 != 3]
+
+
+def test_bad_arguments_rejected(data_file: Path) -> None:
+    with pytest.raises(ValueError):
+        JsonlSource(str(data_file), start_offset=-1)
+    with JsonlSource(str(data_file)) as src, pytest.raises(ValueError):
+        src.read_batch(0)
+
+
+def test_missing_file_raises_oserror(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        JsonlSource(str(tmp_path / "absent.jsonl"))
+
+
+def test_max_line_bytes_cuts_long_lines(tmp_path: Path) -> None:
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"x" * 100 + b"\n" + b'{"id":"ok"}\n' + b"y" * 11 + b"\r\n" + b"z" * 50)
+    with JsonlSource(str(path), max_line_bytes=10) as src:
+        records = list(src)
+    assert _offsets(records) == [0, 1, 2, 3]
+    assert records[0].raw == b"x" * 11  # limit + 1: the decoder reports oversize
+    assert records[1].raw == b'{"id":"ok"}'
+    assert records[2].raw == b"y" * 11
+    assert records[3].raw == b"z" * 11
+    out = decode_record(records[0].raw, FieldNames(), DecodeLimits(max_doc_bytes=10))
+    assert isinstance(out, Invalid) and out.reason == InvalidReason.OVERSIZE
+
+
+def test_raw_bytes_are_not_decoded(tmp_path: Path) -> None:
+    path = tmp_path / "bin.jsonl"
+    path.write_bytes(b"\xff\xfe garbage\n")
+    with JsonlSource(str(path)) as src:
+        assert [r.raw for r in src] == [b"\xff\xfe garbage"]
+
+
+def test_stdin_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = io.TextIOWrapper(io.BytesIO(b'{"id":"a"}\n\n{"id":"b"}\n'))
+    monkeypatch.setattr(sys, "stdin", fake)
+    src = JsonlSource(jsonl.STDIN, start_offset=1)
+    records = list(src)
+    src.close()  # leaves stdin open
+    assert not fake.closed
+    assert [r.raw for r in records] == [b'{"id":"b"}']
+    assert records[0].position == SourcePosition(topic="-", partition=0, offset=2)
+
+
+class _CountingStream(io.StringIO):
+    flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        super().flush()
+
+
+def test_json_lines_sink_writes_models_and_dicts() -> None:
+    stream = _CountingStream()
+    sink = JsonLinesSink(stream)
+    pos = SourcePosition(topic="t", offset=1)
+    sink.write(pos)
+    sink.write({"k": "é", "n": [1, 2]})
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[0]) == {"topic": "t", "partition": 0, "offset": 1, "ts": None}
+    assert json.loads(lines[1]) == {"k": "é", "n": [1, 2]}
+    assert stream.flushes == 2  # each line is flushed as written
+
+
+def test_json_lines_sink_event_round_trip() -> None:
+    from noveld.schema import ClusterMerged, parse_event
+
+    stream = io.StringIO()
+    pos = SourcePosition(topic="t", offset=1)
+    ev = ClusterMerged(namespace="n", model="dpmm", cluster_id="c1", into="c0", merged_at=pos)
+    JsonLinesSink(stream).write(ev)
+    back = parse_event(stream.getvalue().strip())
+    assert back == ev
+    assert back.event_id == event_id("n", "c1", "cluster.merged")
+
+
+def _record(raw: bytes, offset: int, topic: str = "in.jsonl") -> Record:
+    return Record(raw, SourcePosition(topic=topic, partition=0, offset=offset))
+
+
+def test_dlq_file_contents(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "dir" / "dlq.jsonl"
+    with DlqFileSink(path) as dlq:
+        assert path.parent.is_dir()  # parents are created up front
+        assert not path.exists()  # the file only on the first write
+        assert dlq.count == 0
+        dlq.write(_record(b"not json", 3), Invalid(InvalidReason.NOT_JSON, "Expecting value"))
+        dlq.write(_record(b"caf\xe9 \xff", 9), Invalid(InvalidReason.UNDECODABLE, "bad utf-8"))
+        dlq.write(_record('{"t":"é"}'.encode(), 12), Invalid(InvalidReason.NO_CONTENT, "none"))
+        assert dlq.count == 3
+        dlq.flush()
+        lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {
+            "reason": "not_json",
+            "detail": "Expecting value",
+            "source": "in.jsonl",
+            "partition": 0,
+            "offset": 3,
+            "raw": "not json",
+        },
+        {
+            "reason": "undecodable",
+            "detail": "bad utf-8",
+            "source": "in.jsonl",
+            "partition": 0,
+            "offset": 9,
+            "raw": "caf\\xe9 \\xff",
+        },
+        {
+            "reason": "no_content",
+            "detail": "none",
+            "source": "in.jsonl",
+            "partition": 0,
+            "offset": 12,
+            "raw": '{"t":"é"}',
+        },
+    ]
+
+
+def test_dlq_appends_and_counts_per_instance(tmp_path: Path) -> None:
+    path = tmp_path / "dlq.jsonl"
+    with DlqFileSink(path) as dlq:
+        dlq.write(_record(b"x", 0), Invalid(InvalidReason.NOT_JSON, "d"))
+    with DlqFileSink(path) as dlq:
+        dlq.write(_record(b"y", 1), Invalid(InvalidReason.NOT_JSON, "d"))
+        assert dlq.count == 1
+    raws = [json.loads(line)["raw"] for line in path.read_text().splitlines()]
+    assert raws == ["x", "y"]
+
+
+def test_dlq_flush_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fake_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fake_fsync)
+    dlq = DlqFileSink(tmp_path / "dlq.jsonl")
+    dlq.write(_record(b"x", 0), Invalid(InvalidReason.NOT_JSON, "d"))
+    dlq.flush()
+    assert len(synced) == 1
+    assert (tmp_path / "dlq.jsonl").read_text().count("\n") == 1  # visible after flush
+    dlq.close()
+    with pytest.raises(ValueError):
+        dlq.write(_record(b"x", 0), Invalid(InvalidReason.NOT_JSON, "d"))
+
+
+def test_clean_run_leaves_no_dlq_file(tmp_path: Path) -> None:
+    dlq = DlqFileSink(tmp_path / "dlq.jsonl")
+    dlq.flush()
+    dlq.close()
+    assert not (tmp_path / "dlq.jsonl").exists()
+    assert dlq.count == 0
+
+
+def test_unwritable_dlq_path_fails_at_construction(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OSError):
+        DlqFileSink(blocker / "dlq.jsonl")
+
+
+def test_source_decode_dlq_end_to_end(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"id":"a","text":"hi"}\n[1]\n\n{"text":"no id"}\n{"id":"b","text":"ok"}\n')
+    dlq_path = tmp_path / "dlq.jsonl"
+    ids: list[str] = []
+    with JsonlSource(str(path)) as src, DlqFileSink(dlq_path) as dlq:
+        for rec in src:
+            out = decode_record(rec.raw, FieldNames(), DecodeLimits())
+            if isinstance(out, Invalid):
+                dlq.write(rec, out)
+            else:
+                ids.append(out.id)
+    assert ids == ["a", "b"]
+    dead = [json.loads(line) for line in dlq_path.read_text().splitlines()]
+    assert [(d["reason"], d["offset"], d["raw"]) for d in dead] == [
+        ("not_object", 1, "[1]"),
+        ("missing_id", 3, '{"text":"no id"}'),
+    ]
