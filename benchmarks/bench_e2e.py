@@ -23,8 +23,18 @@ from _common import DEFAULT_DATA, machine
 def timed_run(data: Path, extra: list[str]) -> tuple[float, float]:
     """(seconds, peak RSS MiB of the child) for one `noveld run`."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "noveld.daemon.cli", "run", "--input", str(data),
-               "--quiet", "--dlq", f"{tmp}/dlq.jsonl", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "noveld.daemon.cli",
+            "run",
+            "--input",
+            str(data),
+            "--quiet",
+            "--dlq",
+            f"{tmp}/dlq.jsonl",
+            *extra,
+        ]
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         dt = time.perf_counter() - t0
@@ -36,8 +46,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--state-dir", action="store_true",
-                   help="also snapshot state (default interval) as a resumable run would")
+    p.add_argument(
+        "--state-dir",
+        action="store_true",
+        help="also snapshot state (default interval) as a resumable run would",
+    )
     a = p.parse_args()
     with open(a.data, "rb") as fh:
         n = sum(1 for line in fh if line.strip())
@@ -52,8 +65,10 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"data: {a.data} ({n:,} docs)")
     print(f"process start-up (empty input): {startup:.2f} s")
-    print(f"wall clock: {best:.2f} s → {n / best:,.0f} docs/s including start-up, "
-          f"{n / max(best - startup, 1e-9):,.0f} docs/s steady state")
+    print(
+        f"wall clock: {best:.2f} s → {n / best:,.0f} docs/s including start-up, "
+        f"{n / max(best - startup, 1e-9):,.0f} docs/s steady state"
+    )
     print(f"peak RSS of a run: {rss:,.0f} MiB")
     tmpdir.cleanup()
 

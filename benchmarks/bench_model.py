@@ -50,8 +50,9 @@ def main() -> None:
     rows = load_texts(a.data)
     docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
     feat = Featurizer(Tokenizer(), Vocabulary())
-    batches = [feat.featurize(docs[i:i + a.batch_size])[0]
-               for i in range(0, len(docs), a.batch_size)]
+    batches = [
+        feat.featurize(docs[i : i + a.batch_size])[0] for i in range(0, len(docs), a.batch_size)
+    ]
     run(batches[:4], 2, a.batch_size)  # JIT warm-up
     print(f"machine: {machine()}")
     print(f"data: {a.data} ({len(docs):,} docs, batch {a.batch_size})")
@@ -62,8 +63,10 @@ def main() -> None:
             best = r if best is None or r[0] > best[0] else best
         assert best is not None
         rate, lat, k = best
-        print(f"{label:>22}: {rate:>10,.0f} docs/s  batch p50 {np.median(lat) * 1e3:6.2f} ms  "
-              f"p99 {np.percentile(lat, 99) * 1e3:6.2f} ms  clusters {k}")
+        print(
+            f"{label:>22}: {rate:>10,.0f} docs/s  batch p50 {np.median(lat) * 1e3:6.2f} ms  "
+            f"p99 {np.percentile(lat, 99) * 1e3:6.2f} ms  clusters {k}"
+        )
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ Documents
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,11 +64,57 @@ _ATOMS = 256  # stick-breaking atoms per story for its take on the background
 _MAX_BLOCK = 256  # documents seated with one refresh of the story weights, at most
 _START_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z, the first document's timestamp
 
-_ONSETS = ("b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w",
-           "z", "b", "d", "k", "l", "m", "n", "r", "s", "t", "br", "ch", "cr", "dr", "fl", "gr",
-           "kl", "pl", "pr", "sh", "sk", "sl", "st", "th", "tr")
+_ONSETS = (
+    "b",
+    "c",
+    "d",
+    "f",
+    "g",
+    "h",
+    "j",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "w",
+    "z",
+    "b",
+    "d",
+    "k",
+    "l",
+    "m",
+    "n",
+    "r",
+    "s",
+    "t",
+    "br",
+    "ch",
+    "cr",
+    "dr",
+    "fl",
+    "gr",
+    "kl",
+    "pl",
+    "pr",
+    "sh",
+    "sk",
+    "sl",
+    "st",
+    "th",
+    "tr",
+)
 _NUCLEI = ("a", "e", "i", "o", "u", "a", "e", "i", "o", "a", "e", "ai", "ea", "ou", "io", "ie")
 _CODAS = ("", "", "", "", "", "", "n", "r", "s", "l", "m", "k", "nd", "st")
+# Random syllables can spell rude words; demo output should not, so such words are redrawn.
+_BLOCKED = re.compile(
+    r"shit|fuc|cunt|nig|fag|slut|whor|rape|dick|cock|piss|porn|nazi|cum|tit|"
+    r"anal|anus|butt|damn|hell|kill|die|dead|jew|gay|homo|sex|kkk"
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -108,8 +155,10 @@ class SynthConfig:
             (self.doc_len_mean > 0, "doc_len_mean must be > 0"),
             (0.0 <= self.birth_rate <= 1.0, "birth_rate must be in [0, 1]"),
             (self.topic_concentration > 0, "topic_concentration must be > 0"),
-            (1 <= self.story_words <= self.vocab_size - self.vocab_size // 50,
-             "story_words must be in [1, vocab_size minus its 2% most frequent words]"),
+            (
+                1 <= self.story_words <= self.vocab_size - self.vocab_size // 50,
+                "story_words must be in [1, vocab_size minus its 2% most frequent words]",
+            ),
             (self.seed >= 0, "seed must be >= 0"),
             (self.lifetime is None or self.lifetime > 0, "lifetime must be > 0 or None"),
             (0.0 < self.specific_mass < 1.0, "specific_mass must be in (0, 1)"),
@@ -122,14 +171,21 @@ class SynthConfig:
 
 
 def pseudo_words(n: int, rng: np.random.Generator) -> list[str]:
-    """``n`` distinct lowercase pseudo-words of 1–3 consonant–vowel syllables, shortest first."""
+    """``n`` distinct lowercase pseudo-words of 1–3 consonant–vowel syllables, shortest first.
+
+    Words containing a few rude or loaded substrings are redrawn, so demo output stays neutral.
+    """
     onsets, nuclei, codas = (np.array(x) for x in (_ONSETS, _NUCLEI, _CODAS))
     found: dict[str, None] = {}
     while len(found) < n:
         m = max(256, 2 * (n - len(found)))
-        syl = np.char.add(np.char.add(onsets[rng.integers(0, len(onsets), (m, 3))],
-                                      nuclei[rng.integers(0, len(nuclei), (m, 3))]),
-                          codas[rng.integers(0, len(codas), (m, 3))])
+        syl = np.char.add(
+            np.char.add(
+                onsets[rng.integers(0, len(onsets), (m, 3))],
+                nuclei[rng.integers(0, len(nuclei), (m, 3))],
+            ),
+            codas[rng.integers(0, len(codas), (m, 3))],
+        )
         n_syl = rng.choice(3, size=m, p=[0.1, 0.6, 0.3]) + 1
         word = syl[:, 0]
         word = np.where(n_syl >= 2, np.char.add(word, syl[:, 1]), word)
@@ -137,13 +193,24 @@ def pseudo_words(n: int, rng: np.random.Generator) -> list[str]:
         for w in word.tolist():
             if len(found) == n:
                 break
-            found[w] = None
+            if not _BLOCKED.search(w):
+                found[w] = None
     return sorted(found, key=len)  # stable: ties keep their (random) draw order
 
 
 def _streams(seed: int) -> dict[str, np.random.Generator]:
-    names = ("vocab", "stories", "birth", "choice", "hot", "length", "component", "pick",
-             "residual", "gap")
+    names = (
+        "vocab",
+        "stories",
+        "birth",
+        "choice",
+        "hot",
+        "length",
+        "component",
+        "pick",
+        "residual",
+        "gap",
+    )
     children = np.random.SeedSequence(seed).spawn(len(names))
     return {name: np.random.default_rng(s) for name, s in zip(names, children, strict=True)}
 
@@ -200,7 +267,8 @@ class _Stories:
         pi = sticks * np.concatenate([np.ones((k_n, 1)), left[:, :-1]], axis=1)
         atoms = self._draw_bg(rng.random((k_n, _ATOMS)))
         self.bg_words: IntArray = np.concatenate(
-            [atoms, np.full((k_n, 1), -1, dtype=np.int64)], axis=1)
+            [atoms, np.full((k_n, 1), -1, dtype=np.int64)], axis=1
+        )
         self.bg_flat = self._offset_cum(np.concatenate([pi, left[:, -1:]], axis=1))
 
     @staticmethod
@@ -218,8 +286,9 @@ class _Stories:
         pos = np.searchsorted(flat, story + u, side="right")
         return np.minimum(pos, (story + 1) * width - 1).astype(np.int64)
 
-    def sample(self, story: IntArray, u_comp: FloatArray, u_pick: FloatArray,
-               residual: np.random.Generator) -> IntArray:
+    def sample(
+        self, story: IntArray, u_comp: FloatArray, u_pick: FloatArray, residual: np.random.Generator
+    ) -> IntArray:
         """Word ids (ranks) for tokens of the given stories."""
         out = np.empty(len(story), dtype=np.int64)
         is_bg = u_comp < self.w_bg[story]
@@ -227,8 +296,7 @@ class _Stories:
         width = self.sp_words.shape[1]
         out[sp] = self.sp_words.ravel()[self._pick(self.sp_flat, width, story[sp], u_pick[sp])]
         width = self.bg_words.shape[1]
-        words = self.bg_words.ravel()[self._pick(self.bg_flat, width, story[is_bg],
-                                                 u_pick[is_bg])]
+        words = self.bg_words.ravel()[self._pick(self.bg_flat, width, story[is_bg], u_pick[is_bg])]
         left = words < 0
         words[left] = self._draw_bg(residual.random(int(left.sum())))
         out[is_bg] = words
@@ -318,8 +386,9 @@ def _chunks(cfg: SynthConfig) -> Iterator[tuple[int, IntArray, npt.NDArray[np.in
         lengths = np.maximum(rngs["length"].poisson(cfg.doc_len_mean, n), 2).astype(np.int64)
         tok_story = np.repeat(story, lengths)
         m = len(tok_story)
-        ids = stories.sample(tok_story, rngs["component"].random(m), rngs["pick"].random(m),
-                             rngs["residual"])
+        ids = stories.sample(
+            tok_story, rngs["component"].random(m), rngs["pick"].random(m), rngs["residual"]
+        )
         toks: list[str] = word_arr[ids].tolist()
         ends = np.cumsum(lengths).tolist()
         begins = [0, *ends[:-1]]
@@ -333,8 +402,7 @@ def _chunks(cfg: SynthConfig) -> Iterator[tuple[int, IntArray, npt.NDArray[np.in
 def generate(cfg: SynthConfig) -> Iterator[dict[str, Any]]:
     """Yield ``{"id", "text", "label", "ts"}`` records in stream order, deterministic per seed."""
     for start, story, stamps, texts in _chunks(cfg):
-        for j, (k, ms, text) in enumerate(zip(story.tolist(), stamps.tolist(), texts,
-                                              strict=True)):
+        for j, (k, ms, text) in enumerate(zip(story.tolist(), stamps.tolist(), texts, strict=True)):
             yield {"id": f"d{start + j:06d}", "text": text, "label": f"s{k}", "ts": ms / 1000}
 
 
@@ -357,8 +425,9 @@ def _write(cfg: SynthConfig, out: IO[str]) -> int:
         lines = [
             f'{{"id": "d{start + j:06d}", "text": "{text}", "label": "s{k}", '
             f'"ts": {ms / 1000!r}}}\n'
-            for j, (k, ms, text) in enumerate(zip(story.tolist(), stamps.tolist(), texts,
-                                                  strict=True))
+            for j, (k, ms, text) in enumerate(
+                zip(story.tolist(), stamps.tolist(), texts, strict=True)
+            )
         ]
         out.write("".join(lines))
         n += len(lines)
@@ -372,8 +441,10 @@ def main() -> None:
     n_docs = int(sys.argv[1]) if len(sys.argv) > 1 else SynthConfig().n_docs
     t0 = time.perf_counter()
     n = write_jsonl(SynthConfig(n_docs=n_docs), sys.stdout)
-    sys.stderr.write(f"{n} documents in {time.perf_counter() - t0:.2f} s "
-                     f"({n / max(time.perf_counter() - t0, 1e-9):,.0f} docs/s)\n")
+    sys.stderr.write(
+        f"{n} documents in {time.perf_counter() - t0:.2f} s "
+        f"({n / max(time.perf_counter() - t0, 1e-9):,.0f} docs/s)\n"
+    )
 
 
 if __name__ == "__main__":

@@ -297,10 +297,18 @@ def _decode(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document:
     ts = _ts(obj, fields.ts)
     # Every field was checked above, so the (hot-path) pydantic validation is skipped;
     # tests/unit/test_decode.py checks that decoded documents also pass full validation.
-    return trusted(Document, {
-        "id": doc_id, "text": text, "tokens": tokens, "embedding": embedding, "label": label,
-        "context": context, "ts": ts,
-    })
+    return trusted(
+        Document,
+        {
+            "id": doc_id,
+            "text": text,
+            "tokens": tokens,
+            "embedding": embedding,
+            "label": label,
+            "context": context,
+            "ts": ts,
+        },
+    )
 
 
 def decode_record(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document | Invalid:

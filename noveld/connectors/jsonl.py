@@ -96,8 +96,15 @@ class JsonlSource:
             if line is None:
                 break
             if line.strip():
-                out.append(Record(line, trusted(SourcePosition, {
-                    "topic": topic, "partition": 0, "offset": offset, "ts": None})))
+                out.append(
+                    Record(
+                        line,
+                        trusted(
+                            SourcePosition,
+                            {"topic": topic, "partition": 0, "offset": offset, "ts": None},
+                        ),
+                    )
+                )
         return out
 
     def __iter__(self) -> Iterator[Record]:

@@ -41,23 +41,40 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     for flag, _, typ, help_ in _MODEL_FLAGS:
         g.add_argument(flag, type=typ, help=help_)
     det = g.add_mutually_exclusive_group()
-    det.add_argument("--deterministic", dest="deterministic", action="store_true", default=None,
-                     help="MAP seating (default)")
-    det.add_argument("--sampled", dest="deterministic", action="store_false",
-                     help="sample seatings from the CRP conditional")
+    det.add_argument(
+        "--deterministic",
+        dest="deterministic",
+        action="store_true",
+        default=None,
+        help="MAP seating (default)",
+    )
+    det.add_argument(
+        "--sampled",
+        dest="deterministic",
+        action="store_false",
+        help="sample seatings from the CRP conditional",
+    )
     b = p.add_argument_group("batching and novelty")
     b.add_argument("--batch-size", type=int, help="documents per mini-batch (default 256)")
     b.add_argument("--novelty-min-size", type=int, help="documents that confirm a birth (3)")
-    b.add_argument("--novelty-confirm-within", type=int,
-                   help="…within this many documents of the birth (2000)")
+    b.add_argument(
+        "--novelty-confirm-within", type=int, help="…within this many documents of the birth (2000)"
+    )
     f = p.add_argument_group("input fields")
     for name in _FIELD_FLAGS:
-        f.add_argument(f"--{name}-field", dest=f"field_{name}", metavar="NAME",
-                       help=f"JSON field holding the document {name} (default {name})")
+        f.add_argument(
+            f"--{name}-field",
+            dest=f"field_{name}",
+            metavar="NAME",
+            help=f"JSON field holding the document {name} (default {name})",
+        )
     lim = p.add_argument_group("limits")
     lim.add_argument("--max-doc-bytes", type=int, help="larger records are dead-lettered")
-    lim.add_argument("--max-consecutive-invalid", type=int,
-                     help="stop (exit 3) after this many invalid records in a row (1000)")
+    lim.add_argument(
+        "--max-consecutive-invalid",
+        type=int,
+        help="stop (exit 3) after this many invalid records in a row (1000)",
+    )
 
 
 def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
@@ -98,15 +115,20 @@ def _settings(ns: argparse.Namespace) -> Settings:
 def _cmd_run(ns: argparse.Namespace) -> int:
     settings = _settings(ns)
     if settings.kafka.bootstrap_servers or settings.redis.url:
-        raise UserError("Kafka/Redis mode is not available in this build yet; "
-                        "unset NOVELD_KAFKA__* / NOVELD_REDIS__* to use the embedded default")
+        raise UserError(
+            "Kafka/Redis mode is not available in this build yet; "
+            "unset NOVELD_KAFKA__* / NOVELD_REDIS__* to use the embedded default"
+        )
     input_path = settings.input or "-"
     err = None if ns.quiet else sys.stderr
     code, progress, _pipeline = run_file(settings, input_path, sys.stdout, err)
     if not ns.quiet:
         where = f"state in {settings.state.dir}" if settings.state.dir else "state not saved"
-        sys.stderr.write(progress.summary(
-            f"{where}; dead letters in {settings.dlq_path()}" if progress.invalid else where))
+        sys.stderr.write(
+            progress.summary(
+                f"{where}; dead letters in {settings.dlq_path()}" if progress.invalid else where
+            )
+        )
     return code
 
 
@@ -136,25 +158,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="noveld",
         description="Streaming Bayesian-nonparametric document clustering with novelty "
-                    "detection. Documents in (JSONL or Kafka), clusters and `cluster.born` "
-                    "events out.",
+        "detection. Documents in (JSONL or Kafka), clusters and `cluster.born` "
+        "events out.",
     )
     p.add_argument("--version", action="version", version=f"noveld {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser(
-        "run", help="cluster a document stream and emit novelty events",
+        "run",
+        help="cluster a document stream and emit novelty events",
         description="Read JSONL documents (file or - for stdin), seat each in a cluster, write "
-                    "cluster.born / cluster.retired events as JSON lines on stdout and progress "
-                    "on stderr. With --state-dir the state is snapshotted atomically and a "
-                    "second run resumes after the last committed line.",
+        "cluster.born / cluster.retired events as JSON lines on stdout and progress "
+        "on stderr. With --state-dir the state is snapshotted atomically and a "
+        "second run resumes after the last committed line.",
     )
     run.add_argument("--input", "-i", help="JSONL file, or - for stdin (default -)")
     run.add_argument("--state-dir", type=Path, help="directory for the state snapshot")
-    run.add_argument("--snapshot-interval", type=float,
-                     help="seconds between snapshots (default 5; 0 = every batch)")
-    run.add_argument("--dlq", type=Path,
-                     help="dead-letter file (default <state-dir>/dlq.jsonl or ./noveld-dlq.jsonl)")
+    run.add_argument(
+        "--snapshot-interval",
+        type=float,
+        help="seconds between snapshots (default 5; 0 = every batch)",
+    )
+    run.add_argument(
+        "--dlq",
+        type=Path,
+        help="dead-letter file (default <state-dir>/dlq.jsonl or ./noveld-dlq.jsonl)",
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     _add_common(run)
     run.set_defaults(func=_cmd_run)

@@ -15,24 +15,38 @@ from noveld.daemon.embedded import UserError
 from noveld.daemon.settings import Settings
 
 _REPORT_ORDER = [
-    "nmi", "ari", "homogeneity", "completeness", "v_measure", "purity", "clusters", "docs",
-    "seconds", "docs_per_second", "novelty_precision", "novelty_recall", "novelty_latency_docs",
+    "nmi",
+    "ari",
+    "homogeneity",
+    "completeness",
+    "v_measure",
+    "purity",
+    "clusters",
+    "docs",
+    "seconds",
+    "docs_per_second",
+    "novelty_precision",
+    "novelty_recall",
+    "novelty_latency_docs",
 ]
 
 
 def _print_report(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(report, indent=2, sort_keys=True))
+        strict = {k: (None if isinstance(v, float) and v != v else v) for k, v in report.items()}
+        print(json.dumps(strict, indent=2, sort_keys=True, allow_nan=False))
         return
     keys = [k for k in _REPORT_ORDER if k in report] + sorted(
-        k for k in report if k not in _REPORT_ORDER)
+        k for k in report if k not in _REPORT_ORDER
+    )
     for k in keys:
         v = report[k]
         print(f"{k:>22}  {v:.4f}" if isinstance(v, float) else f"{k:>22}  {v}")
 
 
-def _cmd_evaluate(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]
-                  ) -> int:
+def _cmd_evaluate(
+    ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]
+) -> int:
     from noveld.eval.report import evaluate_file
 
     settings = settings_of(ns)
@@ -41,11 +55,13 @@ def _cmd_evaluate(ns: argparse.Namespace, settings_of: Callable[[argparse.Namesp
         raise UserError(f"input file {path} does not exist")
     with tempfile.TemporaryDirectory() as tmp:
         settings = settings.model_copy(update={"dlq": Path(tmp) / "dlq.jsonl"})
-        report = evaluate_file(settings, path, window=ns.window,
-                               progress_out=None if ns.json else sys.stderr)
+        report = evaluate_file(
+            settings, path, window=ns.window, progress_out=None if ns.json else sys.stderr
+        )
     if report.get("docs", 0) and report.get("unlabelled_docs") == report.get("docs"):
-        raise UserError(f"no document in {path} has a label field "
-                        f"'{settings.fields.label}' to score against")
+        raise UserError(
+            f"no document in {path} has a label field '{settings.fields.label}' to score against"
+        )
     _print_report(report, ns.json)
     return 0
 
@@ -53,10 +69,18 @@ def _cmd_evaluate(ns: argparse.Namespace, settings_of: Callable[[argparse.Namesp
 def _synth_config(ns: argparse.Namespace) -> Any:
     from noveld.synth import SynthConfig
 
-    kw = {k: v for k, v in {
-        "n_docs": ns.docs, "n_stories": ns.stories, "vocab_size": ns.vocab,
-        "doc_len_mean": ns.doc_len, "birth_rate": ns.birth_rate, "seed": ns.stream_seed,
-    }.items() if v is not None}
+    kw = {
+        k: v
+        for k, v in {
+            "n_docs": ns.docs,
+            "n_stories": ns.stories,
+            "vocab_size": ns.vocab,
+            "doc_len_mean": ns.doc_len,
+            "birth_rate": ns.birth_rate,
+            "seed": ns.stream_seed,
+        }.items()
+        if v is not None
+    }
     try:
         return SynthConfig(**kw)
     except (TypeError, ValueError) as exc:
@@ -75,8 +99,7 @@ def _cmd_generate(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]
-              ) -> int:
+def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]) -> int:
     from noveld.eval.report import run_and_record, score
     from noveld.synth import write_jsonl
 
@@ -86,15 +109,19 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
         path = Path(tmp) / "stream.jsonl"
         write_jsonl(cfg, path)
         settings = settings.model_copy(update={"dlq": Path(tmp) / "dlq.jsonl"})
-        sys.stderr.write(f"noveld demo: generated {cfg.n_docs:,} documents from "
-                         f"{cfg.n_stories} synthetic stories (seed {cfg.seed}); clustering…\n")
+        sys.stderr.write(
+            f"noveld demo: generated {cfg.n_docs:,} documents from "
+            f"{cfg.n_stories} synthetic stories (seed {cfg.seed}); clustering…\n"
+        )
         rec, events, seconds, _ = run_and_record(settings, str(path), sys.stderr)
     print("== novelty events (cluster.born) ==")
     for ev in events:
         if ev["type"] == "cluster.born":
             terms = " ".join(t for t, _ in ev["top_terms"][:6])
-            print(f"{ev['cluster_id']:>7}  born at doc {ev['born_at']['offset']:>6}  "
-                  f"confirmed at {ev['confirmed_at']['offset']:>6}  size {ev['size']}  [{terms}]")
+            print(
+                f"{ev['cluster_id']:>7}  born at doc {ev['born_at']['offset']:>6}  "
+                f"confirmed at {ev['confirmed_at']['offset']:>6}  size {ev['size']}  [{terms}]"
+            )
     print()
     print("== clusters ==")
     members: dict[int, Counter[str]] = defaultdict(Counter)
@@ -110,10 +137,12 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
         print(f"{'c' + str(c):>8} {size:>6} {n / size:>7.2f}  {lab:<10} {terms}")
     report = score(rec, events, seconds)
     print()
-    print(f"NMI {report['nmi']:.3f} · ARI {report['ari']:.3f} · {report['clusters']} clusters "
-          f"for {len(set(rec.labels))} true stories · novelty precision "
-          f"{report['novelty_precision']:.2f} recall {report['novelty_recall']:.2f} · "
-          f"{report['docs_per_second']:,.0f} docs/s")
+    print(
+        f"NMI {report['nmi']:.3f} · ARI {report['ari']:.3f} · {report['clusters']} clusters "
+        f"for {len(set(rec.labels))} true stories · novelty precision "
+        f"{report['novelty_precision']:.2f} recall {report['novelty_recall']:.2f} · "
+        f"{report['docs_per_second']:,.0f} docs/s"
+    )
     return 0
 
 
@@ -123,10 +152,13 @@ def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None)
     g.add_argument("--stories", type=int, help="number of stories")
     g.add_argument("--vocab", type=int, help="vocabulary size")
     g.add_argument("--doc-len", type=float, help="mean document length in tokens")
-    g.add_argument("--birth-rate", type=float,
-                   help="probability that a document opens a new story")
-    g.add_argument("--stream-seed", dest="stream_seed", type=int,
-                   help="generator seed (the model seed is --seed)")
+    g.add_argument("--birth-rate", type=float, help="probability that a document opens a new story")
+    g.add_argument(
+        "--stream-seed",
+        dest="stream_seed",
+        type=int,
+        help="generator seed (the model seed is --seed)",
+    )
 
 
 def add_tool_commands(
@@ -136,34 +168,41 @@ def add_tool_commands(
 ) -> None:
     """Register evaluate, generate and demo on the top-level subparsers."""
     ev = sub.add_parser(
-        "evaluate", help="score clustering and novelty on a labelled JSONL file",
+        "evaluate",
+        help="score clustering and novelty on a labelled JSONL file",
         description="Run the same pipeline in stream order over a labelled JSONL file and print "
-                    "nmi, ari, homogeneity, completeness, v_measure, purity, clusters, docs, "
-                    "seconds, docs_per_second, novelty_precision, novelty_recall and "
-                    "novelty_latency_docs.",
+        "nmi, ari, homogeneity, completeness, v_measure, purity, clusters, docs, "
+        "seconds, docs_per_second, novelty_precision, novelty_recall and "
+        "novelty_latency_docs.",
     )
     ev.add_argument("input", help="labelled JSONL file (or - for stdin)")
     ev.add_argument("--json", action="store_true", help="JSON report on stdout")
-    ev.add_argument("--window", type=int, default=5,
-                    help="a birth is correct if its founding doc is among the first W docs of "
-                         "its true cluster (default 5)")
+    ev.add_argument(
+        "--window",
+        type=int,
+        default=5,
+        help="a birth is correct if its founding doc is among the first W docs of "
+        "its true cluster (default 5)",
+    )
     add_common(ev)
     ev.set_defaults(func=lambda ns: _cmd_evaluate(ns, settings_of))
 
     gen = sub.add_parser(
-        "generate", help="write a synthetic labelled stream (stories born over time)",
+        "generate",
+        help="write a synthetic labelled stream (stories born over time)",
         description="Sample documents from the DP mixture-of-multinomials generative process "
-                    "with stories born over time; JSONL with id, text, label, ts.",
+        "with stories born over time; JSONL with id, text, label, ts.",
     )
     gen.add_argument("--out", "-o", type=Path, help="output file (default stdout)")
     _add_synth_args(gen)
     gen.set_defaults(func=_cmd_generate)
 
     demo = sub.add_parser(
-        "demo", help="generate a stream, cluster it, show events and a summary table",
+        "demo",
+        help="generate a stream, cluster it, show events and a summary table",
         description="The one-command first experience: generates a synthetic stream, runs the "
-                    "real pipeline over it, prints the cluster.born events and a table of "
-                    "clusters with their size, purity against the true story and top terms.",
+        "real pipeline over it, prints the cluster.born events and a table of "
+        "clusters with their size, purity against the true story and top terms.",
     )
     _add_synth_args(demo)
     demo.add_argument("--top", type=int, default=20, help="clusters to list (default 20)")

@@ -124,8 +124,9 @@ def run_file(
     snapshot: bool = True,
 ) -> tuple[int, Progress, Pipeline]:
     """Run the pipeline over a JSONL file (or ``-``) until exhausted or signalled."""
-    store = MemoryStore(settings.state.dir if snapshot else None,
-                        settings.state.snapshot_interval_s)
+    store = MemoryStore(
+        settings.state.dir if snapshot else None, settings.state.snapshot_interval_s
+    )
     sink = events_sink if events_sink is not None else StdoutEvents(events_out or sys.stdout)
     dlq_path = settings.dlq_path()
     try:
@@ -142,8 +143,9 @@ def run_file(
     key = partition_key(topic, 0)
     start = pipeline.next_offset(topic, 0)
     try:
-        source = JsonlSource(input_path, start_offset=start,
-                             max_line_bytes=settings.limits.max_doc_bytes)
+        source = JsonlSource(
+            input_path, start_offset=start, max_line_bytes=settings.limits.max_doc_bytes
+        )
     except OSError as exc:
         raise UserError(f"cannot read input {input_path}: {exc}") from exc
     progress = Progress(progress_out, settings.progress_interval_s)

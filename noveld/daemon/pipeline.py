@@ -91,10 +91,15 @@ def model_config(settings: Settings) -> DPMMConfig:
     """Model hyperparameters from the settings."""
     m = settings.model
     return DPMMConfig(
-        alpha=m.alpha, beta=m.beta, alpha_scaling=m.alpha_scaling,
-        rejuvenation_sweeps=m.rejuvenation_sweeps, deterministic=m.deterministic,
-        half_life_docs=m.half_life_docs, retire_min_mass=m.retire_min_mass,
-        max_active_clusters=m.max_active_clusters, discount=m.discount,
+        alpha=m.alpha,
+        beta=m.beta,
+        alpha_scaling=m.alpha_scaling,
+        rejuvenation_sweeps=m.rejuvenation_sweeps,
+        deterministic=m.deterministic,
+        half_life_docs=m.half_life_docs,
+        retire_min_mass=m.retire_min_mass,
+        max_active_clusters=m.max_active_clusters,
+        discount=m.discount,
     )
 
 
@@ -143,14 +148,16 @@ class Pipeline:
         """Valid documents committed so far."""
         return self.state.counters.get("docs", 0)
 
-    def step(self, records: Sequence[Record], first_offsets: dict[str, int],
-             next_offsets: dict[str, int]) -> BatchReport:
+    def step(
+        self, records: Sequence[Record], first_offsets: dict[str, int], next_offsets: dict[str, int]
+    ) -> BatchReport:
         """Process one batch end to end; raise CircuitOpen after committing if the breaker trips."""
         rep = BatchReport(records=len(records))
         t0 = time.perf_counter()
         docs, kept, consumed = self._decode(records, rep)
         tripped = consumed < len(records) or (
-            self.consecutive_invalid >= self.settings.limits.max_consecutive_invalid)
+            self.consecutive_invalid >= self.settings.limits.max_consecutive_invalid
+        )
         if tripped:
             next_offsets = dict(first_offsets)
             for r in records[:consumed]:
@@ -161,8 +168,9 @@ class Pipeline:
         if empty:
             drop = set(empty)
             for i in sorted(drop):
-                self._dead_letter(kept[i], InvalidReason.EMPTY_CONTENT,
-                                  "no tokens after tokenization", rep)
+                self._dead_letter(
+                    kept[i], InvalidReason.EMPTY_CONTENT, "no tokens after tokenization", rep
+                )
             docs = [d for i, d in enumerate(docs) if i not in drop]
             kept = [r for i, r in enumerate(kept) if i not in drop]
         positions = [r.position for r in kept]
@@ -178,9 +186,12 @@ class Pipeline:
             rep.log_predictive_per_token = result.log_predictive_per_token
             t3 = time.perf_counter()
             confirmed = self.tracker.observe(
-                result.born, result.assignments.tolist(), [d.id for d in docs],
+                result.born,
+                result.assignments.tolist(),
+                [d.id for d in docs],
                 _PositionDicts(positions),
-                first_index, [u for u, _, _ in result.retired],
+                first_index,
+                [u for u, _, _ in result.retired],
             )
             events = [self._born_event(c) for c in confirmed]
             events += self._retired_events(result.retired, positions[-1])
@@ -193,8 +204,7 @@ class Pipeline:
             t3 = time.perf_counter()
         if rep.invalid:
             self.dead_letters.flush()
-        counters = {"docs": rep.valid, "invalid": rep.invalid, "births": rep.births,
-                    "batches": 1}
+        counters = {"docs": rep.valid, "invalid": rep.invalid, "births": rep.births, "batches": 1}
         outcome = self.store.commit(
             self.state, CommitRequest(first_offsets, next_offsets, delta, events, counters)
         )
@@ -205,12 +215,18 @@ class Pipeline:
         self.publish_pending()
         t5 = time.perf_counter()
         rep.clusters_active = int(self.state.stats.alive.sum())
-        rep.stage_seconds = {"decode": t1 - t0, "featurize": t2 - t1, "model": t3 - t2,
-                             "commit": t4 - t3, "publish": t5 - t4}
+        rep.stage_seconds = {
+            "decode": t1 - t0,
+            "featurize": t2 - t1,
+            "model": t3 - t2,
+            "commit": t4 - t3,
+            "publish": t5 - t4,
+        }
         if tripped:
             raise CircuitOpen(
                 f"{self.consecutive_invalid} invalid records in a row "
-                f"(limit {self.settings.limits.max_consecutive_invalid}); stopping", rep
+                f"(limit {self.settings.limits.max_consecutive_invalid}); stopping",
+                rep,
             )
         return rep
 
@@ -260,8 +276,9 @@ class Pipeline:
                 kept.append(rec)
         return docs, kept, len(records)
 
-    def _dead_letter(self, rec: Record, reason: InvalidReason, detail: str,
-                     rep: BatchReport) -> None:
+    def _dead_letter(
+        self, rec: Record, reason: InvalidReason, detail: str, rep: BatchReport
+    ) -> None:
         self.dead_letters.send(rec, reason, detail)
         rep.invalid += 1
         rep.invalid_reasons[reason.value] = rep.invalid_reasons.get(reason.value, 0) + 1
@@ -276,17 +293,23 @@ class Pipeline:
         self.announced.add(cand.uid)
         ev = ClusterBorn(
             event_id=make_event_id(self.settings.namespace, cid, "cluster.born"),
-            namespace=self.settings.namespace, model=self.model.kind, cluster_id=cid,
+            namespace=self.settings.namespace,
+            model=self.model.kind,
+            cluster_id=cid,
             founding_doc_id=cand.founding_doc_id,
-            born_at=SourcePosition(**cand.born_at), confirmed_at=SourcePosition(**c.confirmed_at),
-            size=cand.size, top_terms=self.top_terms(cand.uid, self.settings.novelty.top_terms),
-            exemplar_doc_ids=cand.exemplars, novelty_score=round(cand.novelty_score, 6),
+            born_at=SourcePosition(**cand.born_at),
+            confirmed_at=SourcePosition(**c.confirmed_at),
+            size=cand.size,
+            top_terms=self.top_terms(cand.uid, self.settings.novelty.top_terms),
+            exemplar_doc_ids=cand.exemplars,
+            novelty_score=round(cand.novelty_score, 6),
             nearest_known_label=None,
         )
         return ev.model_dump(mode="json")
 
-    def _retired_events(self, retired: Sequence[tuple[int, float, str]],
-                        at: SourcePosition) -> list[dict[str, Any]]:
+    def _retired_events(
+        self, retired: Sequence[tuple[int, float, str]], at: SourcePosition
+    ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for uid, mass, reason in retired:
             if uid not in self.announced:
@@ -295,8 +318,12 @@ class Pipeline:
             cid = self._cluster_id(uid)
             ev = ClusterRetired(
                 event_id=make_event_id(self.settings.namespace, cid, "cluster.retired"),
-                namespace=self.settings.namespace, model=self.model.kind, cluster_id=cid,
-                retired_at=at, size=round(mass, 6), reason=reason,
+                namespace=self.settings.namespace,
+                model=self.model.kind,
+                cluster_id=cid,
+                retired_at=at,
+                size=round(mass, 6),
+                reason=reason,
             )
             out.append(ev.model_dump(mode="json"))
         return out

@@ -13,8 +13,12 @@ from noveld.daemon.pipeline import BatchReport
 class Progress:
     """Accumulates batch reports; prints a line at most every ``interval_s`` seconds."""
 
-    def __init__(self, stream: IO[str] | None, interval_s: float = 2.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stream: IO[str] | None,
+        interval_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream
         self.interval_s = interval_s
         self._clock = clock
@@ -53,8 +57,10 @@ class Progress:
     def line(self) -> str:
         """One-line status: docs, rate, clusters, births, invalid."""
         rate = self.docs / self.elapsed
-        return (f"{self.docs:,} docs ({rate:,.0f}/s) · {self.clusters:,} active clusters · "
-                f"{self.births:,} born · {self.invalid:,} invalid")
+        return (
+            f"{self.docs:,} docs ({rate:,.0f}/s) · {self.clusters:,} active clusters · "
+            f"{self.births:,} born · {self.invalid:,} invalid"
+        )
 
     def summary(self, extra: str = "") -> str:
         """Multi-line end-of-run summary."""

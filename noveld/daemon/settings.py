@@ -109,7 +109,10 @@ class Settings(BaseSettings):
     """Effective configuration of one noveld process."""
 
     model_config = SettingsConfigDict(
-        env_prefix="NOVELD_", env_nested_delimiter="__", frozen=True, extra="forbid",
+        env_prefix="NOVELD_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="forbid",
     )
 
     namespace: str = Field("default", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
@@ -146,8 +149,9 @@ def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | None = None
-                  ) -> Settings:
+def load_settings(
+    config_file: Path | None = None, overrides: dict[str, Any] | None = None
+) -> Settings:
     """Build the settings: defaults, then the TOML file, then env vars, then CLI ``overrides``.
 
     Raises ``pydantic.ValidationError`` (the CLI turns it into a clear message) or
@@ -186,8 +190,14 @@ def model_fingerprint(settings: Settings) -> dict[str, Any]:
     """Settings that change the meaning of stored statistics; a mismatch refuses to start."""
     m = settings.model
     return {
-        "schema": 1, "kind": m.kind, "likelihood": "multinomial", "alpha": m.alpha,
-        "beta": m.beta, "alpha_scaling": m.alpha_scaling, "discount": m.discount,
-        "half_life_docs": m.half_life_docs, "lowercase": settings.tokenizer.lowercase,
+        "schema": 1,
+        "kind": m.kind,
+        "likelihood": "multinomial",
+        "alpha": m.alpha,
+        "beta": m.beta,
+        "alpha_scaling": m.alpha_scaling,
+        "discount": m.discount,
+        "half_life_docs": m.half_life_docs,
+        "lowercase": settings.tokenizer.lowercase,
         "min_token_len": settings.tokenizer.min_token_len,
     }

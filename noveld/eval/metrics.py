@@ -70,13 +70,18 @@ def clustering_scores(labels_true: Labels, labels_pred: Labels) -> dict[str, flo
     homogeneity = 1.0 if h_true == 0 else mi / h_true
     completeness = 1.0 if h_pred == 0 else mi / h_pred
     vm = (
-        0.0 if homogeneity + completeness == 0
+        0.0
+        if homogeneity + completeness == 0
         else 2 * homogeneity * completeness / (homogeneity + completeness)
     )
     purity = float(table.max(axis=0).sum() / n) if n else 0.0
     return {
-        "nmi": float(nmi), "ari": adjusted_rand(table), "homogeneity": float(homogeneity),
-        "completeness": float(completeness), "v_measure": float(vm), "purity": purity,
+        "nmi": float(nmi),
+        "ari": adjusted_rand(table),
+        "homogeneity": float(homogeneity),
+        "completeness": float(completeness),
+        "v_measure": float(vm),
+        "purity": purity,
     }
 
 

@@ -14,8 +14,9 @@ import numpy as np
 import numpy.typing as npt
 
 
-def novelty_scores(stream_labels: Sequence[str], births: Sequence[tuple[int, int]],
-                   window: int = 5) -> dict[str, float]:
+def novelty_scores(
+    stream_labels: Sequence[str], births: Sequence[tuple[int, int]], window: int = 5
+) -> dict[str, float]:
     """Score ``cluster.born`` births against the true labels of the stream (DESIGN §11).
 
     ``stream_labels[i]`` is the true label of the i-th document in stream order; each birth is
@@ -69,8 +70,9 @@ def novelty_scores(stream_labels: Sequence[str], births: Sequence[tuple[int, int
     }
 
 
-def split_known(labels: Sequence[str], known_fraction: float, seed: int
-                ) -> tuple[set[str], npt.NDArray[np.bool_]]:
+def split_known(
+    labels: Sequence[str], known_fraction: float, seed: int
+) -> tuple[set[str], npt.NDArray[np.bool_]]:
     """Choose the known classes and the documents whose labels are revealed (paper 000 protocol).
 
     Half of the distinct classes (rounded down, chosen with ``seed``) are *known*; within each
@@ -94,9 +96,12 @@ def split_known(labels: Sequence[str], known_fraction: float, seed: int
     return known, mask
 
 
-def known_f1(true: Sequence[str], pred_labels: Sequence[str | None],
-             known_classes: set[str] | frozenset[str],
-             mask_unrevealed: Sequence[bool] | npt.NDArray[np.bool_]) -> float:
+def known_f1(
+    true: Sequence[str],
+    pred_labels: Sequence[str | None],
+    known_classes: set[str] | frozenset[str],
+    mask_unrevealed: Sequence[bool] | npt.NDArray[np.bool_],
+) -> float:
     """Macro F1 over the known classes, counted on the unrevealed documents only.
 
     ``pred_labels[i]`` is the known category the model put document i in, or None (a novel or

@@ -29,8 +29,9 @@ class StreamRecorder:
     clusters: list[int] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
 
-    def __call__(self, docs: list[Document], positions: list[SourcePosition],
-                 assignments: np.ndarray) -> None:
+    def __call__(
+        self, docs: list[Document], positions: list[SourcePosition], assignments: np.ndarray
+    ) -> None:
         """Record one batch."""
         self.ids.extend(d.id for d in docs)
         self.labels.extend(d.label for d in docs)
@@ -39,19 +40,23 @@ class StreamRecorder:
 
 
 def run_and_record(
-    settings: Settings, path: str, progress_out: IO[str] | None = None,
+    settings: Settings,
+    path: str,
+    progress_out: IO[str] | None = None,
 ) -> tuple[StreamRecorder, list[dict[str, Any]], float, int]:
     """Run the pipeline in memory over ``path``; return the record, events, seconds, exit code."""
     rec = StreamRecorder()
     sink = CollectingEvents()
     t0 = time.perf_counter()
-    code, _, _ = run_file(settings, path, events_sink=sink, observer=rec,
-                          progress_out=progress_out, snapshot=False)
+    code, _, _ = run_file(
+        settings, path, events_sink=sink, observer=rec, progress_out=progress_out, snapshot=False
+    )
     return rec, sink.events, time.perf_counter() - t0, code
 
 
-def score(rec: StreamRecorder, events: list[dict[str, Any]], seconds: float,
-          window: int = 5) -> dict[str, Any]:
+def score(
+    rec: StreamRecorder, events: list[dict[str, Any]], seconds: float, window: int = 5
+) -> dict[str, Any]:
     """The DESIGN §11 report from a recorded run."""
     keep = [i for i, lab in enumerate(rec.labels) if lab is not None]
     labels = [str(rec.labels[i]) for i in keep]
@@ -76,9 +81,13 @@ def score(rec: StreamRecorder, events: list[dict[str, Any]], seconds: float,
     return out
 
 
-def evaluate_file(settings: Settings, path: str, window: int = 5,
-                  progress_out: IO[str] | None = None,
-                  on_done: Callable[[StreamRecorder], None] | None = None) -> dict[str, Any]:
+def evaluate_file(
+    settings: Settings,
+    path: str,
+    window: int = 5,
+    progress_out: IO[str] | None = None,
+    on_done: Callable[[StreamRecorder], None] | None = None,
+) -> dict[str, Any]:
     """Run and score one labelled JSONL file."""
     rec, events, seconds, _ = run_and_record(settings, path, progress_out)
     if on_done is not None:

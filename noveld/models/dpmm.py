@@ -89,11 +89,33 @@ class DPMM:
         margin = np.empty(nb)
         lp = np.empty(stats.m.shape[0])
         kern.seat_batch(
-            batch.ptr, batch.words, batch.counts, batch.lengths, uniforms, sweeps,
-            self.log_alpha(nb), cfg.beta, batch.vocab_size * cfg.beta, cfg.deterministic,
-            stats.scale, cfg.discount, stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
-            stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl, lp,
-            assign, log_norm, margin,
+            batch.ptr,
+            batch.words,
+            batch.counts,
+            batch.lengths,
+            uniforms,
+            sweeps,
+            self.log_alpha(nb),
+            cfg.beta,
+            batch.vocab_size * cfg.beta,
+            cfg.deterministic,
+            stats.scale,
+            cfg.discount,
+            stats.m,
+            stats.ntok,
+            stats.alive,
+            stats.fresh,
+            stats.uid,
+            stats.head,
+            stats.nxt,
+            stats.pk,
+            stats.pc,
+            stats.free_stack,
+            stats.ictl,
+            lp,
+            assign,
+            log_norm,
+            margin,
         )
         uids = stats.uid[assign]
         born = self._births(assign, stats, margin)
@@ -113,9 +135,22 @@ class DPMM:
         for d in range(len(batch)):
             w, c = batch.doc(d)
             lp_new = kern.score_document(
-                w, c, int(batch.lengths[d]), lp, stats.m, stats.ntok, stats.alive, stats.head,
-                stats.nxt, stats.pk, stats.pc, kmax, stats.scale, self.config.beta,
-                batch.vocab_size * self.config.beta, self.log_alpha(len(batch)),
+                w,
+                c,
+                int(batch.lengths[d]),
+                lp,
+                stats.m,
+                stats.ntok,
+                stats.alive,
+                stats.head,
+                stats.nxt,
+                stats.pk,
+                stats.pc,
+                kmax,
+                stats.scale,
+                self.config.beta,
+                batch.vocab_size * self.config.beta,
+                self.log_alpha(len(batch)),
                 self.config.discount,
             )
             k = kern.choose(lp, kmax, lp_new, 0.0, True, out)
@@ -123,7 +158,11 @@ class DPMM:
         return res
 
     def seating_probabilities(
-        self, words: np.ndarray, counts: np.ndarray, stats: MultinomialStats, vocab_size: int,
+        self,
+        words: np.ndarray,
+        counts: np.ndarray,
+        stats: MultinomialStats,
+        vocab_size: int,
         batch_size: int = 1,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(slots, probabilities) over live clusters followed by the new-cluster probability."""
@@ -131,9 +170,23 @@ class DPMM:
         kmax = stats.kmax
         lp = np.empty(max(kmax, 1))
         lp_new = kern.score_document(
-            words, counts, int(counts.sum()), lp, stats.m, stats.ntok, stats.alive, stats.head,
-            stats.nxt, stats.pk, stats.pc, kmax, stats.scale, self.config.beta,
-            vocab_size * self.config.beta, self.log_alpha(batch_size), self.config.discount,
+            words,
+            counts,
+            int(counts.sum()),
+            lp,
+            stats.m,
+            stats.ntok,
+            stats.alive,
+            stats.head,
+            stats.nxt,
+            stats.pk,
+            stats.pc,
+            kmax,
+            stats.scale,
+            self.config.beta,
+            vocab_size * self.config.beta,
+            self.log_alpha(batch_size),
+            self.config.discount,
         )
         slots = stats.active_slots()
         logits = np.append(lp[slots], lp_new)
@@ -167,15 +220,19 @@ class DPMM:
         keep = keep[~stats.fresh[keep]]  # never evict a cluster this batch just filled
         evicted = keep[np.lexsort((keep, stats.mass(keep)))[:excess]] if excess > 0 else keep[:0]
         out = [(int(stats.uid[k]), float(stats.mass(np.array([k]))[0]), "faded") for k in faded]
-        out += [(int(stats.uid[k]), float(stats.mass(np.array([k]))[0]), "evicted")
-                for k in evicted]
+        out += [
+            (int(stats.uid[k]), float(stats.mass(np.array([k]))[0]), "evicted") for k in evicted
+        ]
         if out:
             stats.retire(np.concatenate([faded, evicted]))
         return out
 
     @staticmethod
     def _delta(
-        batch: DocBatch, uids: np.ndarray, f: float, born: list[tuple[int, int, float]],
+        batch: DocBatch,
+        uids: np.ndarray,
+        f: float,
+        born: list[tuple[int, int, float]],
         retired: list[tuple[int, float, str]],
     ) -> StatsDelta:
         cl, inv = np.unique(uids, return_inverse=True)
@@ -187,9 +244,13 @@ class DPMM:
         ukey, kinv = np.unique(key, return_inverse=True)
         wc = np.bincount(kinv, weights=batch.counts, minlength=ukey.shape[0])
         return StatsDelta(
-            decay=f, cluster_uids=cl.astype(np.int64), dm=dm, dntok=dntok,
+            decay=f,
+            cluster_uids=cl.astype(np.int64),
+            dm=dm,
+            dntok=dntok,
             word_cluster=(ukey // (batch.vocab_size + 1)).astype(np.int64),
-            word_ids=(ukey % (batch.vocab_size + 1)).astype(np.int64), word_count=wc,
+            word_ids=(ukey % (batch.vocab_size + 1)).astype(np.int64),
+            word_count=wc,
             born_uids=np.array([b[0] for b in born], dtype=np.int64),
             retired_uids=np.array([r[0] for r in retired], dtype=np.int64),
         )

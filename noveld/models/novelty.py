@@ -64,8 +64,11 @@ class NoveltyTracker:
         """
         for uid, d, score in births:
             self.candidates[uid] = Candidate(
-                uid=uid, founding_doc_id=doc_ids[d], born_at=positions[d],
-                born_index=first_index + d, novelty_score=score,
+                uid=uid,
+                founding_doc_id=doc_ids[d],
+                born_at=positions[d],
+                born_index=first_index + d,
+                novelty_score=score,
             )
         confirmed: list[Confirmation] = []
         for i, uid in enumerate(assignments):

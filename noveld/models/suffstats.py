@@ -119,12 +119,17 @@ class MultinomialStats:
         used = int(self.ictl[kern.POOL_USED])
         kmax = self.kmax
         return {
-            "m": self.m[:kmax].copy(), "ntok": self.ntok[:kmax].copy(),
-            "alive": self.alive[:kmax].copy(), "uid": self.uid[:kmax].copy(),
+            "m": self.m[:kmax].copy(),
+            "ntok": self.ntok[:kmax].copy(),
+            "alive": self.alive[:kmax].copy(),
+            "uid": self.uid[:kmax].copy(),
             "free_stack": self.free_stack[: int(self.ictl[kern.NFREE])].copy(),
-            "head": self.head.copy(), "nxt": self.nxt[:used].copy(),
-            "pk": self.pk[:used].copy(), "pc": self.pc[:used].copy(),
-            "ictl": self.ictl.copy(), "scale": np.array([self.scale]),
+            "head": self.head.copy(),
+            "nxt": self.nxt[:used].copy(),
+            "pk": self.pk[:used].copy(),
+            "pc": self.pc[:used].copy(),
+            "ictl": self.ictl.copy(),
+            "scale": np.array([self.scale]),
         }
 
     @classmethod

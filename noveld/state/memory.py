@@ -36,8 +36,11 @@ class OffsetGap(RuntimeError):
 def describe_mismatch(stored: dict[str, Any], wanted: dict[str, Any]) -> str:
     """Human-readable list of fingerprint fields that differ."""
     keys = sorted(set(stored) | set(wanted))
-    diffs = [f"{k}: stored={stored.get(k)!r} configured={wanted.get(k)!r}"
-             for k in keys if stored.get(k) != wanted.get(k)]
+    diffs = [
+        f"{k}: stored={stored.get(k)!r} configured={wanted.get(k)!r}"
+        for k in keys
+        if stored.get(k) != wanted.get(k)
+    ]
     return "; ".join(diffs)
 
 
@@ -128,8 +131,12 @@ def write_snapshot(path: Path, state: NamespaceState, outbox: list[dict[str, Any
     """Atomically replace ``path`` with a snapshot of ``state``: write, fsync, rename, fsync."""
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {
-        "format": SNAPSHOT_FORMAT, "fingerprint": state.fingerprint, "vocab": state.vocab,
-        "novelty": state.novelty, "offsets": state.offsets, "counters": state.counters,
+        "format": SNAPSHOT_FORMAT,
+        "fingerprint": state.fingerprint,
+        "vocab": state.vocab,
+        "novelty": state.novelty,
+        "offsets": state.offsets,
+        "counters": state.counters,
         "outbox": outbox,
     }
     arrays = {f"stats.{k}": v for k, v in state.stats.to_arrays().items()}
@@ -152,15 +159,18 @@ def read_snapshot(path: Path) -> tuple[NamespaceState, list[dict[str, Any]]]:
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
-            stats = {k[len("stats."):]: z[k] for k in z.files if k.startswith("stats.")}
+            stats = {k[len("stats.") :]: z[k] for k in z.files if k.startswith("stats.")}
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
         raise ValueError(f"cannot read snapshot {path}: {exc}") from exc
     if meta.get("format") != SNAPSHOT_FORMAT:
-        raise ValueError(f"snapshot {path} has format {meta.get('format')}, "
-                         f"this noveld reads {SNAPSHOT_FORMAT}")
+        raise ValueError(
+            f"snapshot {path} has format {meta.get('format')}, this noveld reads {SNAPSHOT_FORMAT}"
+        )
     state = NamespaceState(
-        fingerprint=meta["fingerprint"], stats=MultinomialStats.from_arrays(stats),
-        vocab=list(meta["vocab"]), novelty=meta["novelty"],
+        fingerprint=meta["fingerprint"],
+        stats=MultinomialStats.from_arrays(stats),
+        vocab=list(meta["vocab"]),
+        novelty=meta["novelty"],
         offsets={k: int(v) for k, v in meta["offsets"].items()},
         counters={k: int(v) for k, v in meta["counters"].items()},
     )

@@ -19,10 +19,12 @@ pytestmark = pytest.mark.integration
 NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 
 
-def noveld(*args: str, input_text: str | None = None, timeout: float = 300
-           ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*NOVELD, *args], input=input_text, capture_output=True, text=True,
-                          timeout=timeout)
+def noveld(
+    *args: str, input_text: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*NOVELD, *args], input=input_text, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def state_show(state_dir: Path) -> dict[str, Any]:
@@ -35,8 +37,9 @@ def state_show(state_dir: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "stream.jsonl"
-    out = noveld("generate", "--docs", "6000", "--stories", "25", "--stream-seed", "7",
-                 "--out", str(path))
+    out = noveld(
+        "generate", "--docs", "6000", "--stories", "25", "--stream-seed", "7", "--out", str(path)
+    )
     assert out.returncode == 0, out.stderr
     return path
 
@@ -44,8 +47,9 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def big_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "big.jsonl"
-    out = noveld("generate", "--docs", "120000", "--stories", "60", "--stream-seed", "3",
-                 "--out", str(path))
+    out = noveld(
+        "generate", "--docs", "120000", "--stories", "60", "--stream-seed", "3", "--out", str(path)
+    )
     assert out.returncode == 0, out.stderr
     return path
 
@@ -54,8 +58,7 @@ def events_of(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_path: Path
-                                                               ) -> None:
+def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_path: Path) -> None:
     st = tmp_path / "state"
     first = noveld("run", "--input", str(stream), "--state-dir", str(st))
     assert first.returncode == 0, first.stderr
@@ -78,11 +81,20 @@ def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_
 def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path) -> None:
     runs = []
     for name in ("a", "b"):
-        out = noveld("run", "--input", str(stream), "--state-dir", str(tmp_path / name),
-                     "--seed", "11", "--sampled")
+        out = noveld(
+            "run",
+            "--input",
+            str(stream),
+            "--state-dir",
+            str(tmp_path / name),
+            "--seed",
+            "11",
+            "--sampled",
+        )
         assert out.returncode == 0, out.stderr
-        runs.append((state_show(tmp_path / name)["digest"],
-                     [e["event_id"] for e in events_of(out.stdout)]))
+        runs.append(
+            (state_show(tmp_path / name)["digest"], [e["event_id"] for e in events_of(out.stdout)])
+        )
     assert runs[0] == runs[1]
 
 
@@ -93,9 +105,22 @@ def _kill_resume(big_stream: Path, st: Path, kills: int) -> list[dict[str, Any]]
 
     rnd = random.Random(1)
     for _ in range(kills):
-        proc = subprocess.Popen([*NOVELD, "run", "--input", str(big_stream), "--state-dir",
-                                 str(st), "--snapshot-interval", "0", "--quiet"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                *NOVELD,
+                "run",
+                "--input",
+                str(big_stream),
+                "--state-dir",
+                str(st),
+                "--snapshot-interval",
+                "0",
+                "--quiet",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         start_docs = state_show(st)["docs"] if (st / "state.npz").exists() else 0
         while time.monotonic() < deadline:
@@ -113,8 +138,9 @@ def _kill_resume(big_stream: Path, st: Path, kills: int) -> list[dict[str, Any]]
 
 @pytest.mark.faults
 @pytest.mark.slow
-def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(big_stream: Path, tmp_path: Path
-                                                              ) -> None:
+def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
+    big_stream: Path, tmp_path: Path
+) -> None:
     clean_dir = tmp_path / "clean"
     clean = noveld("run", "--input", str(big_stream), "--state-dir", str(clean_dir), "--quiet")
     assert clean.returncode == 0, clean.stderr
@@ -132,12 +158,23 @@ def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(big_stream: Path, 
 
 
 @pytest.mark.faults
-def test_sigterm_finishes_batch_snapshots_and_exits_zero(big_stream: Path, tmp_path: Path
-                                                         ) -> None:
+def test_sigterm_finishes_batch_snapshots_and_exits_zero(big_stream: Path, tmp_path: Path) -> None:
     st = tmp_path / "state"
-    proc = subprocess.Popen([*NOVELD, "run", "--input", str(big_stream), "--state-dir", str(st),
-                             "--snapshot-interval", "1000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *NOVELD,
+            "run",
+            "--input",
+            str(big_stream),
+            "--state-dir",
+            str(st),
+            "--snapshot-interval",
+            "1000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(4.0)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -155,8 +192,9 @@ def test_sigterm_finishes_batch_snapshots_and_exits_zero(big_stream: Path, tmp_p
 
 
 def test_bad_input_goes_to_dlq_and_processing_continues(tmp_path: Path) -> None:
-    good = [json.dumps({"id": f"d{i}", "text": f"alpha beta gamma{i % 3} delta"})
-            for i in range(40)]
+    good = [
+        json.dumps({"id": f"d{i}", "text": f"alpha beta gamma{i % 3} delta"}) for i in range(40)
+    ]
     bad = [
         "this is not json",
         json.dumps({"text": "no id here"}),
@@ -174,8 +212,17 @@ def test_bad_input_goes_to_dlq_and_processing_continues(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
     dead = [json.loads(x) for x in dlq.read_text().splitlines()]
     reasons = sorted(d["reason"] for d in dead)
-    assert reasons == sorted(["not_json", "missing_id", "no_content", "empty_content",
-                              "oversize", "not_object", "undecodable"])
+    assert reasons == sorted(
+        [
+            "not_json",
+            "missing_id",
+            "no_content",
+            "empty_content",
+            "oversize",
+            "not_object",
+            "undecodable",
+        ]
+    )
     assert {d["offset"] for d in dead} == {20, 21, 22, 23, 24, 25, 46}
     assert "invalid records by reason" in out.stderr
 
@@ -184,8 +231,9 @@ def test_circuit_breaker_stops_with_clear_message(tmp_path: Path) -> None:
     src = tmp_path / "bad.jsonl"
     src.write_text("".join(f"garbage line {i}\n" for i in range(500)))
     st = tmp_path / "state"
-    out = noveld("run", "--input", str(src), "--state-dir", str(st),
-                 "--max-consecutive-invalid", "50")
+    out = noveld(
+        "run", "--input", str(src), "--state-dir", str(st), "--max-consecutive-invalid", "50"
+    )
     assert out.returncode == 3
     assert "circuit breaker" in out.stderr and "Traceback" not in out.stderr
     info = state_show(st)
@@ -194,10 +242,21 @@ def test_circuit_breaker_stops_with_clear_message(tmp_path: Path) -> None:
 
 
 def test_stdin_input_and_field_names(tmp_path: Path) -> None:
-    lines = "".join(json.dumps({"doc": f"n{i}", "body": "storm flood river rain"}) + "\n"
-                    for i in range(10))
-    out = noveld("run", "--input", "-", "--id-field", "doc", "--text-field", "body",
-                 "--dlq", str(tmp_path / "dlq.jsonl"), input_text=lines)
+    lines = "".join(
+        json.dumps({"doc": f"n{i}", "body": "storm flood river rain"}) + "\n" for i in range(10)
+    )
+    out = noveld(
+        "run",
+        "--input",
+        "-",
+        "--id-field",
+        "doc",
+        "--text-field",
+        "body",
+        "--dlq",
+        str(tmp_path / "dlq.jsonl"),
+        input_text=lines,
+    )
     assert out.returncode == 0, out.stderr
     born = events_of(out.stdout)
     assert len(born) == 1 and born[0]["founding_doc_id"] == "n0"
@@ -225,9 +284,21 @@ def test_evaluate_reports_quality_on_generated_stream(stream: Path) -> None:
     out = noveld("evaluate", str(stream), "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    for key in ["nmi", "ari", "homogeneity", "completeness", "v_measure", "purity", "clusters",
-                "docs", "seconds", "docs_per_second", "novelty_precision", "novelty_recall",
-                "novelty_latency_docs"]:
+    for key in [
+        "nmi",
+        "ari",
+        "homogeneity",
+        "completeness",
+        "v_measure",
+        "purity",
+        "clusters",
+        "docs",
+        "seconds",
+        "docs_per_second",
+        "novelty_precision",
+        "novelty_recall",
+        "novelty_latency_docs",
+    ]:
         assert key in report
     assert report["docs"] == 6000
     assert report["nmi"] >= 0.85
@@ -254,8 +325,12 @@ def test_env_and_config_file_layering(tmp_path: Path) -> None:
     cfg = tmp_path / "noveld.toml"
     cfg.write_text('namespace = "news"\n[model]\nalpha = 0.5\nbeta = 0.02\n')
     env = {**os.environ, "NOVELD_MODEL__BETA": "0.07"}
-    out = subprocess.run([*NOVELD, "config", "show", "--json", "--config", str(cfg),
-                          "--alpha", "0.9"], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [*NOVELD, "config", "show", "--json", "--config", str(cfg), "--alpha", "0.9"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     shown = json.loads(out.stdout)
     assert shown["namespace"] == "news"

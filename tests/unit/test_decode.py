@@ -330,12 +330,19 @@ def test_json_like_text_parsers_agree(text: str) -> None:
     assert via_json == via_default
 
 
-@given(st.dictionaries(
-    st.sampled_from(["id", "text", "tokens", "label", "context", "ts", "embedding", "x"]),
-    st.one_of(st.none(), st.integers(-5, 10**6), st.floats(allow_nan=False, width=32),
-              st.text(max_size=20), st.lists(st.text(max_size=5), max_size=4),
-              st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3)),
-))
+@given(
+    st.dictionaries(
+        st.sampled_from(["id", "text", "tokens", "label", "context", "ts", "embedding", "x"]),
+        st.one_of(
+            st.none(),
+            st.integers(-5, 10**6),
+            st.floats(allow_nan=False, width=32),
+            st.text(max_size=20),
+            st.lists(st.text(max_size=5), max_size=4),
+            st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3),
+        ),
+    )
+)
 def test_decoded_documents_pass_full_model_validation(obj: dict[str, object]) -> None:
     """The decoder builds Documents without re-validating; what it accepts must be valid."""
     out = decode_record(json.dumps(obj).encode(), FieldNames(), DecodeLimits())

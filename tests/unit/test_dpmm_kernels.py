@@ -21,8 +21,9 @@ def random_docs(rng: np.random.Generator, n: int, vocab: int, max_len: int = 8) 
     return [list(rng.integers(0, vocab, size=int(rng.integers(1, max_len + 1)))) for _ in range(n)]
 
 
-def dense_counts(docs: list[list[int]], uids: list[int], vocab: int
-                 ) -> tuple[dict[int, int], dict[int, np.ndarray]]:
+def dense_counts(
+    docs: list[list[int]], uids: list[int], vocab: int
+) -> tuple[dict[int, int], dict[int, np.ndarray]]:
     """Oracle statistics rebuilt from scratch: documents per cluster and word counts."""
     m: dict[int, int] = {}
     n: dict[int, np.ndarray] = {}
@@ -33,8 +34,14 @@ def dense_counts(docs: list[list[int]], uids: list[int], vocab: int
     return m, n
 
 
-def oracle_log_weights(doc: list[int], m: dict[int, int], n: dict[int, np.ndarray], vocab: int,
-                       alpha: float, beta: float) -> dict[int, float]:
+def oracle_log_weights(
+    doc: list[int],
+    m: dict[int, int],
+    n: dict[int, np.ndarray],
+    vocab: int,
+    alpha: float,
+    beta: float,
+) -> dict[int, float]:
     """log m_k + log p(d | k) by paper 004 eq. 4 with gammaln; key -1 is the new cluster."""
     x = np.bincount(doc, minlength=vocab).astype(float)
     nd = x.sum()
@@ -42,8 +49,11 @@ def oracle_log_weights(doc: list[int], m: dict[int, int], n: dict[int, np.ndarra
 
     def logpred(counts: np.ndarray) -> float:
         nk = counts.sum()
-        return float(gammaln(nk + vb) - gammaln(nk + nd + vb)
-                     + (gammaln(counts + beta + x) - gammaln(counts + beta)).sum())
+        return float(
+            gammaln(nk + vb)
+            - gammaln(nk + nd + vb)
+            + (gammaln(counts + beta + x) - gammaln(counts + beta)).sum()
+        )
 
     out = {u: float(np.log(m[u])) + logpred(n[u]) for u in m}
     out[-1] = float(np.log(alpha)) + logpred(np.zeros(vocab))
@@ -53,17 +63,26 @@ def oracle_log_weights(doc: list[int], m: dict[int, int], n: dict[int, np.ndarra
 Fitted = tuple[DPMM, MultinomialStats, list[list[int]], list[int]]
 
 
-def fitted_state(seed: int, vocab: int = 30, n_docs: int = 60, sweeps: int = 1,
-                 half_life: float = 0.0) -> Fitted:
+def fitted_state(
+    seed: int, vocab: int = 30, n_docs: int = 60, sweeps: int = 1, half_life: float = 0.0
+) -> Fitted:
     rng = np.random.default_rng(seed)
-    model = DPMM(DPMMConfig(alpha=0.5, beta=0.1, alpha_scaling="none",
-                            rejuvenation_sweeps=sweeps, deterministic=False,
-                            half_life_docs=half_life, retire_min_mass=0.0))
+    model = DPMM(
+        DPMMConfig(
+            alpha=0.5,
+            beta=0.1,
+            alpha_scaling="none",
+            rejuvenation_sweeps=sweeps,
+            deterministic=False,
+            half_life_docs=half_life,
+            retire_min_mass=0.0,
+        )
+    )
     stats = model.new_state()
     docs = random_docs(rng, n_docs, vocab)
     uids: list[int] = []
     for i in range(0, n_docs, 20):
-        res = model.partial_fit(DocBatch.from_docs(docs[i:i + 20], vocab), stats, rng)
+        res = model.partial_fit(DocBatch.from_docs(docs[i : i + 20], vocab), stats, rng)
         uids += res.assignments.tolist()
     return model, stats, docs, uids
 
@@ -166,8 +185,9 @@ def test_delta_replays_the_batch(seed: int) -> None:
     n1 = {u: {w: c * d.decay for w, c in wc.items()} for u, wc in n0.items()}
     for u, dm in zip(d.cluster_uids.tolist(), d.dm.tolist(), strict=True):
         m1[u] = m1.get(u, 0.0) + dm
-    for ci, w, c in zip(d.word_cluster.tolist(), d.word_ids.tolist(), d.word_count.tolist(),
-                        strict=True):
+    for ci, w, c in zip(
+        d.word_cluster.tolist(), d.word_ids.tolist(), d.word_count.tolist(), strict=True
+    ):
         u = int(d.cluster_uids[ci])
         n1.setdefault(u, {})
         n1[u][w] = n1[u].get(w, 0.0) + c
@@ -203,13 +223,23 @@ def test_same_seed_same_assignments_and_uids_never_reused() -> None:
 def test_log_rising_matches_gammaln() -> None:
     for x in [1e-3, 0.03, 1.0, 17.5, 1e6]:
         for n in [0, 1, 2, 7, 16, 17, 60]:
-            assert kern.log_rising(x, n) == pytest.approx(gammaln(x + n) - gammaln(x), rel=1e-10,
-                                                          abs=1e-10)
+            assert kern.log_rising(x, n) == pytest.approx(
+                gammaln(x + n) - gammaln(x), rel=1e-10, abs=1e-10
+            )
 
 
 def test_retirement_and_eviction() -> None:
-    model = DPMM(DPMMConfig(alpha=5.0, beta=0.1, alpha_scaling="none", half_life_docs=5.0,
-                            retire_min_mass=0.5, max_active_clusters=4, rejuvenation_sweeps=0))
+    model = DPMM(
+        DPMMConfig(
+            alpha=5.0,
+            beta=0.1,
+            alpha_scaling="none",
+            half_life_docs=5.0,
+            retire_min_mass=0.5,
+            max_active_clusters=4,
+            rejuvenation_sweeps=0,
+        )
+    )
     stats = model.new_state()
     rng = np.random.default_rng(0)
     retired: list[tuple[int, float, str]] = []

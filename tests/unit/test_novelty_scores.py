@@ -17,10 +17,10 @@ STREAM = ["a", "a", "b", "a", "b", "a", "a", "a", "c", "b", "c", "c"]
 
 def test_hand_worked_stream() -> None:
     births = [
-        (0, 3),   # a, rank 0 → qualifies; confirmed at 3
-        (7, 9),   # a, rank 5 → outside W=3 → wrong
+        (0, 3),  # a, rank 0 → qualifies; confirmed at 3
+        (7, 9),  # a, rank 5 → outside W=3 → wrong
         (4, 10),  # b, rank 1 → qualifies; confirmed at 10
-        (3, 6),   # a, rank 2 → qualifies; confirmed at 6 (a's earliest stays 3)
+        (3, 6),  # a, rank 2 → qualifies; confirmed at 6 (a's earliest stays 3)
     ]
     s = novelty_scores(STREAM, births, window=3)
     assert s["births"] == 4.0
@@ -82,7 +82,11 @@ def test_only_wrong_births() -> None:
 
 def test_keys_are_the_report_keys() -> None:
     assert set(novelty_scores(STREAM, [(0, 1)])) == {
-        "novelty_precision", "novelty_recall", "novelty_latency_docs", "births", "true_clusters",
+        "novelty_precision",
+        "novelty_recall",
+        "novelty_latency_docs",
+        "births",
+        "true_clusters",
     }
 
 
@@ -130,7 +134,8 @@ def test_split_known_edge_fractions_and_odd_class_counts() -> None:
     assert not mask.any()
     known, mask = split_known(labels, 1.0, seed=0)
     assert [lab for lab, m in zip(labels, mask, strict=True) if m] == [
-        lab for lab in labels if lab in known]
+        lab for lab in labels if lab in known
+    ]
     assert split_known(["only"], 1.0, seed=0)[0] == set()  # one class: none known
     with pytest.raises(ValueError):
         split_known(labels, 1.5, seed=0)

@@ -102,7 +102,12 @@ def score_document(
 
 @njit(cache=True)
 def choose(
-    lp: np.ndarray, kmax: int, lp_new: float, u: float, deterministic: bool, out: np.ndarray,
+    lp: np.ndarray,
+    kmax: int,
+    lp_new: float,
+    u: float,
+    deterministic: bool,
+    out: np.ndarray,
 ) -> int:
     """Draw a slot from ``softmax([lp[:kmax], lp_new])`` with uniform ``u`` (or take the argmax).
 
@@ -139,7 +144,12 @@ def choose(
 
 @njit(cache=True)
 def find_or_alloc(
-    w: int, k: int, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
+    w: int,
+    k: int,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
     ictl: np.ndarray,
 ) -> int:
     """Index of the postings entry (w, k), allocating a zero entry at the head if absent."""
@@ -159,9 +169,18 @@ def find_or_alloc(
 
 @njit(cache=True)
 def add_document(
-    k: int, words: np.ndarray, counts: np.ndarray, nd: int, weight: float,
-    m: np.ndarray, ntok: np.ndarray, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray,
-    pc: np.ndarray, ictl: np.ndarray,
+    k: int,
+    words: np.ndarray,
+    counts: np.ndarray,
+    nd: int,
+    weight: float,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    ictl: np.ndarray,
 ) -> None:
     """Add a document's counts with raw ``weight`` to cluster slot ``k`` (negative removes)."""
     m[k] += weight
@@ -172,8 +191,9 @@ def add_document(
 
 
 @njit(cache=True)
-def open_cluster(alive: np.ndarray, uid: np.ndarray, fresh: np.ndarray, free_stack: np.ndarray,
-                 ictl: np.ndarray) -> int:
+def open_cluster(
+    alive: np.ndarray, uid: np.ndarray, fresh: np.ndarray, free_stack: np.ndarray, ictl: np.ndarray
+) -> int:
     """Take a free slot (reusing freed ones first) for a new cluster with a fresh uid."""
     if ictl[NFREE] > 0:
         ictl[NFREE] -= 1
@@ -190,9 +210,19 @@ def open_cluster(alive: np.ndarray, uid: np.ndarray, fresh: np.ndarray, free_sta
 
 @njit(cache=True)
 def _close_if_empty(
-    k: int, words: np.ndarray, m: np.ndarray, ntok: np.ndarray, alive: np.ndarray,
-    fresh: np.ndarray, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
-    free_stack: np.ndarray, ictl: np.ndarray, weight: float,
+    k: int,
+    words: np.ndarray,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    alive: np.ndarray,
+    fresh: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    free_stack: np.ndarray,
+    ictl: np.ndarray,
+    weight: float,
 ) -> None:
     """Free a cluster born in this batch once its last document has left it.
 
@@ -213,13 +243,33 @@ def _close_if_empty(
 
 @njit(cache=True)
 def seat_batch(
-    doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray, doc_len: np.ndarray,
-    uniforms: np.ndarray, n_sweeps: int, log_alpha: float, beta: float, vbeta: float,
-    deterministic: bool, g: float, discount: float,
-    m: np.ndarray, ntok: np.ndarray, alive: np.ndarray, fresh: np.ndarray, uid: np.ndarray,
-    head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
-    free_stack: np.ndarray, ictl: np.ndarray, lp: np.ndarray, assign: np.ndarray,
-    log_norm: np.ndarray, margin: np.ndarray,
+    doc_ptr: np.ndarray,
+    doc_words: np.ndarray,
+    doc_counts: np.ndarray,
+    doc_len: np.ndarray,
+    uniforms: np.ndarray,
+    n_sweeps: int,
+    log_alpha: float,
+    beta: float,
+    vbeta: float,
+    deterministic: bool,
+    g: float,
+    discount: float,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    alive: np.ndarray,
+    fresh: np.ndarray,
+    uid: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    free_stack: np.ndarray,
+    ictl: np.ndarray,
+    lp: np.ndarray,
+    assign: np.ndarray,
+    log_norm: np.ndarray,
+    margin: np.ndarray,
 ) -> None:
     """Sequentially seat a batch by CRP, then run ``n_sweeps`` collapsed Gibbs sweeps over it.
 
@@ -236,17 +286,35 @@ def seat_batch(
     u_i = 0
     for sweep in range(n_sweeps + 1):
         for d in range(nb):
-            words = doc_words[doc_ptr[d]:doc_ptr[d + 1]]
-            counts = doc_counts[doc_ptr[d]:doc_ptr[d + 1]]
+            words = doc_words[doc_ptr[d] : doc_ptr[d + 1]]
+            counts = doc_counts[doc_ptr[d] : doc_ptr[d + 1]]
             nd = doc_len[d]
             if sweep > 0:
                 k_old = assign[d]
                 add_document(k_old, words, counts, nd, -weight, m, ntok, head, nxt, pk, pc, ictl)
-                _close_if_empty(k_old, words, m, ntok, alive, fresh, head, nxt, pk, pc,
-                                free_stack, ictl, weight)
+                _close_if_empty(
+                    k_old, words, m, ntok, alive, fresh, head, nxt, pk, pc, free_stack, ictl, weight
+                )
             kmax = ictl[KMAX]
-            lp_new = score_document(words, counts, nd, lp, m, ntok, alive, head, nxt, pk, pc,
-                                    kmax, g, beta, vbeta, log_alpha, discount)
+            lp_new = score_document(
+                words,
+                counts,
+                nd,
+                lp,
+                m,
+                ntok,
+                alive,
+                head,
+                nxt,
+                pk,
+                pc,
+                kmax,
+                g,
+                beta,
+                vbeta,
+                log_alpha,
+                discount,
+            )
             k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out)
             u_i += 1
             if sweep == 0:
@@ -262,8 +330,13 @@ def seat_batch(
 
 @njit(cache=True)
 def compact_postings(
-    head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray, alive: np.ndarray,
-    ictl: np.ndarray, min_raw: float,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    alive: np.ndarray,
+    ictl: np.ndarray,
+    min_raw: float,
 ) -> None:
     """Rebuild the pool without entries of dead clusters or with raw count ≤ ``min_raw``.
 
@@ -300,7 +373,11 @@ def compact_postings(
 
 @njit(cache=True)
 def cluster_word_counts(
-    k: int, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray,
+    k: int,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(word ids, raw counts) of cluster slot ``k`` — O(pool); for summaries, not hot paths."""
     n = 0
