@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,3 +221,65 @@ class DlqFileSink:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class TimedSource:
+    """Wraps a blocking ``JsonlSource`` (stdin) so batches also close after ``max_wait_s``.
+
+    A daemon thread reads records into a bounded queue (backpressure: it blocks when the
+    pipeline falls behind); ``read_batch`` returns as soon as ``max_docs`` records are there or
+    ``max_wait_s`` has passed since the first one, so a slow pipe is processed promptly. The
+    main thread never blocks in a read, so signals are handled at once.
+    """
+
+    _EOF = object()
+
+    def __init__(self, source: JsonlSource, max_wait_s: float, queue_size: int = 10_000) -> None:
+        self._source = source
+        self.max_wait_s = max_wait_s
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
+        self._next = source.next_offset
+        self.exhausted = False
+        self._thread = threading.Thread(target=self._pump, name="noveld-reader", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        while True:
+            batch = self._source.read_batch(1)
+            if not batch:
+                self._queue.put(self._EOF)
+                return
+            self._queue.put(batch[0])
+
+    @property
+    def next_offset(self) -> int:
+        """Offset after the last record returned (blank lines after it are read again later)."""
+        return self._next
+
+    def read_batch(self, max_docs: int, poll_s: float = 0.2) -> list[Record]:
+        """Up to ``max_docs`` records; may return [] after ``poll_s`` with nothing to read."""
+        out: list[Record] = []
+        deadline: float | None = None
+        while len(out) < max_docs and not self.exhausted:
+            timeout = poll_s if deadline is None else deadline - time.monotonic()
+            if timeout <= 0:
+                break
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                if deadline is None:
+                    break
+                continue
+            if item is self._EOF:
+                self.exhausted = True
+                self._next = self._source.next_offset
+                break
+            assert isinstance(item, Record)
+            out.append(item)
+            self._next = item.position.offset + 1
+            if deadline is None:
+                deadline = time.monotonic() + self.max_wait_s
+        return out
+
+    def close(self) -> None:
+        """Nothing to release: stdin stays open; the reader thread is a daemon."""

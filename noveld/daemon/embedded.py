@@ -9,14 +9,13 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import FrameType
 from typing import IO, Any
 
 from noveld.connectors.decode import Invalid
-from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record
+from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -76,27 +75,13 @@ class FileDeadLetters:
         self.sink.flush()
 
 
-class _Stop(Exception):
-    """Raised from the signal handler to leave a blocking read."""
-
-
-@dataclass
-class _StopFlag:
-    event: threading.Event
-    in_read: bool = False
-    signum: int = 0
-
-
 @contextmanager
-def graceful_stop() -> Iterator[_StopFlag]:
-    """SIGINT/SIGTERM request a stop after the current batch (or abandon a blocking read)."""
-    flag = _StopFlag(threading.Event())
+def graceful_stop() -> Iterator[threading.Event]:
+    """SIGINT/SIGTERM request a stop after the current batch (the loop polls the event)."""
+    flag = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        flag.signum = signum
-        flag.event.set()
-        if flag.in_read:
-            raise _Stop
+        flag.set()
 
     if threading.current_thread() is not threading.main_thread():
         yield flag
@@ -122,8 +107,12 @@ def run_file(
     events_sink: Any = None,
     observer: BatchObserver | None = None,
     snapshot: bool = True,
+    on_start: Callable[[Pipeline], None] | None = None,
 ) -> tuple[int, Progress, Pipeline]:
-    """Run the pipeline over a JSONL file (or ``-``) until exhausted or signalled."""
+    """Run the pipeline over a JSONL file (or ``-``) until exhausted or signalled.
+
+    ``on_start`` sees the pipeline once it is built (benchmarks and tools inspect its state).
+    """
     store = MemoryStore(
         settings.state.dir if snapshot else None, settings.state.snapshot_interval_s
     )
@@ -143,22 +132,24 @@ def run_file(
     key = partition_key(topic, 0)
     start = pipeline.next_offset(topic, 0)
     try:
-        source = JsonlSource(
+        base = JsonlSource(
             input_path, start_offset=start, max_line_bytes=settings.limits.max_doc_bytes
+        )
+        source: JsonlSource | TimedSource = (
+            TimedSource(base, settings.batch.max_wait_ms / 1000) if input_path == "-" else base
         )
     except OSError as exc:
         raise UserError(f"cannot read input {input_path}: {exc}") from exc
     progress = Progress(progress_out, settings.progress_interval_s)
+    progress.clusters = int(pipeline.state.stats.alive.sum())
+    if on_start is not None:
+        on_start(pipeline)
     code = EXIT_OK
     with graceful_stop() as stop:
         try:
             first = source.next_offset
-            while not stop.event.is_set():
-                stop.in_read = True
-                try:
-                    records = source.read_batch(settings.batch.max_docs)
-                finally:
-                    stop.in_read = False
+            while not stop.is_set():
+                records = source.read_batch(settings.batch.max_docs)
                 if not records:
                     if source.exhausted:
                         break
@@ -177,8 +168,6 @@ def run_file(
                     break
                 first = nxt
                 progress.update(rep)
-        except _Stop:
-            pass
         finally:
             pipeline.flush()
             dlq.flush()

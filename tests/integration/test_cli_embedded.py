@@ -336,3 +336,30 @@ def test_env_and_config_file_layering(tmp_path: Path) -> None:
     assert shown["namespace"] == "news"
     assert shown["model"]["alpha"] == 0.9  # CLI beats file
     assert shown["model"]["beta"] == 0.07  # env beats file
+
+
+def test_live_pipe_is_processed_promptly_and_sigterm_exits_cleanly(tmp_path: Path) -> None:
+    """A slow producer on stdin: batches close after max_wait, not only at batch size."""
+    proc = subprocess.Popen(
+        [*NOVELD, "run", "--input", "-", "--dlq", str(tmp_path / "d.jsonl")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    for i in range(5):
+        proc.stdin.write(json.dumps({"id": f"p{i}", "text": "volcano erupts iceland ash"}) + "\n")
+    proc.stdin.flush()
+    import select
+
+    ready, _, _ = select.select([proc.stdout], [], [], 20.0)  # stdin is still open
+    if not ready:
+        proc.kill()
+        pytest.fail("no event within 20 s although 5 documents were written")
+    line = proc.stdout.readline()
+    assert json.loads(line)["type"] == "cluster.born"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "5 docs" in err
