@@ -114,11 +114,6 @@ def _settings(ns: argparse.Namespace) -> Settings:
 
 def _cmd_run(ns: argparse.Namespace) -> int:
     settings = _settings(ns)
-    if settings.kafka.bootstrap_servers or settings.redis.url:
-        raise UserError(
-            "Kafka/Redis mode is not available in this build yet; "
-            "unset NOVELD_KAFKA__* / NOVELD_REDIS__* to use the embedded default"
-        )
     input_path = settings.input or "-"
     err = None if ns.quiet else sys.stderr
     code, progress, _pipeline = run_file(settings, input_path, sys.stdout, err)
@@ -197,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cfg = sub.add_parser("config", help="configuration tools")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    show = cfg_sub.add_parser("show", help="print the effective configuration, secrets masked")
+    show = cfg_sub.add_parser("show", help="print the effective configuration")
     show.add_argument("--json", action="store_true", help="JSON output")
     _add_common(show)
     show.set_defaults(func=_cmd_config_show)

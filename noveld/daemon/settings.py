@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -87,24 +87,6 @@ class StateSettings(_Section):
     snapshot_interval_s: float = Field(5.0, ge=0)
 
 
-class KafkaSettings(_Section):
-    """Kafka connection (production mode)."""
-
-    bootstrap_servers: str | None = None
-    input_topic: str | None = None
-    group: str = "noveld"
-    events_topic: str = "noveld.events"
-    dlq_topic: str = "noveld.dlq"
-    session_timeout_ms: int = 10_000
-    sasl_password: SecretStr | None = None
-
-
-class RedisSettings(_Section):
-    """Redis connection (production mode)."""
-
-    url: SecretStr | None = None
-
-
 class Settings(BaseSettings):
     """Effective configuration of one noveld process."""
 
@@ -118,7 +100,6 @@ class Settings(BaseSettings):
     namespace: str = Field("default", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
     input: str | None = None
     dlq: Path | None = None
-    metrics_port: int | None = Field(None, ge=0, le=65535)
     progress_interval_s: float = Field(2.0, gt=0)
     model: ModelSettings = ModelSettings()
     batch: BatchSettings = BatchSettings()
@@ -127,8 +108,6 @@ class Settings(BaseSettings):
     fields: FieldSettings = FieldSettings()
     tokenizer: TokenizerSettings = TokenizerSettings()
     state: StateSettings = StateSettings()
-    kafka: KafkaSettings = KafkaSettings()
-    redis: RedisSettings = RedisSettings()
 
     def dlq_path(self) -> Path:
         """Where dead letters go in embedded mode."""
@@ -179,10 +158,6 @@ def load_settings(
     # lower layers are resolved first and the overrides merged on top.
     base = _FileSettings().model_dump()
     merged = _deep_merge(base, overrides or {})
-    for section in ("kafka", "redis"):
-        for key, value in list(merged[section].items()):
-            if hasattr(value, "get_secret_value"):
-                merged[section][key] = value.get_secret_value()
     return Settings.model_validate(merged)
 
 

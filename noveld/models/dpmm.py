@@ -34,6 +34,7 @@ class DPMMConfig:
     retire_min_mass: float = 0.05
     max_active_clusters: int = 5000
     discount: float = 0.0
+    prune_below: float = 0.01
 
     def __post_init__(self) -> None:
         if self.alpha <= 0 or self.beta <= 0:
@@ -120,6 +121,14 @@ class DPMM:
         uids = stats.uid[assign]
         born = self._births(assign, stats, margin)
         retired = self._retire(stats)
+        seen = int(stats.ictl[kern.DOCS_SEEN])
+        stats.ictl[kern.DOCS_SEEN] = seen + nb
+        if cfg.half_life_docs > 0:
+            # Forgotten words leave the pool so memory stays bounded; pruning happens at fixed
+            # document counts (a quarter half-life) so a resumed run prunes where a clean one does.
+            period = max(int(cfg.half_life_docs / 4), 1)
+            if (seen + nb) // period > seen // period:
+                stats.compact(cfg.prune_below)
         delta = self._delta(batch, uids, f, born, retired)
         total_mass = float(stats.m[stats.alive].sum() * stats.scale) - nb
         lpt = self._log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb)

@@ -70,9 +70,20 @@ class MultinomialStats:
                 self.pk = _grow(self.pk, n, 0)
                 self.pc = _grow(self.pc, n, 0.0)
 
-    def compact(self) -> None:
-        """Drop postings of dead clusters and zero counts; recycle retired slots."""
-        kern.compact_postings(self.head, self.nxt, self.pk, self.pc, self.alive, self.ictl, 0.0)
+    def compact(self, prune_below: float = 0.0) -> None:
+        """Drop postings of dead clusters and of counts ≤ ``prune_below`` (true units, so faded
+        words leave the pool under forgetting); recycle retired slots."""
+        kern.compact_postings(
+            self.head,
+            self.nxt,
+            self.pk,
+            self.pc,
+            self.alive,
+            self.ntok,
+            self.ictl,
+            prune_below / self.scale,
+        )
+
         for k in self.dirty_slots:
             self.free_stack[self.ictl[kern.NFREE]] = k
             self.ictl[kern.NFREE] += 1

@@ -363,3 +363,23 @@ def test_live_pipe_is_processed_promptly_and_sigterm_exits_cleanly(tmp_path: Pat
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert "5 docs" in err
+
+
+def test_resume_with_forgetting_matches_a_clean_run(stream: Path, tmp_path: Path) -> None:
+    """Appending to the input and running again continues exactly where the first run stopped,
+    also with forgetting and pruning on (the state is a pure function of the input)."""
+    lines = stream.read_text().splitlines(keepends=True)
+    grown = tmp_path / "grown.jsonl"
+    grown.write_text("".join(lines[: 11 * 256]))
+    flags = ["--half-life", "500", "--quiet"]
+    first = noveld("run", "--input", str(grown), "--state-dir", str(tmp_path / "a"), *flags)
+    assert first.returncode == 0, first.stderr
+    grown.write_text("".join(lines))
+    second = noveld("run", "--input", str(grown), "--state-dir", str(tmp_path / "a"), *flags)
+    assert second.returncode == 0, second.stderr
+    clean = noveld("run", "--input", str(grown), "--state-dir", str(tmp_path / "b"), *flags)
+    assert clean.returncode == 0, clean.stderr
+    resumed, fresh = state_show(tmp_path / "a"), state_show(tmp_path / "b")
+    assert resumed["docs"] == fresh["docs"] == len(lines)
+    assert resumed["digest"] == fresh["digest"]
+    assert events_of(first.stdout) + events_of(second.stdout) == events_of(clean.stdout)

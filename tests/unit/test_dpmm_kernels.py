@@ -251,3 +251,29 @@ def test_retirement_and_eviction() -> None:
     assert "faded" in reasons or "evicted" in reasons
     alive_uids = set(stats.uid[stats.active_slots()].tolist())
     assert not alive_uids & {u for u, _, _ in retired}
+
+
+def test_forgetting_keeps_the_postings_pool_bounded() -> None:
+    """A drifting vocabulary under forgetting: faded words are pruned, the pool stops growing."""
+    model = DPMM(
+        DPMMConfig(
+            alpha=0.5,
+            beta=0.1,
+            alpha_scaling="none",
+            half_life_docs=200.0,
+            rejuvenation_sweeps=0,
+            deterministic=True,
+        )
+    )
+    stats = model.new_state()
+    rng = np.random.default_rng(0)
+    sizes = []
+    for b in range(300):
+        lo = 20 * b  # the active vocabulary slides forward: old words never come back
+        docs = [list(rng.integers(lo, lo + 200, size=6)) for _ in range(50)]
+        model.partial_fit(DocBatch.from_docs(docs, lo + 200), stats, rng)
+        sizes.append(int(stats.ictl[kern.POOL_USED]))
+    assert max(sizes[200:]) <= 1.2 * max(sizes[100:200])
+    slots = stats.active_slots()
+    total_words = sum(float(stats.word_counts(int(k))[1].sum()) for k in slots)
+    assert total_words == pytest.approx(float((stats.ntok[slots] * stats.scale).sum()), rel=1e-9)

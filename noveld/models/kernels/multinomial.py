@@ -10,7 +10,7 @@ All statistics are stored *raw*; the true value is ``raw * g`` where ``g`` is a 
 (lazy exponential forgetting). A document added while the scale is ``g`` is added with raw weight
 ``1 / g`` so that its true weight is 1.
 
-Integer control block ``ictl``: ``[pool_used, kmax, nfree, next_uid]``.
+Integer control block ``ictl``: ``[pool_used, kmax, nfree, next_uid, docs_seen]``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ POOL_USED = 0
 KMAX = 1
 NFREE = 2
 NEXT_UID = 3
-ICTL_SIZE = 4
+DOCS_SEEN = 4
+ICTL_SIZE = 5
 
 _PRODUCT_MAX_TERMS = 16
 
@@ -335,12 +336,15 @@ def compact_postings(
     pk: np.ndarray,
     pc: np.ndarray,
     alive: np.ndarray,
+    ntok: np.ndarray,
     ictl: np.ndarray,
     min_raw: float,
 ) -> None:
     """Rebuild the pool without entries of dead clusters or with raw count ≤ ``min_raw``.
 
-    Entries keep their per-word order, so scoring after compaction is bit-identical.
+    Pruned counts of live clusters are taken off their token mass ``ntok`` so ``n_k = Σ_w n_kw``
+    still holds. Entries keep their per-word order; with ``min_raw = 0`` scoring after
+    compaction is bit-identical.
     """
     n_old = ictl[POOL_USED]
     new_pk = np.empty(n_old, dtype=pk.dtype)
@@ -353,6 +357,8 @@ def compact_postings(
         prev = -1
         while e >= 0:
             k = pk[e]
+            if alive[k] and 0.0 < pc[e] <= min_raw:
+                ntok[k] -= pc[e]
             if alive[k] and pc[e] > min_raw:
                 new_pk[out] = k
                 new_pc[out] = pc[e]

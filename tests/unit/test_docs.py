@@ -1,0 +1,39 @@
+"""Docs stay in sync with the code: every setting and every CLI flag is documented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from noveld.daemon.cli import build_parser
+from noveld.daemon.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def setting_keys(cls: type[BaseModel], prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for name, field in cls.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys += setting_keys(ann, f"{prefix}{name}.")
+        else:
+            keys.append(prefix + name)
+    return keys
+
+
+def test_every_setting_is_in_the_configuration_reference() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [k for k in setting_keys(Settings) if f"`{k}`" not in text]
+    assert not missing, f"undocumented settings: {missing}"
+
+
+def test_every_run_flag_is_in_the_configuration_reference() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    run = sub.choices["run"]  # type: ignore[index]
+    flags = [o for a in run._actions for o in a.option_strings if o.startswith("--")]
+    ignored = {"--help", "--config", "--quiet", "--sampled"}
+    missing = [f for f in flags if f not in ignored and f"`{f}`" not in text]
+    assert not missing, f"undocumented flags: {missing}"
