@@ -1,0 +1,104 @@
+"""MemoryStore: offsets checks, atomic snapshots, fingerprint refusal, outbox."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from noveld.models.base import DocBatch
+from noveld.models.dpmm import DPMM, DPMMConfig
+from noveld.state.base import (
+    CommitOutcome,
+    CommitRequest,
+    FingerprintMismatch,
+    NamespaceState,
+    state_digest,
+)
+from noveld.state.memory import MemoryStore, OffsetGap, read_snapshot, write_snapshot
+
+FP = {"kind": "dpmm", "alpha": 0.1}
+
+
+def fitted_state() -> NamespaceState:
+    model = DPMM(DPMMConfig(alpha=0.5, beta=0.1))
+    stats = model.new_state()
+    rng = np.random.default_rng(0)
+    docs = [list(rng.integers(0, 50, size=5)) for _ in range(80)]
+    model.partial_fit(DocBatch.from_docs(docs, 50), stats, rng)
+    return NamespaceState(
+        FP, stats, vocab=[f"w{i}" for i in range(50)], novelty={"candidates": [], "dropped": 2}
+    )
+
+
+def request(first: int, nxt: int, events: list[dict[str, object]] | None = None) -> CommitRequest:
+    return CommitRequest({"f:0": first}, {"f:0": nxt}, None, events or [], {"docs": nxt - first})
+
+
+def test_commit_advances_offsets_and_detects_replay_and_gaps(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    state = fitted_state()
+    assert store.commit(state, request(0, 10)) is CommitOutcome.COMMITTED
+    assert state.offsets == {"f:0": 10} and state.counters["docs"] == 10
+    assert store.commit(state, request(0, 10)) is CommitOutcome.REPLAY
+    assert state.counters["docs"] == 10  # a replay changes nothing
+    with pytest.raises(OffsetGap):
+        store.commit(state, request(20, 30))
+
+
+def test_snapshot_round_trip_preserves_the_model(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    state = fitted_state()
+    store.commit(state, request(0, 80, [{"event_id": "e1", "type": "cluster.born"}]))
+    store.flush(state)
+    loaded = MemoryStore(tmp_path).load(FP)
+    assert loaded is not None
+    assert state_digest(loaded) == state_digest(state)
+    assert loaded.offsets == {"f:0": 80} and loaded.vocab == state.vocab
+    assert loaded.novelty == state.novelty
+    again = MemoryStore(tmp_path)
+    again.load(FP)
+    assert [e["event_id"] for e in again.outbox_pending()] == ["e1"]  # undelivered survive
+    again.ack(["e1"])
+    assert again.outbox_pending() == []
+
+
+def test_incompatible_fingerprint_is_refused_with_the_difference(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    state = fitted_state()
+    store.flush(state)
+    with pytest.raises(FingerprintMismatch, match="alpha"):
+        MemoryStore(tmp_path).load({"kind": "dpmm", "alpha": 0.2})
+
+
+def test_interrupted_snapshot_leaves_the_previous_one_intact(tmp_path: Path) -> None:
+    state = fitted_state()
+    path = tmp_path / "state.npz"
+    write_snapshot(path, state, [])
+    before = path.read_bytes()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(before[: len(before) // 2])  # a crash mid-write leaves a torn temp file
+    loaded, _ = read_snapshot(path)
+    assert state_digest(loaded) == state_digest(state)
+    assert path.read_bytes() == before
+
+
+def test_unreadable_snapshot_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "state.npz"
+    path.write_bytes(b"not a snapshot")
+    with pytest.raises(ValueError, match="cannot read snapshot"):
+        read_snapshot(path)
+
+
+def test_flush_due_follows_the_interval(tmp_path: Path) -> None:
+    now = [0.0]
+    store = MemoryStore(tmp_path, snapshot_interval_s=5.0, clock=lambda: now[0])
+    assert not store.flush_due()
+    now[0] = 5.0
+    assert store.flush_due()
+    store.flush(fitted_state())
+    assert not store.flush_due()
+    assert not MemoryStore(None).flush_due()
+    assert os.path.exists(tmp_path / "state.npz")

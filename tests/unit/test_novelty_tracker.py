@@ -1,0 +1,84 @@
+"""NoveltyTracker: candidate → confirmed within the window, or dropped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from noveld.models.novelty import NoveltyTracker
+
+
+def pos(i: int) -> dict[str, Any]:
+    return {"topic": "t", "partition": 0, "offset": i, "ts": None}
+
+
+def observe(
+    tr: NoveltyTracker,
+    births: list[tuple[int, int, float]],
+    assign: list[int],
+    first: int,
+    retired: tuple[int, ...] = (),
+) -> list[Any]:
+    ids = [f"d{first + i}" for i in range(len(assign))]
+    return tr.observe(
+        births, assign, ids, [pos(first + i) for i in range(len(assign))], first, retired
+    )
+
+
+def test_confirms_at_min_size_with_founder_exemplars_and_position() -> None:
+    tr = NoveltyTracker(min_size=3, confirm_within=100)
+    out = observe(tr, [(7, 1, 2.5)], [1, 7, 1, 7, 7, 7], first=10)
+    assert len(out) == 1
+    c = out[0]
+    assert c.candidate.founding_doc_id == "d11" and c.candidate.born_index == 11
+    assert c.candidate.exemplars == ["d11", "d13", "d14"]
+    assert c.confirmed_index == 14 and c.confirmed_at["offset"] == 14
+    assert c.candidate.novelty_score == 2.5
+    assert tr.candidates == {}  # confirmed once only
+    assert observe(tr, [], [7, 7], first=16) == []
+
+
+def test_confirmation_spans_batches() -> None:
+    tr = NoveltyTracker(min_size=3, confirm_within=100)
+    assert observe(tr, [(4, 0, 1.0)], [4, 0], first=0) == []
+    out = observe(tr, [], [0, 4, 4], first=2)
+    assert [c.confirmed_index for c in out] == [4]
+
+
+def test_expires_outside_the_window_and_counts_drops() -> None:
+    tr = NoveltyTracker(min_size=3, confirm_within=5)
+    observe(tr, [(4, 0, 1.0)], [4, 0, 0], first=0)
+    out = observe(tr, [], [0, 0, 4, 4], first=3)  # third member at index 5: outside the window
+    assert out == [] and tr.dropped == 1 and tr.candidates == {}
+
+
+def test_retired_candidates_are_dropped() -> None:
+    tr = NoveltyTracker(min_size=2, confirm_within=100)
+    observe(tr, [(9, 0, 1.0)], [9], first=0, retired=(9,))
+    assert tr.candidates == {} and tr.dropped == 1
+
+
+def test_min_size_one_confirms_at_birth() -> None:
+    tr = NoveltyTracker(min_size=1, confirm_within=10)
+    out = observe(tr, [(3, 0, 0.5)], [3], first=0)
+    assert len(out) == 1 and out[0].confirmed_index == out[0].candidate.born_index == 0
+
+
+def test_state_round_trips_through_json() -> None:
+    import json
+
+    tr = NoveltyTracker(min_size=3, confirm_within=100)
+    observe(tr, [(4, 0, 1.0), (5, 1, 2.0)], [4, 5, 4], first=0)
+    restored = NoveltyTracker(min_size=3, confirm_within=100)
+    restored.load_json(json.loads(json.dumps(tr.to_json())))
+    a = observe(tr, [], [4, 5, 5], first=3)
+    b = observe(restored, [], [4, 5, 5], first=3)
+    assert [c.candidate.uid for c in a] == [c.candidate.uid for c in b] == [4, 5]
+
+
+def test_rejects_nonsense_settings() -> None:
+    with pytest.raises(ValueError):
+        NoveltyTracker(min_size=0)
+    with pytest.raises(ValueError):
+        NoveltyTracker(confirm_within=0)
