@@ -27,9 +27,9 @@ class ModelSettings(_Section):
 
     kind: Literal["dpmm"] = "dpmm"
     alpha: float = Field(0.03, gt=0, description="DP concentration (per document if scaled)")
-    beta: float = Field(0.03, gt=0, description="symmetric Dirichlet prior on cluster words")
+    beta: float = Field(0.01, gt=0, description="symmetric Dirichlet prior on cluster words")
     alpha_scaling: Literal["none", "batch"] = "batch"
-    discount: float = Field(0.0, ge=0, lt=1, description="Pitman–Yor discount (0 = DP)")
+    discount: float = Field(0.5, ge=0, lt=1, description="Pitman–Yor discount (0 = DP)")
     rejuvenation_sweeps: int = Field(2, ge=0)
     deterministic: bool = Field(True, description="MAP seating instead of sampling")
     half_life_docs: float = Field(0.0, ge=0, description="forgetting half-life; 0 = off")

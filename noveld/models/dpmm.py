@@ -26,14 +26,14 @@ class DPMMConfig:
     """Hyperparameters of the streaming DP mixture (all part of the model fingerprint)."""
 
     alpha: float = 0.03
-    beta: float = 0.03
+    beta: float = 0.01
     alpha_scaling: AlphaScaling = "batch"
     rejuvenation_sweeps: int = 2
     deterministic: bool = False
     half_life_docs: float = 0.0
     retire_min_mass: float = 0.05
     max_active_clusters: int = 5000
-    discount: float = 0.0
+    discount: float = 0.5
     prune_below: float = 0.01
 
     def __post_init__(self) -> None:

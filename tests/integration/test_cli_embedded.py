@@ -17,6 +17,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
+BIG = 300_000  # long enough that a kill 0.1–1 s after the first snapshot lands mid-stream
 
 
 def noveld(
@@ -48,7 +49,7 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def big_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "big.jsonl"
     out = noveld(
-        "generate", "--docs", "120000", "--stories", "60", "--stream-seed", "3", "--out", str(path)
+        "generate", "--docs", str(BIG), "--stories", "60", "--stream-seed", "3", "--out", str(path)
     )
     assert out.returncode == 0, out.stderr
     return path
@@ -130,6 +131,8 @@ def _kill_resume(big_stream: Path, st: Path, kills: int) -> list[dict[str, Any]]
         time.sleep(rnd.uniform(0.1, 1.0))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL  # really killed, not finished
+        assert state_show(st)["docs"] < BIG
         events += events_of(out.rsplit("\n", 1)[0] if not out.endswith("\n") else out)
     final = noveld("run", "--input", str(big_stream), "--state-dir", str(st), "--quiet")
     assert final.returncode == 0, final.stderr
@@ -148,9 +151,9 @@ def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
     chaos_dir = tmp_path / "chaos"
     events = _kill_resume(big_stream, chaos_dir, kills=3)
     info = state_show(chaos_dir)
-    assert info["docs"] == 120000
-    assert info["mass"] == pytest.approx(120000)
-    assert info["offsets"] == {f"{big_stream}:0": 120000}
+    assert info["docs"] == BIG
+    assert info["mass"] == pytest.approx(BIG)
+    assert info["offsets"] == {f"{big_stream}:0": BIG}
     assert info["digest"] == clean_info["digest"]  # deterministic mode: same model as clean run
     clean_born = {e["event_id"] for e in events_of(clean.stdout) if e["type"] == "cluster.born"}
     chaos_born = {e["event_id"] for e in events if e["type"] == "cluster.born"}
@@ -171,11 +174,14 @@ def test_sigterm_finishes_batch_snapshots_and_exits_zero(big_stream: Path, tmp_p
             "--snapshot-interval",
             "1000",
         ],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "NOVELD_PROGRESS_INTERVAL_S": "0.05"},
     )
-    time.sleep(4.0)
+    assert proc.stderr is not None
+    first_progress = proc.stderr.readline()  # mid-stream: documents are being processed
+    assert "docs" in first_progress, first_progress
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=30)
@@ -184,11 +190,11 @@ def test_sigterm_finishes_batch_snapshots_and_exits_zero(big_stream: Path, tmp_p
     assert "Traceback" not in err
     info = state_show(st)
     done = info["docs"]
-    assert 0 < done < 120000
+    assert 0 < done < BIG
     assert info["offsets"][f"{big_stream}:0"] == done  # the snapshot is exactly at the stop
     rest = noveld("run", "--input", str(big_stream), "--state-dir", str(st), "--quiet")
     assert rest.returncode == 0
-    assert state_show(st)["docs"] == 120000
+    assert state_show(st)["docs"] == BIG
 
 
 def test_bad_input_goes_to_dlq_and_processing_continues(tmp_path: Path) -> None:

@@ -41,8 +41,10 @@ def oracle_log_weights(
     vocab: int,
     alpha: float,
     beta: float,
+    discount: float = 0.0,
 ) -> dict[int, float]:
-    """log m_k + log p(d | k) by paper 004 eq. 4 with gammaln; key -1 is the new cluster."""
+    """log(m_k − d) + log p(d | k) by paper 004 eq. 4 with gammaln; key -1 is the new cluster,
+    weighted by the Pitman–Yor α + d·K (d = 0: the Dirichlet process)."""
     x = np.bincount(doc, minlength=vocab).astype(float)
     nd = x.sum()
     vb = vocab * beta
@@ -55,8 +57,8 @@ def oracle_log_weights(
             + (gammaln(counts + beta + x) - gammaln(counts + beta)).sum()
         )
 
-    out = {u: float(np.log(m[u])) + logpred(n[u]) for u in m}
-    out[-1] = float(np.log(alpha)) + logpred(np.zeros(vocab))
+    out = {u: float(np.log(m[u] - discount)) + logpred(n[u]) for u in m}
+    out[-1] = float(np.log(alpha + discount * len(m))) + logpred(np.zeros(vocab))
     return out
 
 
@@ -64,7 +66,12 @@ Fitted = tuple[DPMM, MultinomialStats, list[list[int]], list[int]]
 
 
 def fitted_state(
-    seed: int, vocab: int = 30, n_docs: int = 60, sweeps: int = 1, half_life: float = 0.0
+    seed: int,
+    vocab: int = 30,
+    n_docs: int = 60,
+    sweeps: int = 1,
+    half_life: float = 0.0,
+    discount: float = 0.0,
 ) -> Fitted:
     rng = np.random.default_rng(seed)
     model = DPMM(
@@ -76,6 +83,7 @@ def fitted_state(
             deterministic=False,
             half_life_docs=half_life,
             retire_min_mass=0.0,
+            discount=discount,
         )
     )
     stats = model.new_state()
@@ -88,16 +96,16 @@ def fitted_state(
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(0, 10_000))
-def test_scores_equal_dense_oracle(seed: int) -> None:
-    model, stats, docs, uids = fitted_state(seed)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]))
+def test_scores_equal_dense_oracle(seed: int, discount: float) -> None:
+    model, stats, docs, uids = fitted_state(seed, discount=discount)
     m, n = dense_counts(docs, uids, 30)
     rng = np.random.default_rng(seed + 1)
     for doc in random_docs(rng, 5, 30):
         batch = DocBatch.from_docs([doc], 30)
         w, c = batch.doc(0)
         slots, p = model.seating_probabilities(w, c, stats, 30)
-        oracle = oracle_log_weights(doc, m, n, 30, 0.5, 0.1)
+        oracle = oracle_log_weights(doc, m, n, 30, 0.5, 0.1, discount)
         keys = [int(stats.uid[s]) for s in slots] + [-1]
         assert sorted(keys[:-1]) == sorted(m)
         lw = np.array([oracle[k] for k in keys])
@@ -277,3 +285,39 @@ def test_forgetting_keeps_the_postings_pool_bounded() -> None:
     slots = stats.active_slots()
     total_words = sum(float(stats.word_counts(int(k))[1].sum()) for k in slots)
     assert total_words == pytest.approx(float((stats.ntok[slots] * stats.scale).sum()), rel=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]), st.floats(0.05, 1.0))
+def test_linear_hot_path_matches_log_path(seed: int, discount: float, g: float) -> None:
+    """The product-form scorer used for short documents equals the log-domain one."""
+    _, stats, _, _ = fitted_state(seed, discount=discount)
+    stats.decay(g)
+    rng = np.random.default_rng(seed)
+    kmax = stats.kmax
+    lp, wt, out_a, out_b = np.empty(kmax), np.empty(kmax), np.empty(2), np.empty(2)
+    for doc in random_docs(rng, 5, 30, max_len=kern.LINEAR_MAX_LEN):
+        w, c = DocBatch.from_docs([doc], 30).doc(0)
+        args = (
+            stats.m,
+            stats.ntok,
+            stats.alive,
+            stats.head,
+            stats.nxt,
+            stats.pk,
+            stats.pc,
+            kmax,
+            stats.scale,
+            0.1,
+            3.0,
+        )
+        lp_new = kern.score_document(w, c, len(doc), lp, *args, np.log(0.7), discount)
+        w_new = kern.score_document_linear(w, c, len(doc), wt, *args, 0.7, discount)
+        lw = np.append(lp[:kmax], lp_new)
+        np.testing.assert_allclose(np.append(wt[:kmax], w_new), np.exp(lw), rtol=1e-10)
+        for u in (0.0, 0.3, 0.999):
+            for det in (True, False):
+                assert kern.choose(lp, kmax, lp_new, u, det, out_a) == kern.choose_linear(
+                    wt, kmax, w_new, u, det, out_b
+                )
+                np.testing.assert_allclose(out_a, out_b, rtol=1e-9)

@@ -130,7 +130,7 @@ def choose(
         if lp[k] > -np.inf:
             total += math.exp(lp[k] - best)
     out[0] = best + math.log(total)
-    out[1] = lp_new - best_old
+    out[1] = min(lp_new - best_old, MARGIN_CAP)
     if deterministic:
         return best_k
     target = u * total
@@ -140,6 +140,109 @@ def choose(
             acc += math.exp(lp[k] - best)
             if acc >= target:
                 return k
+    return -1
+
+
+MARGIN_CAP = 1000.0
+LINEAR_MAX_LEN = 16
+
+
+@njit(cache=True)
+def score_document_linear(
+    words: np.ndarray,
+    counts: np.ndarray,
+    nd: int,
+    wt: np.ndarray,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    alive: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    kmax: int,
+    g: float,
+    beta: float,
+    vbeta: float,
+    alpha_new: float,
+    discount: float,
+) -> float:
+    """Linear-domain twin of :func:`score_document` for ``nd ≤ LINEAR_MAX_LEN`` (the hot path).
+
+    ``wt[k] = exp(lp[k])`` and the return value is ``exp(lp_new)``: the rising factorials are
+    plain products, so a document costs no logarithm per cluster. Short documents keep every
+    factor within float64 range (products of at most 16 terms), which is why longer ones take
+    the log-domain path.
+    """
+    n_alive = 0
+    for k in range(kmax):
+        if alive[k]:
+            n_alive += 1
+            x = ntok[k] * g + vbeta
+            p = 1.0
+            for i in range(nd):
+                p *= x + i
+            wt[k] = max(m[k] * g - discount, 1e-3) / p
+        else:
+            wt[k] = 0.0
+    nv = head.shape[0]
+    for j in range(words.shape[0]):
+        w = words[j]
+        if w >= nv:
+            continue
+        c = counts[j]
+        e = head[w]
+        while e >= 0:
+            k = pk[e]
+            x = pc[e] * g
+            if x > 0.0 and alive[k]:
+                if c == 1:
+                    wt[k] *= 1.0 + x / beta
+                else:
+                    f = 1.0
+                    for i in range(c):
+                        f *= (x + beta + i) / (beta + i)
+                    wt[k] *= f
+            e = nxt[e]
+    p = 1.0
+    for i in range(nd):
+        p *= vbeta + i
+    return (alpha_new + discount * n_alive) / p
+
+
+@njit(cache=True)
+def choose_linear(
+    wt: np.ndarray,
+    kmax: int,
+    w_new: float,
+    u: float,
+    deterministic: bool,
+    out: np.ndarray,
+) -> int:
+    """:func:`choose` for linear weights; same tie-breaking, same ``out`` (log normaliser,
+    novelty margin capped at ``MARGIN_CAP`` when there is no cluster yet)."""
+    best = w_new
+    best_k = -1
+    best_old = 0.0
+    total = w_new
+    for k in range(kmax):
+        v = wt[k]
+        total += v
+        if v > best_old:
+            best_old = v
+            if v > best:
+                best = v
+                best_k = k
+    out[0] = math.log(total)
+    out[1] = min(math.log(w_new) - math.log(best_old), MARGIN_CAP) if best_old > 0 else MARGIN_CAP
+    if deterministic:
+        return best_k
+    target = u * total
+    acc = 0.0
+    for k in range(kmax):
+        acc += wt[k]
+        if wt[k] > 0.0 and acc >= target:
+            return k
     return -1
 
 
@@ -282,6 +385,7 @@ def seat_batch(
     ``margin[d]`` the new-cluster margin ``lp_new − max_k lp_k`` (the novelty score).
     """
     nb = doc_len.shape[0]
+    alpha_new = math.exp(log_alpha)
     out = np.empty(2)
     weight = 1.0 / g
     u_i = 0
@@ -297,26 +401,48 @@ def seat_batch(
                     k_old, words, m, ntok, alive, fresh, head, nxt, pk, pc, free_stack, ictl, weight
                 )
             kmax = ictl[KMAX]
-            lp_new = score_document(
-                words,
-                counts,
-                nd,
-                lp,
-                m,
-                ntok,
-                alive,
-                head,
-                nxt,
-                pk,
-                pc,
-                kmax,
-                g,
-                beta,
-                vbeta,
-                log_alpha,
-                discount,
-            )
-            k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out)
+            if nd <= LINEAR_MAX_LEN:
+                w_new = score_document_linear(
+                    words,
+                    counts,
+                    nd,
+                    lp,
+                    m,
+                    ntok,
+                    alive,
+                    head,
+                    nxt,
+                    pk,
+                    pc,
+                    kmax,
+                    g,
+                    beta,
+                    vbeta,
+                    alpha_new,
+                    discount,
+                )
+                k = choose_linear(lp, kmax, w_new, uniforms[u_i], deterministic, out)
+            else:
+                lp_new = score_document(
+                    words,
+                    counts,
+                    nd,
+                    lp,
+                    m,
+                    ntok,
+                    alive,
+                    head,
+                    nxt,
+                    pk,
+                    pc,
+                    kmax,
+                    g,
+                    beta,
+                    vbeta,
+                    log_alpha,
+                    discount,
+                )
+                k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out)
             u_i += 1
             if sweep == 0:
                 log_norm[d] = out[0]
