@@ -20,9 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DEFAULT_DATA, machine
 
 
-def timed_run(data: Path, extra: list[str]) -> tuple[float, float]:
-    """(seconds, peak RSS MiB of the child) for one `noveld run`."""
+def timed_run(data: Path, extra: list[str], state: bool = False) -> tuple[float, float]:
+    """(seconds, peak RSS MiB of the child) for one `noveld run` (fresh state dir if ``state``)."""
     with tempfile.TemporaryDirectory() as tmp:
+        if state:
+            extra = [*extra, "--state-dir", f"{tmp}/state"]
         cmd = [
             sys.executable,
             "-m",
@@ -46,21 +48,26 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--times", type=int, default=1,
+                   help="concatenate the data this many times (a longer steady-state run)")
     p.add_argument(
         "--state-dir",
         action="store_true",
         help="also snapshot state (default interval) as a resumable run would",
     )
     a = p.parse_args()
+    if a.times > 1:
+        big = tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False)  # noqa: SIM115
+        data = a.data.read_bytes()
+        for _ in range(a.times):
+            big.write(data)
+        big.close()
+        a.data = Path(big.name)
     with open(a.data, "rb") as fh:
         n = sum(1 for line in fh if line.strip())
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as empty:
         startup = min(timed_run(Path(empty.name), [])[0] for _ in range(a.repeat))
-    extra: list[str] = []
-    tmpdir = tempfile.TemporaryDirectory()
-    if a.state_dir:
-        extra = ["--state-dir", tmpdir.name]
-    best = min(timed_run(a.data, extra)[0] for _ in range(a.repeat))
+    best = min(timed_run(a.data, [], a.state_dir)[0] for _ in range(a.repeat))
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"machine: {machine()}")
     print(f"data: {a.data} ({n:,} docs)")
@@ -70,7 +77,6 @@ def main() -> None:
         f"{n / max(best - startup, 1e-9):,.0f} docs/s steady state"
     )
     print(f"peak RSS of a run: {rss:,.0f} MiB")
-    tmpdir.cleanup()
 
 
 if __name__ == "__main__":
