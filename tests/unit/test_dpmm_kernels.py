@@ -321,3 +321,94 @@ def test_linear_hot_path_matches_log_path(seed: int, discount: float, g: float) 
                     wt, kmax, w_new, u, det, out_b
                 )
                 np.testing.assert_allclose(out_a, out_b, rtol=1e-9)
+
+
+def slow_seat_batch(
+    docs: list[list[int]],
+    vocab: int,
+    alpha: float,
+    beta: float,
+    discount: float,
+    sweeps: int,
+    prior: list[tuple[list[int], int]],
+) -> list[int]:
+    """Numpy oracle of ``seat_batch`` in MAP mode: sequential CRP seating, then Gibbs sweeps.
+
+    Clusters are dense count vectors; ``prior`` seeds existing clusters as (doc, cluster) pairs.
+    Returns the batch's cluster indices (existing clusters first, new ones in opening order).
+    """
+    m: list[float] = []
+    n: list[np.ndarray] = []
+    for doc, k in prior:
+        while len(m) <= k:
+            m.append(0.0)
+            n.append(np.zeros(vocab))
+        m[k] += 1
+        np.add.at(n[k], doc, 1)
+    fresh: set[int] = set()
+    assign = [-1] * len(docs)
+    for sweep in range(sweeps + 1):
+        for d, doc in enumerate(docs):
+            x = np.bincount(doc, minlength=vocab).astype(float)
+            if sweep > 0:
+                k = assign[d]
+                m[k] -= 1
+                n[k] -= x
+                if k in fresh and m[k] < 0.5:
+                    m[k], n[k] = 0.0, np.zeros(vocab)
+            live = [k for k in range(len(m)) if m[k] > 0.5]
+            weights = oracle_log_weights(
+                doc,
+                {k: m[k] for k in live},
+                {k: n[k] for k in live},
+                vocab,
+                alpha,
+                beta,
+                discount,
+            )
+            best = max(weights, key=lambda k: (weights[k], k == -1, -k))
+            if best == -1:
+                best = len(m)
+                m.append(0.0)
+                n.append(np.zeros(vocab))
+                fresh.add(best)
+            m[best] += 1
+            n[best] += x
+            assign[d] = best
+    return assign
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]), st.integers(0, 2))
+def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, sweeps: int) -> None:
+    """MAP seating + sweeps give the same partition of the batch as the dense oracle."""
+    rng = np.random.default_rng(seed)
+    vocab = 25
+    prior_docs = random_docs(rng, 12, vocab)
+    model = DPMM(
+        DPMMConfig(
+            alpha=0.8,
+            beta=0.2,
+            alpha_scaling="none",
+            discount=discount,
+            rejuvenation_sweeps=sweeps,
+            deterministic=True,
+        )
+    )
+    stats = model.new_state()
+    first = model.partial_fit(DocBatch.from_docs(prior_docs, vocab), stats, rng)
+    uid_index = {u: i for i, u in enumerate(dict.fromkeys(first.assignments.tolist()))}
+    prior = [(d, uid_index[u]) for d, u in zip(prior_docs, first.assignments.tolist(), strict=True)]
+    batch = random_docs(rng, 15, vocab, max_len=20)  # > 16 tokens exercises the log path too
+    res = model.partial_fit(DocBatch.from_docs(batch, vocab), stats, rng)
+    oracle = slow_seat_batch(batch, vocab, 0.8, 0.2, discount, sweeps, prior)
+
+    def partition(labels: list[int]) -> set[frozenset[int]]:
+        groups: dict[int, set[int]] = {}
+        for i, lab in enumerate(labels):
+            groups.setdefault(lab, set()).add(i)
+        return {frozenset(g) for g in groups.values()}
+
+    assert partition(res.assignments.tolist()) == partition(oracle)
+    joined_old = [u in uid_index for u in res.assignments.tolist()]
+    assert joined_old == [k < len(uid_index) for k in oracle]
