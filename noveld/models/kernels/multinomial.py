@@ -113,8 +113,9 @@ def choose(
     """Draw a slot from ``softmax([lp[:kmax], lp_new])`` with uniform ``u`` (or take the argmax).
 
     Returns ``-1`` for a new cluster. In MAP mode an exact tie with the new cluster goes to the
-    new cluster and ties between clusters to the lowest slot, so the choice is reproducible. ``out`` receives
-    ``[log Σ exp(lp), lp_new − max_k lp_k]`` (the log normaliser and the novelty margin).
+    new cluster and ties between clusters to the lowest slot, so the choice is reproducible.
+    ``out`` receives ``[log Σ exp(lp), lp_new − max_k lp_k]`` (the log normaliser and the
+    novelty margin).
     """
     best = lp_new
     best_k = -1
