@@ -20,7 +20,7 @@ from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.schema import InvalidReason
-from noveld.state.base import FingerprintMismatch, partition_key
+from noveld.state.base import FingerprintMismatch, StateStore, partition_key
 from noveld.state.memory import MemoryStore
 
 EXIT_OK = 0
@@ -108,14 +108,17 @@ def run_file(
     observer: BatchObserver | None = None,
     snapshot: bool = True,
     on_start: Callable[[Pipeline], None] | None = None,
+    store: StateStore | None = None,
 ) -> tuple[int, Progress, Pipeline]:
     """Run the pipeline over a JSONL file (or ``-``) until exhausted or signalled.
 
-    ``on_start`` sees the pipeline once it is built (benchmarks and tools inspect its state).
+    ``on_start`` sees the pipeline once it is built (benchmarks and tools inspect its state);
+    ``store`` replaces the default in-process store (e.g. a RedisStore).
     """
-    store = MemoryStore(
-        settings.state.dir if snapshot else None, settings.state.snapshot_interval_s
-    )
+    if store is None:
+        store = MemoryStore(
+            settings.state.dir if snapshot else None, settings.state.snapshot_interval_s
+        )
     sink = events_sink if events_sink is not None else StdoutEvents(events_out or sys.stdout)
     dlq_path = settings.dlq_path()
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -136,6 +136,7 @@ class Pipeline:
         self.fields = FieldNames(f.id, f.text, f.tokens, f.embedding, f.label, f.context, f.ts)
         self.limits = DecodeLimits(max_doc_bytes=settings.limits.max_doc_bytes)
         self.consecutive_invalid = 0
+        self._vocab_committed = len(self.vocab)
         self.publish_pending()
 
     # ---- public ---------------------------------------------------------------------------
@@ -205,9 +206,19 @@ class Pipeline:
         if rep.invalid:
             self.dead_letters.flush()
         counters = {"docs": rep.valid, "invalid": rep.invalid, "births": rep.births, "batches": 1}
-        outcome = self.store.commit(
-            self.state, CommitRequest(first_offsets, next_offsets, delta, events, counters)
-        )
+        request = CommitRequest(first_offsets, next_offsets, delta, events, counters)
+        if self.store.wants_batch_state:
+            request = replace(
+                request,
+                vocab_base=self._vocab_committed,
+                new_words=[
+                    self.vocab.word(i) for i in range(self._vocab_committed, len(self.vocab))
+                ],
+                novelty=self._novelty_json(),
+            )
+        outcome = self.store.commit(self.state, request)
+        if outcome is CommitOutcome.COMMITTED:
+            self._vocab_committed = len(self.vocab)
         rep.replayed = outcome is CommitOutcome.REPLAY
         if self.store.flush_due():
             self.flush()
@@ -328,9 +339,12 @@ class Pipeline:
             out.append(ev.model_dump(mode="json"))
         return out
 
+    def _novelty_json(self) -> dict[str, Any]:
+        novelty = self.tracker.to_json()
+        novelty["announced"] = sorted(self.announced)
+        return novelty
+
     def _sync_state(self) -> None:
         """Copy the featurizer's vocabulary and the tracker into the durable state object."""
         self.state.vocab = self.vocab.to_list()
-        novelty = self.tracker.to_json()
-        novelty["announced"] = sorted(self.announced)
-        self.state.novelty = novelty
+        self.state.novelty = self._novelty_json()

@@ -123,6 +123,36 @@ class MultinomialStats:
             self.ntok[k] = 0.0
             self.dirty_slots.append(int(k))
 
+    @classmethod
+    def from_clusters(
+        cls,
+        uids: list[int],
+        m_raw: list[float],
+        n_raw: list[float],
+        words: list[tuple[np.ndarray, np.ndarray]],
+        scale: float,
+        next_uid: int,
+        docs_seen: int,
+        vocab_size: int,
+    ) -> MultinomialStats:
+        """Statistics from per-cluster raw values (a store's layout), clusters in slot order."""
+        s = cls()
+        nnz = sum(int(w.shape[0]) for w, _ in words)
+        s.reserve(len(uids), nnz, vocab_size)
+        for k, (uid, mk, nk, (ws, cs)) in enumerate(zip(uids, m_raw, n_raw, words, strict=True)):
+            s.alive[k] = True
+            s.uid[k] = uid
+            s.m[k] = mk
+            s.ntok[k] = nk
+            for w, c in zip(ws.tolist(), cs.tolist(), strict=True):
+                e = kern.find_or_alloc(int(w), k, s.head, s.nxt, s.pk, s.pc, s.ictl)
+                s.pc[e] = c
+        s.ictl[kern.KMAX] = len(uids)
+        s.ictl[kern.NEXT_UID] = next_uid
+        s.ictl[kern.DOCS_SEEN] = docs_seen
+        s.scale = scale
+        return s
+
     # ---- persistence ----------------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Compact, self-describing arrays for a snapshot (no pickle)."""

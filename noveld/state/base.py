@@ -53,6 +53,9 @@ class CommitRequest:
     delta: StatsDelta | None
     events: list[dict[str, Any]]
     counters: dict[str, int]
+    vocab_base: int = 0
+    new_words: list[str] = field(default_factory=list)
+    novelty: dict[str, Any] | None = None
 
 
 class StateStore(Protocol):
@@ -69,6 +72,11 @@ class StateStore(Protocol):
 
     def flush_due(self) -> bool:
         """Whether the owner should call :meth:`flush` now (periodic snapshots)."""
+
+    @property
+    def wants_batch_state(self) -> bool:
+        """Whether commits must carry the vocabulary growth and novelty state of each batch
+        (stores that persist per batch) or the owner syncs them only before a flush."""
 
     def outbox_pending(self) -> list[dict[str, Any]]:
         """Committed events not yet acknowledged by the sink."""

@@ -102,6 +102,11 @@ class MemoryStore:
         self._outbox.extend(request.events)
         return CommitOutcome.COMMITTED
 
+    @property
+    def wants_batch_state(self) -> bool:
+        """Snapshots read vocabulary and novelty from the state object at flush time."""
+        return False
+
     def flush_due(self) -> bool:
         """True when a snapshot directory is set and the snapshot interval has passed."""
         return self.state_dir is not None and (
