@@ -1,0 +1,180 @@
+"""RedisStore against a real Redis-protocol server started by the harness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.pipeline import Pipeline
+from noveld.daemon.settings import Settings, load_settings, model_fingerprint
+from noveld.state.base import (
+    CommitOutcome,
+    CommitRequest,
+    FingerprintMismatch,
+    NamespaceState,
+    state_digest,
+)
+from noveld.state.redis_store import RedisStore
+from noveld.synth import SynthConfig, write_jsonl
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "s.jsonl"
+    write_jsonl(SynthConfig(n_docs=3000, n_stories=15, seed=2), path)
+    return path
+
+
+def settings_for(tmp_path: Path, **model: object) -> Settings:
+    return load_settings(
+        None, {"namespace": "t", "dlq": str(tmp_path / "dlq.jsonl"), "model": model}
+    )
+
+
+def test_redis_and_memory_agree_after_every_commit(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path)
+    pipes: list[Pipeline] = []
+    compared: list[bool] = []
+
+    class CheckingStore(RedisStore):
+        """After each commit, the model reloaded from Redis equals the live one."""
+
+        def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
+            outcome = super().commit(state, request)
+            pipes[0]._sync_state()
+            loaded = RedisStore(client, "t").load(model_fingerprint(settings))
+            assert loaded is not None
+            compared.append(state_digest(loaded) == state_digest(pipes[0].state))
+            return outcome
+
+    sink = CollectingEvents()
+    code, _, _ = run_file(
+        settings,
+        str(stream),
+        events_sink=sink,
+        store=CheckingStore(client, "t"),
+        snapshot=False,
+        on_start=pipes.append,
+    )
+    assert code == 0 and len(compared) == 12 and all(compared)
+    loaded = RedisStore(client, "t").load(model_fingerprint(settings))
+    assert loaded is not None
+    assert loaded.counters["docs"] == 3000 and loaded.offsets == {f"{stream}:0": 3000}
+    assert loaded.stats.mass(loaded.stats.active_slots()).sum() == pytest.approx(3000)
+    assert {e["event_id"] for e in sink.events}  # events delivered …
+    assert RedisStore(client, "t").outbox_pending() == []  # … and acknowledged
+
+
+def test_resume_from_redis_matches_a_clean_run(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """Stop half way, start a new process-equivalent from Redis: same final model."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path)
+    half = tmp_path / "half.jsonl"
+    lines = stream.read_text().splitlines(keepends=True)
+    half.write_text("".join(lines[: 6 * 256]))
+    run_file(
+        settings,
+        str(half),
+        events_sink=CollectingEvents(),
+        store=RedisStore(client, "t"),
+        snapshot=False,
+    )
+    half.write_text("".join(lines))
+    _, _, _resumed = run_file(
+        settings,
+        str(half),
+        events_sink=CollectingEvents(),
+        store=RedisStore(client, "t"),
+        snapshot=False,
+    )
+    clean_settings = load_settings(None, {"namespace": "u", "dlq": str(tmp_path / "d2.jsonl")})
+    _, _, _clean = run_file(
+        clean_settings,
+        str(half),
+        events_sink=CollectingEvents(),
+        store=RedisStore(client, "u"),
+        snapshot=False,
+    )
+    a = RedisStore(client, "t").load(model_fingerprint(settings))
+    b = RedisStore(client, "u").load(model_fingerprint(clean_settings))
+    assert a is not None and b is not None
+    assert a.counters["docs"] == b.counters["docs"] == len(lines)
+    assert state_digest(a) == state_digest(b)
+
+
+def test_replay_and_fencing(redis_url: str, stream: Path, tmp_path: Path) -> None:
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path)
+    run_file(
+        settings,
+        str(stream),
+        events_sink=CollectingEvents(),
+        store=RedisStore(client, "t"),
+        snapshot=False,
+    )
+    store = RedisStore(client, "t")
+    state = store.load(model_fingerprint(settings))
+    assert state is not None
+    key = f"{stream}:0"
+    before = dict(state.counters)
+    replay = CommitRequest(
+        {key: 2816}, {key: 3000}, None, [], {"docs": 184}, vocab_base=len(state.vocab)
+    )
+    assert store.commit(state, replay) is CommitOutcome.REPLAY
+    assert state.counters == before
+    reloaded = RedisStore(client, "t").load(model_fingerprint(settings))
+    assert reloaded is not None and reloaded.counters == before  # nothing applied twice
+
+    old_owner, new_owner = RedisStore(client, "t"), RedisStore(client, "t")
+    old_owner.claim([key])
+    new_owner.claim([key])  # a rebalance moved the partition
+    nxt = CommitRequest(
+        {key: 3000}, {key: 3001}, None, [], {"docs": 1}, vocab_base=len(state.vocab)
+    )
+    assert old_owner.commit(state, nxt) is CommitOutcome.FENCED
+    assert new_owner.commit(state, nxt) is CommitOutcome.COMMITTED
+    assert int(client.hget("noveld:{t}:offsets", key) or 0) == 3001
+
+
+def test_incompatible_fingerprint_is_refused(redis_url: str, tmp_path: Path) -> None:
+    client = redis.Redis.from_url(redis_url)
+    RedisStore(client, "t").load(model_fingerprint(settings_for(tmp_path)))
+    other = model_fingerprint(settings_for(tmp_path, beta=0.5))
+    with pytest.raises(FingerprintMismatch, match="beta"):
+        RedisStore(client, "t").load(other)
+
+
+def test_outbox_keeps_events_until_acknowledged(redis_url: str, tmp_path: Path) -> None:
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path)
+    store = RedisStore(client, "t")
+    pipe_state = Pipeline(settings, store, CollectingEvents(), _NoDlq()).state
+    events = [{"event_id": f"e{i}", "type": "cluster.born", "n": i} for i in range(3)]
+    req = CommitRequest({"f:0": 0}, {"f:0": 5}, None, events, {"docs": 5})
+    assert store.commit(pipe_state, req) is CommitOutcome.COMMITTED
+    pending = RedisStore(client, "t").outbox_pending()
+    assert [e["event_id"] for e in pending] == ["e0", "e1", "e2"]
+    store.outbox_pending()
+    store.ack(["e0", "e2"])
+    assert [json.dumps(e) for e in RedisStore(client, "t").outbox_pending()] == [
+        json.dumps(events[1])
+    ]
+
+
+class _NoDlq:
+    def send(self, record: object, reason: object, detail: str) -> None:
+        raise AssertionError("no dead letters expected")
+
+    def flush(self) -> None:
+        pass
