@@ -48,8 +48,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--times", type=int, default=1,
-                   help="concatenate the data this many times (a longer steady-state run)")
+    p.add_argument(
+        "--times",
+        type=int,
+        default=1,
+        help="concatenate the data this many times (a longer steady-state run)",
+    )
     p.add_argument(
         "--state-dir",
         action="store_true",

@@ -103,6 +103,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("limits", "max_consecutive_invalid", getattr(ns, "max_consecutive_invalid", None))
     put("state", "dir", getattr(ns, "state_dir", None))
     put("state", "snapshot_interval_s", getattr(ns, "snapshot_interval", None))
+    put("redis", "url", getattr(ns, "redis_url", None))
     put(None, "dlq", getattr(ns, "dlq", None))
     put(None, "input", getattr(ns, "input", None))
     return o
@@ -118,7 +119,12 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     err = None if ns.quiet else sys.stderr
     code, progress, _pipeline = run_file(settings, input_path, sys.stdout, err)
     if not ns.quiet:
-        where = f"state in {settings.state.dir}" if settings.state.dir else "state not saved"
+        if settings.redis.url is not None:
+            where = f"state in Redis, namespace {settings.namespace!r}"
+        elif settings.state.dir is not None:
+            where = f"state in {settings.state.dir}"
+        else:
+            where = "state not saved"
         sys.stderr.write(
             progress.summary(
                 f"{where}; dead letters in {settings.dlq_path()}" if progress.invalid else where
@@ -178,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--dlq",
         type=Path,
         help="dead-letter file (default <state-dir>/dlq.jsonl or ./noveld-dlq.jsonl)",
+    )
+    run.add_argument(
+        "--redis-url",
+        help="keep the state in Redis (redis://[:password@]host:port/db) "
+        "instead of --state-dir; --namespace names it",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     _add_common(run)

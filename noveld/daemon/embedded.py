@@ -16,16 +16,18 @@ from typing import IO, Any
 
 from noveld.connectors.decode import Invalid
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
-from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline
+from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.schema import InvalidReason
 from noveld.state.base import FingerprintMismatch, StateStore, partition_key
 from noveld.state.memory import MemoryStore
+from noveld.state.redis_store import RedisStore
 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_CIRCUIT_OPEN = 3
+EXIT_STATE_DIVERGED = 4
 
 
 class UserError(RuntimeError):
@@ -99,6 +101,31 @@ def source_name(input_path: str) -> str:
     return input_path
 
 
+def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
+    """RedisStore when ``redis.url`` is set, else the in-process store (+ snapshots)."""
+    if settings.redis.url is None:
+        return MemoryStore(
+            settings.state.dir if snapshot else None, settings.state.snapshot_interval_s
+        )
+    import redis
+
+    url = settings.redis.url.get_secret_value()
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5)
+        client.ping()
+    except (redis.RedisError, ValueError) as exc:
+        raise UserError(f"cannot reach Redis ({redacted(url)}): {exc}") from exc
+    return RedisStore(client, settings.namespace)
+
+
+def redacted(url: str) -> str:
+    """A Redis URL without its password."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path}"
+
+
 def run_file(
     settings: Settings,
     input_path: str,
@@ -116,9 +143,7 @@ def run_file(
     ``store`` replaces the default in-process store (e.g. a RedisStore).
     """
     if store is None:
-        store = MemoryStore(
-            settings.state.dir if snapshot else None, settings.state.snapshot_interval_s
-        )
+        store = default_store(settings, snapshot)
     sink = events_sink if events_sink is not None else StdoutEvents(events_out or sys.stdout)
     dlq_path = settings.dlq_path()
     try:
@@ -133,6 +158,8 @@ def run_file(
         raise UserError(str(exc)) from exc
     topic = source_name(input_path)
     key = partition_key(topic, 0)
+    if isinstance(store, RedisStore):
+        store.claim([key])  # fences any other process still committing this input
     start = pipeline.next_offset(topic, 0)
     try:
         base = JsonlSource(
@@ -160,6 +187,11 @@ def run_file(
                 nxt = source.next_offset
                 try:
                     rep = pipeline.step(records, {key: first}, {key: nxt})
+                except StateDiverged as exc:
+                    if progress_out is not None:
+                        progress_out.write(f"noveld: error: {exc}\n")
+                    code = EXIT_STATE_DIVERGED
+                    break
                 except CircuitOpen as exc:
                     progress.update(exc.report)
                     if progress_out is not None:

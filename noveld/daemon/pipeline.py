@@ -38,6 +38,11 @@ class CircuitOpen(RuntimeError):
         self.report = report
 
 
+class StateDiverged(RuntimeError):
+    """A shared store refused a commit (fenced or already applied): the in-memory model no
+    longer matches it, so this process must stop and reload."""
+
+
 class EventSink(Protocol):
     """Where committed events go (stdout, a list, a Kafka topic)."""
 
@@ -219,6 +224,16 @@ class Pipeline:
         outcome = self.store.commit(self.state, request)
         if outcome is CommitOutcome.COMMITTED:
             self._vocab_committed = len(self.vocab)
+        elif self.store.wants_batch_state:
+            raise StateDiverged(
+                f"the state store answered {outcome.value!r} for offsets {first_offsets}: "
+                + (
+                    "another process now owns this input"
+                    if outcome is CommitOutcome.FENCED
+                    else "this batch was already committed by another process"
+                )
+                + "; stopping (a restart reloads the shared state)"
+            )
         rep.replayed = outcome is CommitOutcome.REPLAY
         if self.store.flush_due():
             self.flush()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -87,6 +87,12 @@ class StateSettings(_Section):
     snapshot_interval_s: float = Field(5.0, ge=0)
 
 
+class RedisSettings(_Section):
+    """Redis state store (instead of the in-process store with snapshots)."""
+
+    url: SecretStr | None = None
+
+
 class Settings(BaseSettings):
     """Effective configuration of one noveld process."""
 
@@ -108,6 +114,7 @@ class Settings(BaseSettings):
     fields: FieldSettings = FieldSettings()
     tokenizer: TokenizerSettings = TokenizerSettings()
     state: StateSettings = StateSettings()
+    redis: RedisSettings = RedisSettings()
 
     def dlq_path(self) -> Path:
         """Where dead letters go in embedded mode."""

@@ -92,6 +92,17 @@ class RedisStore:
             return None
         return self._read_state(fingerprint, meta)
 
+    def read(self) -> NamespaceState | None:
+        """The stored state with its own fingerprint, for inspection (None if absent)."""
+        meta = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys["meta"]).items()}
+        if "scale" not in meta:
+            return None
+        return self._read_state(json.loads(meta["fingerprint"]), meta)
+
+    def outbox_length(self) -> int:
+        """Events not yet acknowledged."""
+        return int(self.client.xlen(self.keys["outbox"]))
+
     def _read_state(self, fingerprint: dict[str, Any], meta: dict[str, str]) -> NamespaceState:
         c = self.client
         cm = {int(k): float(v) for k, v in c.hgetall(self.keys["cm"]).items()}

@@ -389,3 +389,53 @@ def test_resume_with_forgetting_matches_a_clean_run(stream: Path, tmp_path: Path
     assert resumed["docs"] == fresh["docs"] == len(lines)
     assert resumed["digest"] == fresh["digest"]
     assert events_of(first.stdout) + events_of(second.stdout) == events_of(clean.stdout)
+
+
+def test_run_with_redis_state_resumes_and_fences(
+    stream: Path, tmp_path: Path, redis_url: str
+) -> None:
+    """`--redis-url`: state lives in Redis; a second run resumes; `state show` reads it."""
+    args = [
+        "--input",
+        str(stream),
+        "--redis-url",
+        redis_url,
+        "--namespace",
+        "cli",
+        "--dlq",
+        str(tmp_path / "d.jsonl"),
+    ]
+    first = noveld("run", *args)
+    assert first.returncode == 0, first.stderr
+    assert "state in Redis" in first.stderr
+    shown = noveld("state", "show", "--redis-url", redis_url, "--namespace", "cli", "--json")
+    assert shown.returncode == 0, shown.stderr
+    info = json.loads(shown.stdout)
+    assert info["docs"] == 6000 and info["offsets"] == {f"{stream}:0": 6000}
+    assert info["outbox_pending"] == 0
+    again = noveld("run", *args)
+    assert again.returncode == 0 and again.stdout == ""
+    masked = noveld("config", "show", "--json", "--config", str(tmp_path / "none.toml"))
+    assert masked.returncode == 2  # a missing config file is an error, not a traceback
+    cfg = subprocess.run(
+        [*NOVELD, "config", "show", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NOVELD_REDIS__URL": "redis://:s3cret@h:1/0"},
+    )
+    assert "s3cret" not in cfg.stdout and json.loads(cfg.stdout)["redis"]["url"]
+
+
+def test_unreachable_redis_is_a_clear_error(tmp_path: Path) -> None:
+    from harness import free_port
+
+    out = noveld(
+        "run",
+        "--input",
+        "-",
+        "--redis-url",
+        f"redis://:pw@127.0.0.1:{free_port()}/0",
+        input_text="",
+    )
+    assert out.returncode == 2 and "cannot reach Redis" in out.stderr
+    assert "pw" not in out.stderr and "Traceback" not in out.stderr

@@ -127,6 +127,7 @@ def test_replay_and_fencing(redis_url: str, stream: Path, tmp_path: Path) -> Non
     state = store.load(model_fingerprint(settings))
     assert state is not None
     key = f"{stream}:0"
+    store.claim([key])
     before = dict(state.counters)
     replay = CommitRequest(
         {key: 2816}, {key: 3000}, None, [], {"docs": 184}, vocab_base=len(state.vocab)
@@ -178,3 +179,27 @@ class _NoDlq:
 
     def flush(self) -> None:
         pass
+
+
+def test_a_fenced_writer_stops_instead_of_diverging(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """Another process claims the input after we started: our next commit is refused and the
+    run stops with exit code 4, leaving Redis untouched by the stale writer."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path)
+    key = f"{stream}:0"
+
+    def usurp(_: Pipeline) -> None:
+        RedisStore(client, "t").claim([key])
+
+    code, _, _ = run_file(
+        settings,
+        str(stream),
+        events_sink=CollectingEvents(),
+        store=RedisStore(client, "t"),
+        snapshot=False,
+        on_start=usurp,
+    )
+    assert code == 4
+    assert client.hget("noveld:{t}:offsets", key) is None  # nothing committed
