@@ -53,9 +53,16 @@ for i, uid in ipairs(p.clusters) do
   redis.call('HINCRBYFLOAT', KEYS[7], uid, p.dn[i] / scale)
 end
 local wc = p.wc
-for i = 1, #wc, 3 do
-  local uid = p.clusters[wc[i] + 1]
-  redis.call('HINCRBYFLOAT', cw_prefix .. uid, wc[i + 1], wc[i + 2] / scale)
+if scale == 1 and p.integral then
+  -- no forgetting so far: counts are integers, and HINCRBY is cheaper than HINCRBYFLOAT
+  for i = 1, #wc, 3 do
+    redis.call('HINCRBY', cw_prefix .. p.clusters[wc[i] + 1], wc[i + 1], wc[i + 2])
+  end
+else
+  for i = 1, #wc, 3 do
+    local uid = p.clusters[wc[i] + 1]
+    redis.call('HINCRBYFLOAT', cw_prefix .. uid, wc[i + 1], wc[i + 2] / scale)
+  end
 end
 for _, uid in ipairs(p.retired) do
   redis.call('HDEL', KEYS[6], uid)

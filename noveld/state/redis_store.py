@@ -155,8 +155,12 @@ class RedisStore:
             "dn": [] if d is None else d.dntok.tolist(),
             "wc": []
             if d is None
-            else np.column_stack([d.word_cluster, d.word_ids, d.word_count]).ravel().tolist(),
+            else np.column_stack([d.word_cluster, d.word_ids, d.word_count])
+            .astype(np.int64 if np.all(d.word_count == np.round(d.word_count)) else np.float64)
+            .ravel()
+            .tolist(),
             "retired": [] if d is None else d.retired_uids.tolist(),
+            "integral": d is None or bool(np.all(d.word_count == np.round(d.word_count))),
             "counters": request.counters,
             "next_uid": int(stats.ictl[3]),
             "docs_seen": int(stats.ictl[4]),

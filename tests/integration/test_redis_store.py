@@ -37,11 +37,39 @@ def settings_for(tmp_path: Path, **model: object) -> Settings:
     )
 
 
+def stats_table(state: NamespaceState) -> dict[int, tuple[float, float, dict[int, float]]]:
+    """True statistics by cluster uid (slot layout and postings order removed)."""
+    s = state.stats
+    out = {}
+    for k in s.active_slots().tolist():
+        ws, cs = s.word_counts(k)
+        out[int(s.uid[k])] = (
+            float(s.m[k] * s.scale),
+            float(s.ntok[k] * s.scale),
+            dict(zip(ws.tolist(), cs.tolist(), strict=True)),
+        )
+    return out
+
+
+def assert_close(a: NamespaceState, b: NamespaceState) -> None:
+    ta, tb = stats_table(a), stats_table(b)
+    assert ta.keys() == tb.keys()
+    for uid, (m, n, words) in ta.items():
+        assert tb[uid][0] == pytest.approx(m, rel=1e-9)
+        assert tb[uid][1] == pytest.approx(n, rel=1e-9)
+        assert tb[uid][2].keys() == words.keys()
+        for w, c in words.items():
+            assert tb[uid][2][w] == pytest.approx(c, rel=1e-9)
+
+
+@pytest.mark.parametrize("half_life", [0.0, 700.0])
 def test_redis_and_memory_agree_after_every_commit(
-    redis_url: str, stream: Path, tmp_path: Path
+    redis_url: str, stream: Path, tmp_path: Path, half_life: float
 ) -> None:
+    """Exactly (same digest) with integer counts; to 1e-9 with forgetting, where Redis sums a
+    batch's counts before scaling and the live model adds them one document at a time."""
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path)
+    settings = settings_for(tmp_path, half_life_docs=half_life)
     pipes: list[Pipeline] = []
     compared: list[bool] = []
 
@@ -53,7 +81,11 @@ def test_redis_and_memory_agree_after_every_commit(
             pipes[0]._sync_state()
             loaded = RedisStore(client, "t").load(model_fingerprint(settings))
             assert loaded is not None
-            compared.append(state_digest(loaded) == state_digest(pipes[0].state))
+            if half_life == 0:
+                compared.append(state_digest(loaded) == state_digest(pipes[0].state))
+            else:
+                assert_close(loaded, pipes[0].state)
+                compared.append(loaded.offsets == pipes[0].state.offsets)
             return outcome
 
     sink = CollectingEvents()
@@ -69,7 +101,8 @@ def test_redis_and_memory_agree_after_every_commit(
     loaded = RedisStore(client, "t").load(model_fingerprint(settings))
     assert loaded is not None
     assert loaded.counters["docs"] == 3000 and loaded.offsets == {f"{stream}:0": 3000}
-    assert loaded.stats.mass(loaded.stats.active_slots()).sum() == pytest.approx(3000)
+    mass = loaded.stats.mass(loaded.stats.active_slots()).sum()
+    assert mass == pytest.approx(3000) if half_life == 0 else 0 < mass < 3000
     assert {e["event_id"] for e in sink.events}  # events delivered …
     assert RedisStore(client, "t").outbox_pending() == []  # … and acknowledged
 
