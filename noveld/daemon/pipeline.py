@@ -138,7 +138,7 @@ class Pipeline:
         self.tracker.load_json(self.state.novelty)
         self.announced: set[int] = set(self.state.novelty.get("announced", []))
         f = settings.fields
-        self.fields = FieldNames(f.id, f.text, f.tokens, f.embedding, f.label, f.context, f.ts)
+        self.fields = FieldNames(**f.model_dump())
         self.limits = DecodeLimits(max_doc_bytes=settings.limits.max_doc_bytes)
         self.consecutive_invalid = 0
         self._vocab_committed = len(self.vocab)

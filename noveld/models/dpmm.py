@@ -143,24 +143,8 @@ class DPMM:
         res = np.empty(len(batch), dtype=np.int64)
         for d in range(len(batch)):
             w, c = batch.doc(d)
-            lp_new = kern.score_document(
-                w,
-                c,
-                int(batch.lengths[d]),
-                lp,
-                stats.m,
-                stats.ntok,
-                stats.alive,
-                stats.head,
-                stats.nxt,
-                stats.pk,
-                stats.pc,
-                kmax,
-                stats.scale,
-                self.config.beta,
-                batch.vocab_size * self.config.beta,
-                self.log_alpha(len(batch)),
-                self.config.discount,
+            lp_new = self._score(
+                stats, w, c, int(batch.lengths[d]), lp, batch.vocab_size, len(batch)
             )
             k = kern.choose(lp, kmax, lp_new, 0.0, True, out)
             res[d] = -1 if k < 0 else stats.uid[k]
@@ -178,29 +162,45 @@ class DPMM:
         stats.reserve(0, 0, vocab_size)
         kmax = stats.kmax
         lp = np.empty(max(kmax, 1))
-        lp_new = kern.score_document(
-            words,
-            counts,
-            int(counts.sum()),
-            lp,
-            stats.m,
-            stats.ntok,
-            stats.alive,
-            stats.head,
-            stats.nxt,
-            stats.pk,
-            stats.pc,
-            kmax,
-            stats.scale,
-            self.config.beta,
-            vocab_size * self.config.beta,
-            self.log_alpha(batch_size),
-            self.config.discount,
-        )
+        lp_new = self._score(stats, words, counts, int(counts.sum()), lp, vocab_size, batch_size)
         slots = stats.active_slots()
         logits = np.append(lp[slots], lp_new)
         p = np.exp(logits - logits.max())
         return slots, p / p.sum()
+
+    def _score(
+        self,
+        stats: MultinomialStats,
+        words: np.ndarray,
+        counts: np.ndarray,
+        nd: int,
+        lp: np.ndarray,
+        vocab_size: int,
+        batch_size: int,
+    ) -> float:
+        """Log seating weights of one document into ``lp`` (read-only); returns the new one."""
+        cfg = self.config
+        return float(
+            kern.score_document(
+                words,
+                counts,
+                nd,
+                lp,
+                stats.m,
+                stats.ntok,
+                stats.alive,
+                stats.head,
+                stats.nxt,
+                stats.pk,
+                stats.pc,
+                stats.kmax,
+                stats.scale,
+                cfg.beta,
+                vocab_size * cfg.beta,
+                self.log_alpha(batch_size),
+                cfg.discount,
+            )
+        )
 
     # ---- internals ------------------------------------------------------------------------
     @staticmethod
