@@ -19,7 +19,14 @@ from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.novelty import Confirmation, NoveltyTracker
-from noveld.schema import ClusterBorn, ClusterRetired, Document, InvalidReason, SourcePosition
+from noveld.schema import (
+    ClusterBorn,
+    ClusterRetired,
+    Document,
+    InvalidReason,
+    SourcePosition,
+    format_rfc3339,
+)
 from noveld.schema import event_id as make_event_id
 from noveld.state.base import (
     CommitOutcome,
@@ -61,16 +68,22 @@ class DeadLetterSink(Protocol):
 
 
 class _PositionDicts(Sequence[dict[str, Any]]):
-    """Positions as JSON dicts, converted only for the few the novelty tracker keeps."""
+    """Positions as JSON dicts, converted only for the few the novelty tracker keeps; a
+    document's own ``ts`` (event time) fills in the position's time when the source has none."""
 
-    def __init__(self, positions: Sequence[SourcePosition]) -> None:
+    def __init__(self, positions: Sequence[SourcePosition], docs: Sequence[Document]) -> None:
         self._positions = positions
+        self._docs = docs
 
     def __len__(self) -> int:
         return len(self._positions)
 
     def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
-        return self._positions[i].model_dump()
+        pos = self._positions[i].model_dump()
+        ts = self._docs[i].ts
+        if pos["ts"] is None and ts is not None:
+            pos["ts"] = format_rfc3339(ts)
+        return pos
 
 
 BatchObserver = Callable[[list[Document], list[SourcePosition], np.ndarray], None]
@@ -195,7 +208,7 @@ class Pipeline:
                 result.born,
                 result.assignments.tolist(),
                 [d.id for d in docs],
-                _PositionDicts(positions),
+                _PositionDicts(positions, docs),
                 first_index,
                 [u for u, _, _ in result.retired],
             )

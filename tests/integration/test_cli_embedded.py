@@ -70,6 +70,7 @@ def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_
     for e in born:
         assert e["size"] >= 3 and e["top_terms"] and e["exemplar_doc_ids"]
         assert e["born_at"]["offset"] <= e["confirmed_at"]["offset"]
+        assert e["born_at"]["ts"] <= e["confirmed_at"]["ts"]  # documents' own event times
     assert "docs" in first.stderr  # progress / summary on stderr
     info = state_show(st)
     assert info["docs"] == 6000 and info["mass"] == pytest.approx(6000)
