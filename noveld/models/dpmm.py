@@ -54,6 +54,16 @@ def decay_factor(half_life_docs: float, n_docs: int) -> float:
     return float(2.0 ** (-n_docs / half_life_docs))
 
 
+def warm_up() -> None:
+    """Compile (first run) or load (cached) the numba kernels on a throwaway state, so that
+    timings of real work do not include JIT compilation."""
+    model = DPMM(DPMMConfig(rejuvenation_sweeps=1))
+    stats = model.new_state()
+    docs = [[0, 1, 2], [2, 3, 3, *range(4, 24)]]  # a short and a long document
+    model.partial_fit(DocBatch.from_docs(docs, 24), stats, np.random.default_rng(0))
+    stats.compact(0.01)
+
+
 class DPMM:
     """The ``dpmm`` model: one-pass CRP seating with collapsed Gibbs rejuvenation of the batch."""
 
