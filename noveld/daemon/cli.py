@@ -104,6 +104,12 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("state", "dir", getattr(ns, "state_dir", None))
     put("state", "snapshot_interval_s", getattr(ns, "snapshot_interval", None))
     put("redis", "url", getattr(ns, "redis_url", None))
+    put("kafka", "bootstrap_servers", getattr(ns, "kafka_bootstrap", None))
+    put("kafka", "input_topic", getattr(ns, "input_topic", None))
+    put("kafka", "group", getattr(ns, "group", None))
+    put("kafka", "events_topic", getattr(ns, "events_topic", None))
+    put("kafka", "dlq_topic", getattr(ns, "dlq_topic", None))
+    put("kafka", "session_timeout_ms", getattr(ns, "session_timeout_ms", None))
     put(None, "dlq", getattr(ns, "dlq", None))
     put(None, "input", getattr(ns, "input", None))
     return o
@@ -115,6 +121,13 @@ def _settings(ns: argparse.Namespace) -> Settings:
 
 def _cmd_run(ns: argparse.Namespace) -> int:
     settings = _settings(ns)
+    if settings.kafka.bootstrap_servers:
+        from noveld.daemon.kafka_mode import run_kafka
+
+        code, progress = run_kafka(settings, None if ns.quiet else sys.stderr)
+        if not ns.quiet:
+            sys.stderr.write(progress.summary(f"state in Redis, namespace {settings.namespace!r}"))
+        return code
     input_path = settings.input or "-"
     err = None if ns.quiet else sys.stderr
     code, progress, _pipeline = run_file(settings, input_path, sys.stdout, err)
@@ -190,6 +203,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the state in Redis (redis://[:password@]host:port/db) "
         "instead of --state-dir; --namespace names it",
     )
+    kg = run.add_argument_group("Kafka (production mode; needs --redis-url)")
+    kg.add_argument(
+        "--kafka-bootstrap",
+        metavar="HOST:PORT",
+        help="consume --input-topic instead of reading --input",
+    )
+    kg.add_argument("--input-topic", help="topic of input documents")
+    kg.add_argument("--group", help="consumer group (default noveld)")
+    kg.add_argument("--events-topic", help="topic for novelty events (default noveld.events)")
+    kg.add_argument("--dlq-topic", help="topic for dead letters (default noveld.dlq)")
+    kg.add_argument("--session-timeout-ms", type=int, help="consumer session timeout (10000)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     _add_common(run)
     run.set_defaults(func=_cmd_run)

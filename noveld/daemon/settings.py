@@ -87,6 +87,17 @@ class StateSettings(_Section):
     snapshot_interval_s: float = Field(5.0, ge=0)
 
 
+class KafkaSettings(_Section):
+    """Kafka input and output topics (production mode)."""
+
+    bootstrap_servers: str | None = None
+    input_topic: str | None = None
+    group: str = "noveld"
+    events_topic: str = "noveld.events"
+    dlq_topic: str = "noveld.dlq"
+    session_timeout_ms: int = Field(10_000, ge=1000)
+
+
 class RedisSettings(_Section):
     """Redis state store (instead of the in-process store with snapshots)."""
 
@@ -115,6 +126,7 @@ class Settings(BaseSettings):
     tokenizer: TokenizerSettings = TokenizerSettings()
     state: StateSettings = StateSettings()
     redis: RedisSettings = RedisSettings()
+    kafka: KafkaSettings = KafkaSettings()
 
     def dlq_path(self) -> Path:
         """Where dead letters go in embedded mode."""

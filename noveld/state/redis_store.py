@@ -66,6 +66,14 @@ class RedisStore:
             self.epochs[key] = int(epoch)
         return dict(self.epochs)
 
+    def claim_keys(self, partition_keys: list[str]) -> None:
+        """:meth:`claim` without the result (a rebalance callback)."""
+        self.claim(partition_keys)
+
+    def stored_offset(self, partition_key: str) -> int:
+        """Next offset of a partition as committed with the state (0 if never seen)."""
+        return int(self.client.hget(self.keys["offsets"], partition_key) or 0)
+
     def release(self, partition_keys: list[str]) -> None:
         """Forget partitions this writer no longer owns (it can no longer commit them)."""
         for key in partition_keys:

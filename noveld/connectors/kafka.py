@@ -1,0 +1,200 @@
+"""Kafka source and sinks (kafka-python, DESIGN §7).
+
+The source consumes in a consumer group with manual offsets: on assignment it seeks every
+partition to the offset stored *with the model state* (not Kafka's committed one) and claims it
+in the store (fencing older owners); Kafka offsets are committed after the state commit, for lag
+tools only. Sinks: events keyed by cluster id, dead letters with provenance headers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.structs import OffsetAndMetadata
+
+from noveld.connectors.jsonl import Record
+from noveld.schema import InvalidReason, SourcePosition, format_rfc3339, trusted
+
+log = logging.getLogger("noveld.kafka")
+
+
+def partition_name(topic: str, partition: int) -> str:
+    """Offsets key of a topic-partition (same format as the state stores use)."""
+    return f"{topic}:{partition}"
+
+
+class KafkaSource:
+    """Batches of records from a topic; remembers where each partition's next batch starts."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        stored_offset: Callable[[str], int],
+        on_assign: Callable[[list[str]], None],
+        on_revoke: Callable[[list[str]], None],
+        session_timeout_ms: int = 10_000,
+        max_poll_records: int = 500,
+    ) -> None:
+        self.topic = topic
+        self._stored_offset = stored_offset
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self.expected: dict[str, int] = {}
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(session_timeout_ms // 6, 100),
+            max_poll_records=max_poll_records,
+        )
+        self.consumer.subscribe([topic], listener=_Listener(self))
+
+    def assigned(self, partitions: Sequence[TopicPartition]) -> None:
+        """Seek to the state's offsets and claim the partitions."""
+        keys = [partition_name(tp.topic, tp.partition) for tp in partitions]
+        self._on_assign(keys)
+        for tp, key in zip(partitions, keys, strict=True):
+            offset = self._stored_offset(key)
+            self.consumer.seek(tp, offset)
+            self.expected[key] = offset
+        log.info("assigned %s", keys)
+
+    def revoked(self, partitions: Sequence[TopicPartition]) -> None:
+        """Forget partitions another member now owns."""
+        keys = [partition_name(tp.topic, tp.partition) for tp in partitions]
+        for key in keys:
+            self.expected.pop(key, None)
+        self._on_revoke(keys)
+
+    def read_batch(self, max_docs: int, max_wait_ms: int) -> list[Record]:
+        """Up to ``max_docs`` records (possibly none) within ``max_wait_ms``."""
+        polled = self.consumer.poll(timeout_ms=max_wait_ms, max_records=max_docs)
+        out: list[Record] = []
+        for tp, msgs in polled.items():
+            for msg in msgs:
+                ts = (
+                    format_rfc3339(msg.timestamp / 1000)
+                    if msg.timestamp and msg.timestamp > 0
+                    else None
+                )
+                pos = trusted(
+                    SourcePosition,
+                    {"topic": tp.topic, "partition": tp.partition, "offset": msg.offset, "ts": ts},
+                )
+                out.append(Record(msg.value if msg.value is not None else b"", pos))
+        return out
+
+    def offsets_of(self, records: Sequence[Record]) -> tuple[dict[str, int], dict[str, int]]:
+        """(first, next) offsets of a batch per partition; first is where the last batch ended
+        (or the seek), so gaps in Kafka offsets (compaction, transactions) are harmless."""
+        nxt: dict[str, int] = {}
+        for r in records:
+            key = partition_name(r.position.topic, r.position.partition)
+            nxt[key] = max(nxt.get(key, 0), r.position.offset + 1)
+        first = {k: self.expected.get(k, 0) for k in nxt}
+        return first, nxt
+
+    def advance(self, nxt: dict[str, int]) -> None:
+        """After a state commit: remember the next offsets and commit them to Kafka (advisory)."""
+        self.expected.update(nxt)
+        offsets = {}
+        for key, off in nxt.items():
+            topic, part = key.rsplit(":", 1)
+            offsets[TopicPartition(topic, int(part))] = OffsetAndMetadata(off, "", -1)
+        try:
+            self.consumer.commit(offsets)
+        except Exception as exc:  # advisory only: the state store holds the real offsets
+            log.warning("Kafka offset commit failed (state is safe): %s", exc)
+
+    def lag(self) -> dict[str, int]:
+        """Messages behind the end of each assigned partition."""
+        parts = list(self.consumer.assignment())
+        if not parts:
+            return {}
+        ends = self.consumer.end_offsets(parts)
+        return {
+            partition_name(tp.topic, tp.partition): max(
+                ends[tp] - self.expected.get(partition_name(tp.topic, tp.partition), 0), 0
+            )
+            for tp in parts
+        }
+
+    def close(self) -> None:
+        """Leave the group."""
+        self.consumer.close()
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, source: KafkaSource) -> None:
+        self.source = source
+
+    def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        self.source.revoked(revoked)
+
+    def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        self.source.assigned(assigned)
+
+
+class KafkaEvents:
+    """Event sink: one message per event on the events topic, keyed by cluster id."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5)
+
+    def publish(self, events: Sequence[dict[str, Any]]) -> None:
+        """Send and wait for the broker's acknowledgement of every event."""
+        futures = [
+            self.producer.send(
+                self.topic,
+                key=str(e["cluster_id"]).encode(),
+                value=json.dumps(e, separators=(",", ":")).encode(),
+            )
+            for e in events
+        ]
+        self.producer.flush()
+        for f in futures:
+            f.get(timeout=30)
+
+    def close(self) -> None:
+        """Flush and close."""
+        self.producer.close()
+
+
+class KafkaDeadLetters:
+    """Dead-letter sink: the raw bytes with ``error``/``source_*`` headers on the DLQ topic."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5)
+        self.count = 0
+
+    def send(self, record: Record, reason: InvalidReason, detail: str) -> None:
+        """Queue one dead letter (delivered by :meth:`flush`)."""
+        pos = record.position
+        headers = [
+            ("error", str(reason).encode()),
+            ("detail", detail.encode()[:1000]),
+            ("source_topic", pos.topic.encode()),
+            ("source_partition", str(pos.partition).encode()),
+            ("source_offset", str(pos.offset).encode()),
+        ]
+        self.producer.send(self.topic, value=record.raw, headers=headers)
+        self.count += 1
+
+    def flush(self) -> None:
+        """Wait until every dead letter is acknowledged (before its offset is committed)."""
+        self.producer.flush()
+
+    def close(self) -> None:
+        """Flush and close."""
+        self.producer.close()

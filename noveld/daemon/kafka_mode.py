@@ -1,0 +1,91 @@
+"""Production mode: documents from a Kafka topic, state in Redis, events and dead letters on
+Kafka topics (DESIGN §3). Same Pipeline as the embedded default; only the I/O differs."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from noveld.connectors.kafka import KafkaDeadLetters, KafkaEvents, KafkaSource
+from noveld.daemon.embedded import (
+    EXIT_CIRCUIT_OPEN,
+    EXIT_OK,
+    EXIT_STATE_DIVERGED,
+    UserError,
+    default_store,
+    graceful_stop,
+)
+from noveld.daemon.pipeline import CircuitOpen, Pipeline, StateDiverged
+from noveld.daemon.progress import Progress
+from noveld.daemon.settings import Settings
+from noveld.state.base import FingerprintMismatch
+from noveld.state.redis_store import RedisStore
+
+
+def run_kafka(
+    settings: Settings, progress_out: IO[str] | None = sys.stderr
+) -> tuple[int, Progress]:
+    """Consume until SIGINT/SIGTERM (or the circuit breaker), committing every batch."""
+    k = settings.kafka
+    if not k.input_topic:
+        raise UserError("Kafka mode needs --input-topic (or NOVELD_KAFKA__INPUT_TOPIC)")
+    if settings.redis.url is None:
+        raise UserError(
+            "Kafka mode keeps its state in Redis: give --redis-url (or NOVELD_REDIS__URL)"
+        )
+    store = default_store(settings)
+    assert isinstance(store, RedisStore)
+    bootstrap = str(k.bootstrap_servers)
+    try:
+        events = KafkaEvents(bootstrap, k.events_topic)
+        dead = KafkaDeadLetters(bootstrap, k.dlq_topic)
+    except Exception as exc:  # kafka-python raises NoBrokersAvailable and friends
+        raise UserError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+    try:
+        pipeline = Pipeline(settings, store, events, dead)
+    except FingerprintMismatch as exc:
+        raise UserError(str(exc)) from exc
+    source = KafkaSource(
+        bootstrap,
+        k.input_topic,
+        k.group,
+        store.stored_offset,
+        store.claim_keys,
+        store.release,
+        session_timeout_ms=k.session_timeout_ms,
+        max_poll_records=settings.batch.max_docs,
+    )
+    progress = Progress(progress_out, settings.progress_interval_s)
+    code = EXIT_OK
+    with graceful_stop() as stop:
+        try:
+            while not stop.is_set():
+                records = source.read_batch(settings.batch.max_docs, settings.batch.max_wait_ms)
+                if not records:
+                    continue
+                first, nxt = source.offsets_of(records)
+                try:
+                    rep = pipeline.step(records, first, nxt)
+                except StateDiverged as exc:
+                    if progress_out is not None:
+                        progress_out.write(f"noveld: error: {exc}\n")
+                    code = EXIT_STATE_DIVERGED
+                    break
+                except CircuitOpen as exc:
+                    progress.update(exc.report)
+                    if progress_out is not None:
+                        progress_out.write(
+                            f"noveld: circuit breaker open: {exc}; dead letters "
+                            f"are on topic {k.dlq_topic}\n"
+                        )
+                    code = EXIT_CIRCUIT_OPEN
+                    break
+                source.advance(nxt)
+                progress.update(rep)
+        finally:
+            pipeline.flush()
+            dead.flush()
+            source.close()
+            events.close()
+            dead.close()
+    return code, progress

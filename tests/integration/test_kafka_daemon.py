@@ -1,0 +1,153 @@
+"""`noveld run` in production mode: real broker (tansu), real Redis, the daemon a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from harness import TEST_SESSION_TIMEOUT_MS
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from noveld.state.redis_store import RedisStore
+from noveld.synth import SynthConfig, generate
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
+N_DOCS = 2000
+POISON_AT = 500
+
+
+def consume_all(
+    bootstrap: str, topic: str, expect_at_least: int, timeout_s: float = 20
+) -> list[Any]:
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+    )
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out += list(consumer)
+        if len(out) >= expect_at_least:
+            break
+    consumer.close()
+    return out
+
+
+def wait_for_docs(
+    client: redis.Redis, ns: str, n: int, proc: subprocess.Popen[str], timeout_s: float = 120
+) -> dict[str, int]:
+    deadline = time.monotonic() + timeout_s
+    counters: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        counters = {
+            k.decode(): int(v) for k, v in client.hgetall(f"noveld:{{{ns}}}:counters").items()
+        }
+        if counters.get("docs", 0) + counters.get("invalid", 0) >= n:
+            return counters
+        time.sleep(0.2)
+    raise AssertionError(f"daemon did not drain the topic in time: {counters}")
+
+
+def start_daemon(
+    bootstrap: str, redis_url: str, ns: str, topics: dict[str, str]
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            *NOVELD,
+            "run",
+            "--kafka-bootstrap",
+            bootstrap,
+            "--input-topic",
+            topics["in"],
+            "--events-topic",
+            topics["events"],
+            "--dlq-topic",
+            topics["dlq"],
+            "--group",
+            ns,
+            "--redis-url",
+            redis_url,
+            "--namespace",
+            ns,
+            "--session-timeout-ms",
+            str(TEST_SESSION_TIMEOUT_MS),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "200"},
+    )
+
+
+def stop(proc: subprocess.Popen[str]) -> str:
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert time.monotonic() - t0 < 20
+    assert "Traceback" not in err
+    return err
+
+
+def test_daemon_drains_topic_commits_to_redis_and_publishes(
+    kafka_bootstrap: str, redis_url: str
+) -> None:
+    ns = f"k{uuid.uuid4().hex[:6]}"
+    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    for i, doc in enumerate(generate(SynthConfig(n_docs=N_DOCS - 1, n_stories=12, seed=4))):
+        if i == POISON_AT:
+            producer.send(topics["in"], value=b"{not json")
+        producer.send(topics["in"], value=json.dumps(doc).encode())
+    producer.flush()
+    producer.close()
+
+    client = redis.Redis.from_url(redis_url)
+    proc = start_daemon(kafka_bootstrap, redis_url, ns, topics)
+    counters = wait_for_docs(client, ns, N_DOCS, proc)
+    stop(proc)
+    assert counters["docs"] == N_DOCS - 1 and counters["invalid"] == 1
+
+    state = RedisStore(client, ns).read()
+    assert state is not None
+    assert state.offsets == {f"{topics['in']}:0": N_DOCS}
+    assert state.stats.mass(state.stats.active_slots()).sum() == pytest.approx(N_DOCS - 1)
+    assert RedisStore(client, ns).outbox_length() == 0
+
+    events = [
+        json.loads(m.value)
+        for m in consume_all(kafka_bootstrap, topics["events"], counters["births"])
+    ]
+    born = [e for e in events if e["type"] == "cluster.born"]
+    assert len({e["event_id"] for e in born}) == counters["births"] > 0
+    assert all(e["born_at"]["topic"] == topics["in"] for e in born)
+
+    dead = consume_all(kafka_bootstrap, topics["dlq"], 1)
+    assert len(dead) == 1
+    headers = {k: v.decode() for k, v in dead[0].headers}
+    assert dead[0].value == b"{not json"
+    assert headers["error"] == "not_json" and headers["source_offset"] == str(POISON_AT)
+
+    # a restart resumes from Redis: nothing is read twice
+    proc = start_daemon(kafka_bootstrap, redis_url, ns, topics)
+    time.sleep(TEST_SESSION_TIMEOUT_MS / 1000 + 2)
+    stop(proc)
+    again = RedisStore(client, ns).read()
+    assert again is not None and again.counters == state.counters
