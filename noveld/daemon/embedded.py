@@ -126,6 +126,33 @@ def redacted(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path}"
 
 
+def step_or_stop(
+    pipeline: Pipeline,
+    records: Sequence[Record],
+    first: dict[str, int],
+    nxt: dict[str, int],
+    progress: Progress,
+    progress_out: IO[str] | None,
+    dlq_where: str,
+) -> int:
+    """One pipeline step; EXIT_OK to go on, or the exit code after explaining why to stop."""
+    try:
+        progress.update(pipeline.step(records, first, nxt))
+        return EXIT_OK
+    except StateDiverged as exc:
+        if progress_out is not None:
+            progress_out.write(f"noveld: error: {exc}\n")
+        return EXIT_STATE_DIVERGED
+    except CircuitOpen as exc:
+        progress.update(exc.report)
+        if progress_out is not None:
+            progress_out.write(
+                f"noveld: circuit breaker open: {exc}. The last invalid records are "
+                f"{dlq_where}; fix the producer, then run again to resume.\n"
+            )
+        return EXIT_CIRCUIT_OPEN
+
+
 def run_file(
     settings: Settings,
     input_path: str,
@@ -185,24 +212,18 @@ def run_file(
                         break
                     continue
                 nxt = source.next_offset
-                try:
-                    rep = pipeline.step(records, {key: first}, {key: nxt})
-                except StateDiverged as exc:
-                    if progress_out is not None:
-                        progress_out.write(f"noveld: error: {exc}\n")
-                    code = EXIT_STATE_DIVERGED
-                    break
-                except CircuitOpen as exc:
-                    progress.update(exc.report)
-                    if progress_out is not None:
-                        progress_out.write(
-                            f"noveld: circuit breaker open: {exc}. The last invalid records are "
-                            f"in {dlq_path}; fix the producer, then run again to resume.\n"
-                        )
-                    code = EXIT_CIRCUIT_OPEN
+                code = step_or_stop(
+                    pipeline,
+                    records,
+                    {key: first},
+                    {key: nxt},
+                    progress,
+                    progress_out,
+                    f"in {dlq_path}",
+                )
+                if code != EXIT_OK:
                     break
                 first = nxt
-                progress.update(rep)
         finally:
             pipeline.flush()
             dlq.flush()

@@ -8,14 +8,13 @@ from typing import IO
 
 from noveld.connectors.kafka import KafkaDeadLetters, KafkaEvents, KafkaSource
 from noveld.daemon.embedded import (
-    EXIT_CIRCUIT_OPEN,
     EXIT_OK,
-    EXIT_STATE_DIVERGED,
     UserError,
     default_store,
     graceful_stop,
+    step_or_stop,
 )
-from noveld.daemon.pipeline import CircuitOpen, Pipeline, StateDiverged
+from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.state.base import FingerprintMismatch
@@ -64,24 +63,12 @@ def run_kafka(
                 if not records:
                     continue
                 first, nxt = source.offsets_of(records)
-                try:
-                    rep = pipeline.step(records, first, nxt)
-                except StateDiverged as exc:
-                    if progress_out is not None:
-                        progress_out.write(f"noveld: error: {exc}\n")
-                    code = EXIT_STATE_DIVERGED
-                    break
-                except CircuitOpen as exc:
-                    progress.update(exc.report)
-                    if progress_out is not None:
-                        progress_out.write(
-                            f"noveld: circuit breaker open: {exc}; dead letters "
-                            f"are on topic {k.dlq_topic}\n"
-                        )
-                    code = EXIT_CIRCUIT_OPEN
+                code = step_or_stop(
+                    pipeline, records, first, nxt, progress, progress_out, f"on topic {k.dlq_topic}"
+                )
+                if code != EXIT_OK:
                     break
                 source.advance(nxt)
-                progress.update(rep)
         finally:
             pipeline.flush()
             dead.flush()

@@ -24,8 +24,8 @@ def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     """Run a test once with the stdlib json path and once with the orjson fast path."""
     if request.param == "stdlib":
         monkeypatch.setattr(decode, "_orjson_loads", None)
-    elif decode._orjson_loads is None:
-        pytest.skip("orjson not installed")
+    else:
+        assert decode._orjson_loads is not None, "orjson is a runtime dependency"
     yield str(request.param)
 
 
