@@ -104,6 +104,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("state", "dir", getattr(ns, "state_dir", None))
     put("state", "snapshot_interval_s", getattr(ns, "snapshot_interval", None))
     put("redis", "url", getattr(ns, "redis_url", None))
+    put(None, "metrics_port", getattr(ns, "metrics_port", None))
     put("kafka", "bootstrap_servers", getattr(ns, "kafka_bootstrap", None))
     put("kafka", "input_topic", getattr(ns, "input_topic", None))
     put("kafka", "group", getattr(ns, "group", None))
@@ -144,6 +145,22 @@ def _cmd_run(ns: argparse.Namespace) -> int:
             )
         )
     return code
+
+
+def _cmd_check(ns: argparse.Namespace) -> int:
+    import urllib.error
+    import urllib.request
+
+    path = "/readyz" if ns.ready else "/healthz"
+    url = f"http://{ns.host}:{ns.metrics_port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            ok = resp.status == 200
+    except (urllib.error.URLError, OSError) as exc:
+        sys.stderr.write(f"noveld check: {url}: {exc}\n")
+        return 1
+    print(f"noveld check: {path} {'ok' if ok else 'failing'}")
+    return 0 if ok else 1
 
 
 def _cmd_config_show(ns: argparse.Namespace) -> int:
@@ -214,6 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     kg.add_argument("--events-topic", help="topic for novelty events (default noveld.events)")
     kg.add_argument("--dlq-topic", help="topic for dead letters (default noveld.dlq)")
     kg.add_argument("--session-timeout-ms", type=int, help="consumer session timeout (10000)")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve /metrics, /healthz and /readyz on this port (0 = any free)",
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     _add_common(run)
     run.set_defaults(func=_cmd_run)
@@ -224,6 +246,17 @@ def build_parser() -> argparse.ArgumentParser:
     from noveld.daemon.cli_state import add_state_commands
 
     add_state_commands(sub)
+
+    chk = sub.add_parser(
+        "check",
+        help="health check of a running daemon (exit 0 healthy, 1 not)",
+        description="GET /healthz (or /readyz with --ready) of a daemon started with "
+        "--metrics-port; for container HEALTHCHECKs and probes.",
+    )
+    chk.add_argument("--metrics-port", type=int, required=True)
+    chk.add_argument("--host", default="127.0.0.1")
+    chk.add_argument("--ready", action="store_true", help="check /readyz instead")
+    chk.set_defaults(func=_cmd_check)
 
     cfg = sub.add_parser("config", help="configuration tools")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True, metavar="ACTION")

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from noveld.connectors.decode import Invalid
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
+from noveld.daemon.metrics import Metrics, MetricsServer
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -126,6 +127,22 @@ def redacted(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path}"
 
 
+def start_metrics(
+    settings: Settings, pipeline: Pipeline
+) -> tuple[Metrics | None, MetricsServer | None]:
+    """Metrics and their HTTP server when ``metrics_port`` is set (0 = any free port)."""
+    if settings.metrics_port is None:
+        return None, None
+    metrics = Metrics(pipeline.model.kind)
+    metrics.clusters_active.set(int(pipeline.state.stats.alive.sum()))
+    try:
+        server = MetricsServer(metrics, settings.metrics_port).start()
+    except OSError as exc:
+        raise UserError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
+    metrics.ready = True
+    return metrics, server
+
+
 def step_or_stop(
     pipeline: Pipeline,
     records: Sequence[Record],
@@ -134,12 +151,18 @@ def step_or_stop(
     progress: Progress,
     progress_out: IO[str] | None,
     dlq_where: str,
+    metrics: Metrics | None = None,
 ) -> int:
     """One pipeline step; EXIT_OK to go on, or the exit code after explaining why to stop."""
     try:
-        progress.update(pipeline.step(records, first, nxt))
+        rep = pipeline.step(records, first, nxt)
+        progress.update(rep)
+        if metrics is not None:
+            metrics.observe(rep)
         return EXIT_OK
     except StateDiverged as exc:
+        if metrics is not None:
+            metrics.fenced.inc()
         if progress_out is not None:
             progress_out.write(f"noveld: error: {exc}\n")
         return EXIT_STATE_DIVERGED
@@ -199,6 +222,7 @@ def run_file(
         raise UserError(f"cannot read input {input_path}: {exc}") from exc
     progress = Progress(progress_out, settings.progress_interval_s)
     progress.clusters = int(pipeline.state.stats.alive.sum())
+    metrics, server = start_metrics(settings, pipeline)
     if on_start is not None:
         on_start(pipeline)
     code = EXIT_OK
@@ -207,6 +231,8 @@ def run_file(
             first = source.next_offset
             while not stop.is_set():
                 records = source.read_batch(settings.batch.max_docs)
+                if metrics is not None:
+                    metrics.turn()
                 if not records:
                     if source.exhausted:
                         break
@@ -220,6 +246,7 @@ def run_file(
                     progress,
                     progress_out,
                     f"in {dlq_path}",
+                    metrics,
                 )
                 if code != EXIT_OK:
                     break
@@ -228,4 +255,6 @@ def run_file(
             pipeline.flush()
             dlq.flush()
             source.close()
+            if server is not None:
+                server.stop()
     return code, progress, pipeline

@@ -12,6 +12,7 @@ from noveld.daemon.embedded import (
     UserError,
     default_store,
     graceful_stop,
+    start_metrics,
     step_or_stop,
 )
 from noveld.daemon.pipeline import Pipeline
@@ -55,24 +56,39 @@ def run_kafka(
         max_poll_records=settings.batch.max_docs,
     )
     progress = Progress(progress_out, settings.progress_interval_s)
+    metrics, server = start_metrics(settings, pipeline)
     code = EXIT_OK
     with graceful_stop() as stop:
         try:
             while not stop.is_set():
                 records = source.read_batch(settings.batch.max_docs, settings.batch.max_wait_ms)
+                if metrics is not None:
+                    metrics.turn()
+                    metrics.ready = bool(source.expected)  # partitions assigned
                 if not records:
                     continue
                 first, nxt = source.offsets_of(records)
                 code = step_or_stop(
-                    pipeline, records, first, nxt, progress, progress_out, f"on topic {k.dlq_topic}"
+                    pipeline,
+                    records,
+                    first,
+                    nxt,
+                    progress,
+                    progress_out,
+                    f"on topic {k.dlq_topic}",
+                    metrics,
                 )
                 if code != EXIT_OK:
                     break
                 source.advance(nxt)
+                if metrics is not None:
+                    metrics.set_lag(source.lag())
         finally:
             pipeline.flush()
             dead.flush()
             source.close()
             events.close()
             dead.close()
+            if server is not None:
+                server.stop()
     return code, progress

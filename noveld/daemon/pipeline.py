@@ -97,7 +97,9 @@ class BatchReport:
     valid: int = 0
     invalid: int = 0
     births: int = 0
+    model_births: int = 0
     retired: int = 0
+    outbox_pending: int = 0
     replayed: bool = False
     clusters_active: int = 0
     log_predictive_per_token: float = float("nan")
@@ -215,6 +217,7 @@ class Pipeline:
             events = [self._born_event(c) for c in confirmed]
             events += self._retired_events(result.retired, positions[-1])
             rep.births = len(confirmed)
+            rep.model_births = len(result.born)
             rep.retired = len(result.retired)
             delta = result.delta
             if self.observer is not None:
@@ -251,7 +254,7 @@ class Pipeline:
         if self.store.flush_due():
             self.flush()
         t4 = time.perf_counter()
-        self.publish_pending()
+        rep.outbox_pending = self.publish_pending()
         t5 = time.perf_counter()
         rep.clusters_active = int(self.state.stats.alive.sum())
         rep.stage_seconds = {
@@ -269,12 +272,14 @@ class Pipeline:
             )
         return rep
 
-    def publish_pending(self) -> None:
-        """Deliver committed events from the outbox and acknowledge them."""
+    def publish_pending(self) -> int:
+        """Deliver committed events from the outbox, acknowledge them; returns how many are
+        still pending (0 unless delivery raised)."""
         pending = self.store.outbox_pending()
         if pending:
             self.events.publish(pending)
             self.store.ack([e["event_id"] for e in pending])
+        return 0
 
     def flush(self) -> None:
         """Make the committed state durable (snapshot)."""

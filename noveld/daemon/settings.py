@@ -118,6 +118,7 @@ class Settings(BaseSettings):
     input: str | None = None
     dlq: Path | None = None
     progress_interval_s: float = Field(2.0, gt=0)
+    metrics_port: int | None = Field(None, ge=0, le=65535)
     model: ModelSettings = ModelSettings()
     batch: BatchSettings = BatchSettings()
     novelty: NoveltySettings = NoveltySettings()

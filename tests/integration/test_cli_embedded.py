@@ -440,3 +440,72 @@ def test_unreachable_redis_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert out.returncode == 2 and "cannot reach Redis" in out.stderr
     assert "pw" not in out.stderr and "Traceback" not in out.stderr
+
+
+DESIGN_METRICS = [
+    "noveld_documents_total",
+    "noveld_batches_total",
+    "noveld_batch_duration_seconds",
+    "noveld_stage_duration_seconds",
+    "noveld_clusters_active",
+    "noveld_clusters_born_total",
+    "noveld_clusters_retired_total",
+    "noveld_clusters_merged_total",
+    "noveld_novelty_events_total",
+    "noveld_dlq_messages_total",
+    "noveld_replayed_batches_total",
+    "noveld_fenced_commits_total",
+    "noveld_outbox_pending_events",
+    "noveld_last_commit_timestamp_seconds",
+    "noveld_log_predictive_per_token",
+    "noveld_build_info",
+]
+
+
+def test_metrics_health_and_check_on_a_live_daemon(tmp_path: Path) -> None:
+    import select
+    import urllib.request
+
+    from harness import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            *NOVELD,
+            "run",
+            "--input",
+            "-",
+            "--metrics-port",
+            str(port),
+            "--dlq",
+            str(tmp_path / "d.jsonl"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    for i in range(6):
+        proc.stdin.write(json.dumps({"id": f"m{i}", "text": "quake tsunami warning coast"}) + "\n")
+    proc.stdin.write("not json\n")
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], 30.0)
+    assert ready, "no event"
+    proc.stdout.readline()
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for name in DESIGN_METRICS:
+        assert name in body, name
+    samples = dict(
+        line.rsplit(" ", 1) for line in body.splitlines() if line and not line.startswith("#")
+    )
+    assert float(samples['noveld_documents_total{outcome="born"}']) == 1
+    assert float(samples['noveld_documents_total{outcome="assigned"}']) == 5
+    assert float(samples['noveld_dlq_messages_total{reason="not_json"}']) == 1
+    assert float(samples["noveld_novelty_events_total"]) == 1
+    assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).status == 200
+    assert noveld("check", "--metrics-port", str(port), "--ready").returncode == 0
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert noveld("check", "--metrics-port", str(port)).returncode == 1  # nothing listening

@@ -1,0 +1,172 @@
+"""Prometheus metrics and health endpoints (DESIGN §8, contract).
+
+One HTTP server on ``--metrics-port`` serves ``/metrics`` (text format), ``/healthz`` (the batch
+loop turned recently) and ``/readyz`` (state loaded, input attached). Labels are bounded: never a
+cluster or document id.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from noveld import __version__
+from noveld.daemon.pipeline import BatchReport
+
+STAGES = ("decode", "featurize", "model", "commit", "publish")
+
+
+class Metrics:
+    """All noveld metrics in a private registry, updated once per batch."""
+
+    def __init__(self, model: str, clock: Callable[[], float] = time.monotonic) -> None:
+        r = self.registry = CollectorRegistry()
+        self._clock = clock
+        self.last_turn = clock()
+        self.ready = False
+        self.documents = Counter(
+            "noveld_documents", "Documents by outcome", ["outcome"], registry=r
+        )
+        self.batches = Counter("noveld_batches", "Batches processed", registry=r)
+        self.batch_duration = Histogram(
+            "noveld_batch_duration_seconds",
+            "Wall time of one batch",
+            registry=r,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.stage_duration = Histogram(
+            "noveld_stage_duration_seconds",
+            "Wall time of one batch stage",
+            ["stage"],
+            registry=r,
+            buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+        )
+        self.clusters_active = Gauge("noveld_clusters_active", "Live clusters", registry=r)
+        self.born = Counter("noveld_clusters_born", "Clusters opened by the model", registry=r)
+        self.retired = Counter("noveld_clusters_retired", "Clusters retired", registry=r)
+        self.merged = Counter("noveld_clusters_merged", "Clusters merged", registry=r)
+        self.novelty_events = Counter(
+            "noveld_novelty_events", "cluster.born events committed", registry=r
+        )
+        self.lag = Gauge(
+            "noveld_consumer_lag_messages",
+            "Messages behind the partition end",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.dlq = Counter("noveld_dlq_messages", "Dead letters by reason", ["reason"], registry=r)
+        self.replayed = Counter(
+            "noveld_replayed_batches", "Batches recognised as replays", registry=r
+        )
+        self.fenced = Counter("noveld_fenced_commits", "Commits refused by fencing", registry=r)
+        self.outbox = Gauge("noveld_outbox_pending_events", "Events not yet delivered", registry=r)
+        self.last_commit = Gauge(
+            "noveld_last_commit_timestamp_seconds", "Unix time of the last state commit", registry=r
+        )
+        self.log_pred = Gauge(
+            "noveld_log_predictive_per_token",
+            "Log predictive probability per token of the last batch",
+            registry=r,
+        )
+        build = Gauge("noveld_build_info", "Build information", ["version", "model"], registry=r)
+        build.labels(version=__version__, model=model).set(1)
+        for outcome in ("assigned", "born", "invalid", "replayed"):
+            self.documents.labels(outcome=outcome)
+        for stage in STAGES:
+            self.stage_duration.labels(stage=stage)
+
+    def turn(self) -> None:
+        """The loop is alive (called every iteration, idle or not)."""
+        self.last_turn = self._clock()
+
+    def observe(self, rep: BatchReport) -> None:
+        """Fold one batch report in."""
+        self.turn()
+        self.batches.inc()
+        if rep.replayed:
+            self.replayed.inc()
+            self.documents.labels(outcome="replayed").inc(rep.valid)
+        else:
+            self.documents.labels(outcome="born").inc(rep.model_births)
+            self.documents.labels(outcome="assigned").inc(rep.valid - rep.model_births)
+            self.last_commit.set(time.time())
+        self.documents.labels(outcome="invalid").inc(rep.invalid)
+        for reason, n in rep.invalid_reasons.items():
+            self.dlq.labels(reason=reason).inc(n)
+        self.batch_duration.observe(sum(rep.stage_seconds.values()))
+        for stage, sec in rep.stage_seconds.items():
+            self.stage_duration.labels(stage=stage).observe(sec)
+        self.clusters_active.set(rep.clusters_active)
+        self.outbox.set(rep.outbox_pending)
+        self.born.inc(rep.model_births)
+        self.retired.inc(rep.retired)
+        self.novelty_events.inc(rep.births)
+        if rep.log_predictive_per_token == rep.log_predictive_per_token:  # not NaN
+            self.log_pred.set(rep.log_predictive_per_token)
+
+    def set_lag(self, lag: dict[str, int]) -> None:
+        """Consumer lag per ``topic:partition``."""
+        for key, n in lag.items():
+            topic, part = key.rsplit(":", 1)
+            self.lag.labels(topic=topic, partition=part).set(n)
+
+    def healthy(self, max_idle_s: float = 60.0) -> bool:
+        """The loop turned within ``max_idle_s``."""
+        return self._clock() - self.last_turn <= max_idle_s
+
+
+class MetricsServer:
+    """Background HTTP server for /metrics, /healthz, /readyz."""
+
+    def __init__(self, metrics: Metrics, port: int, host: str = "0.0.0.0") -> None:
+        outer = metrics
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    self._reply(200, generate_latest(outer.registry), CONTENT_TYPE_LATEST)
+                elif self.path == "/healthz":
+                    ok = outer.healthy()
+                    self._reply(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
+                elif self.path == "/readyz":
+                    ok = outer.ready and outer.healthy()
+                    self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+                else:
+                    self._reply(404, b"not found\n")
+
+            def _reply(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass  # scrapes every few seconds would flood stderr
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.port = int(self.httpd.server_address[1])
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name="noveld-metrics", daemon=True
+        )
+
+    def start(self) -> MetricsServer:
+        """Serve in a daemon thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Shut the server down."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
