@@ -149,7 +149,9 @@ class KafkaEvents:
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5)
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", retries=5, bootstrap_timeout_ms=10_000
+        )
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
         """Send and wait for the broker's acknowledgement of every event."""
@@ -175,7 +177,9 @@ class KafkaDeadLetters:
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5)
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", retries=5, bootstrap_timeout_ms=10_000
+        )
         self.count = 0
 
     def send(self, record: Record, reason: InvalidReason, detail: str) -> None:

@@ -151,3 +151,46 @@ def test_daemon_drains_topic_commits_to_redis_and_publishes(
     stop(proc)
     again = RedisStore(client, ns).read()
     assert again is not None and again.counters == state.counters
+
+
+def test_produce_sends_every_line_and_reports(kafka_bootstrap: str, tmp_path: Any) -> None:
+    topic = f"p{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    admin.close()
+    src = tmp_path / "in.jsonl"
+    lines = [json.dumps({"id": f"x{i}", "text": f"word{i % 7} other"}) for i in range(300)]
+    src.write_text("\n".join(lines[:150]) + "\n\n" + "\n".join(lines[150:]) + "\n")
+    out = subprocess.run(
+        [*NOVELD, "produce", str(src), "--topic", topic, "--kafka-bootstrap", kafka_bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "sent 300 records" in out.stderr and "1 blank lines skipped" in out.stderr
+    got = [m.value.decode() for m in consume_all(kafka_bootstrap, topic, 300)]
+    assert got == lines
+
+
+def test_produce_to_unreachable_broker_is_a_clear_error(tmp_path: Any) -> None:
+    from harness import free_port
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "text": "b"}\n')
+    out = subprocess.run(
+        [
+            *NOVELD,
+            "produce",
+            str(src),
+            "--topic",
+            "t",
+            "--kafka-bootstrap",
+            f"127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and "cannot reach Kafka" in out.stderr
+    assert "Traceback" not in out.stderr
