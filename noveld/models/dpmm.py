@@ -54,6 +54,72 @@ def decay_factor(half_life_docs: float, n_docs: int) -> float:
     return float(2.0 ** (-n_docs / half_life_docs))
 
 
+def advance_documents(
+    stats: MultinomialStats, n_docs: int, half_life_docs: float, prune_below: float
+) -> None:
+    """Count ``n_docs`` more documents seen; under forgetting, prune faded words whenever the
+    count crosses a multiple of a quarter half-life.
+
+    Forgotten words leave the pool so memory stays bounded; pruning happens at fixed document
+    counts so a resumed or replaying process prunes exactly where a clean one does.
+    """
+    seen = int(stats.ictl[kern.DOCS_SEEN])
+    stats.ictl[kern.DOCS_SEEN] = seen + n_docs
+    if half_life_docs > 0:
+        period = max(int(half_life_docs / 4), 1)
+        if (seen + n_docs) // period > seen // period:
+            stats.compact(prune_below)
+
+
+def replay_delta(
+    stats: MultinomialStats,
+    delta: StatsDelta,
+    half_life_docs: float,
+    prune_below: float = DPMMConfig.prune_below,
+) -> None:
+    """Apply a batch's :class:`StatsDelta` to statistics, in the order ``partial_fit`` changed
+    them: decay, add the batch's counts (opening clusters unknown here), retire, count the
+    documents and prune on schedule.
+
+    This is how a restarted process rebuilds its model from a checkpoint plus the delta log, and
+    how a replica takes in the batches other replicas committed (DESIGN §6, scale-out). With
+    integer counts (no forgetting) the result equals the writer's statistics exactly.
+    """
+    stats.decay(delta.decay)
+    kmax = stats.kmax
+    slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
+    uids = delta.cluster_uids.tolist()
+    unknown = [u for u in uids if u not in slot_of]
+    vocab_size = int(delta.word_ids.max()) + 1 if delta.word_ids.shape[0] else 0
+    stats.reserve(len(unknown), int(delta.word_ids.shape[0]), vocab_size)
+    next_uid = int(stats.ictl[kern.NEXT_UID])
+    for u in unknown:
+        stats.ictl[kern.NEXT_UID] = u
+        k = kern.open_cluster(stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl)
+        stats.fresh[k] = False
+        slot_of[u] = k
+    stats.ictl[kern.NEXT_UID] = max([next_uid, *(u + 1 for u in delta.born_uids.tolist())])
+    slots = np.array([slot_of[u] for u in uids], dtype=np.int64)
+    inv = 1.0 / stats.scale
+    stats.m[slots] += delta.dm * inv
+    stats.ntok[slots] += delta.dntok * inv
+    kern.add_word_counts(
+        slots[delta.word_cluster],
+        delta.word_ids.astype(np.int64),
+        delta.word_count * inv,
+        stats.head,
+        stats.nxt,
+        stats.pk,
+        stats.pc,
+        stats.ictl,
+    )
+    gone = [slot_of[u] for u in delta.retired_uids.tolist() if u in slot_of]
+    if gone:
+        stats.retire(np.array(gone, dtype=np.int64))
+    n_docs = round(float(delta.dm.sum()))
+    advance_documents(stats, n_docs, half_life_docs, prune_below)
+
+
 def warm_up() -> None:
     """Compile (first run) or load (cached) the numba kernels on a throwaway state, so that
     timings of real work do not include JIT compilation."""
@@ -131,18 +197,15 @@ class DPMM:
         uids = stats.uid[assign]
         born = self._births(assign, stats, margin)
         retired = self._retire(stats)
-        seen = int(stats.ictl[kern.DOCS_SEEN])
-        stats.ictl[kern.DOCS_SEEN] = seen + nb
-        if cfg.half_life_docs > 0:
-            # Forgotten words leave the pool so memory stays bounded; pruning happens at fixed
-            # document counts (a quarter half-life) so a resumed run prunes where a clean one does.
-            period = max(int(cfg.half_life_docs / 4), 1)
-            if (seen + nb) // period > seen // period:
-                stats.compact(cfg.prune_below)
+        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below)
         delta = self._delta(batch, uids, f, born, retired)
         total_mass = float(stats.m[stats.alive].sum() * stats.scale) - nb
         lpt = self._log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb)
         return BatchResult(uids, born, retired, delta, lpt)
+
+    def apply_delta(self, stats: MultinomialStats, delta: StatsDelta) -> None:
+        """Replay another writer's batch (see :func:`replay_delta`)."""
+        replay_delta(stats, delta, self.config.half_life_docs, self.config.prune_below)
 
     def predict(self, batch: DocBatch, stats: MultinomialStats) -> np.ndarray:
         """MAP cluster uid of each document without changing the statistics (-1 = new)."""

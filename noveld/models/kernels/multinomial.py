@@ -542,3 +542,24 @@ def word_baseline(counts: np.ndarray, beta: float) -> float:
         if c > 1:
             s += log_rising(beta, c)
     return s
+
+
+@njit(cache=True)
+def add_word_counts(
+    slots: np.ndarray,
+    words: np.ndarray,
+    raw_counts: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    ictl: np.ndarray,
+) -> None:
+    """Add raw counts to the (word, slot) postings entries, allocating missing ones.
+
+    The replay half of a :class:`StatsDelta`: the pool must have room for ``words.shape[0]``
+    new entries (``MultinomialStats.reserve``).
+    """
+    for j in range(words.shape[0]):
+        e = find_or_alloc(words[j], slots[j], head, nxt, pk, pc, ictl)
+        pc[e] += raw_counts[j]
