@@ -94,6 +94,24 @@ class Vocabulary:
                     words.append(t)
         return out
 
+    def extend(self, words: Iterable[str]) -> None:
+        """Append words with the next ids (words another writer of the namespace added)."""
+        for w in words:
+            if w in self._index:
+                raise ValueError(f"word already in the vocabulary: {w!r}")
+            self._index[w] = len(self._words)
+            self._words.append(w)
+
+    def words_since(self, n: int) -> list[str]:
+        """The words with ids ≥ ``n``, in id order."""
+        return self._words[n:]
+
+    def truncate(self, n: int) -> None:
+        """Forget the words with ids ≥ ``n`` (ids handed out locally but not yet shared)."""
+        for w in self._words[n:]:
+            del self._index[w]
+        del self._words[n:]
+
     def to_list(self) -> list[str]:
         """Words in id order (a copy), for snapshots."""
         return list(self._words)

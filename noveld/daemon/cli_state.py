@@ -21,7 +21,7 @@ def summarize(state: NamespaceState, outbox_pending: int) -> dict[str, Any]:
         "invalid": state.counters.get("invalid", 0),
         "births": state.counters.get("births", 0),
         "batches": state.counters.get("batches", 0),
-        "clusters": int(stats.ictl[3]),
+        "clusters": state.counters.get("clusters", int(stats.ictl[3])),
         "active_clusters": int(slots.shape[0]),
         "mass": float(stats.mass(slots).sum()),
         "tokens": float((stats.ntok[slots] * stats.scale).sum()),

@@ -17,6 +17,7 @@ from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_r
 from noveld.connectors.jsonl import Record
 from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.novelty import Confirmation, NoveltyTracker
 from noveld.schema import (
@@ -156,7 +157,6 @@ class Pipeline:
         self.fields = FieldNames(**f.model_dump())
         self.limits = DecodeLimits(max_doc_bytes=settings.limits.max_doc_bytes)
         self.consecutive_invalid = 0
-        self._vocab_committed = len(self.vocab)
         self.publish_pending()
 
     # ---- public ---------------------------------------------------------------------------
@@ -185,7 +185,7 @@ class Pipeline:
                 key = partition_key(r.position.topic, r.position.partition)
                 next_offsets[key] = r.position.offset + 1
         t1 = time.perf_counter()
-        batch, empty = self.featurizer.featurize(docs)
+        batch, empty = self._featurize(docs)
         if empty:
             drop = set(empty)
             for i in sorted(drop):
@@ -203,6 +203,7 @@ class Pipeline:
         events: list[dict[str, Any]] = []
         delta = None
         if docs:
+            self.store.before_batch(self.state, first_offsets)
             result = self.model.partial_fit(batch, self.state.stats, rng)
             rep.log_predictive_per_token = result.log_predictive_per_token
             t3 = time.perf_counter()
@@ -226,21 +227,20 @@ class Pipeline:
             t3 = time.perf_counter()
         if rep.invalid:
             self.dead_letters.flush()
-        counters = {"docs": rep.valid, "invalid": rep.invalid, "births": rep.births, "batches": 1}
+        counters = {
+            "docs": rep.valid,
+            "invalid": rep.invalid,
+            "births": rep.births,
+            "clusters": rep.model_births,
+            "batches": 1,
+        }
         request = CommitRequest(first_offsets, next_offsets, delta, events, counters)
         if self.store.wants_batch_state:
-            request = replace(
-                request,
-                vocab_base=self._vocab_committed,
-                new_words=[
-                    self.vocab.word(i) for i in range(self._vocab_committed, len(self.vocab))
-                ],
-                novelty=self._novelty_json(),
-            )
+            request = replace(request, novelty=self._novelty_json())
         outcome = self.store.commit(self.state, request)
-        if outcome is CommitOutcome.COMMITTED:
-            self._vocab_committed = len(self.vocab)
-        elif self.store.wants_batch_state:
+        if len(self.state.vocab) > len(self.vocab):  # words other writers added
+            self.vocab.extend(self.state.vocab[len(self.vocab) :])
+        if outcome is not CommitOutcome.COMMITTED and self.store.wants_batch_state:
             raise StateDiverged(
                 f"the state store answered {outcome.value!r} for offsets {first_offsets}: "
                 + (
@@ -300,6 +300,21 @@ class Pipeline:
         return [(self.vocab.word(int(ws[i])), round(float(cs[i]) / total, 6)) for i in order]
 
     # ---- internals ------------------------------------------------------------------------
+    def _featurize(self, docs: list[Document]) -> tuple[DocBatch, list[int]]:
+        """Featurize, then give words new to this process their namespace-wide ids; if another
+        writer added words meanwhile, adopt its ids and featurize again."""
+        known = len(self.state.vocab)
+        batch, empty = self.featurizer.featurize(docs)
+        if len(self.vocab) == known:
+            return batch, empty
+        new_words = self.vocab.words_since(known)
+        shared = self.store.intern(self.state, known, new_words)
+        if shared != new_words:
+            self.vocab.truncate(known)
+            self.vocab.extend(shared)
+            batch, empty = self.featurizer.featurize(docs)
+        return batch, empty
+
     def _decode(
         self, records: Sequence[Record], rep: BatchReport
     ) -> tuple[list[Document], list[Record], int]:

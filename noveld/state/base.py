@@ -53,8 +53,6 @@ class CommitRequest:
     delta: StatsDelta | None
     events: list[dict[str, Any]]
     counters: dict[str, int]
-    vocab_base: int = 0
-    new_words: list[str] = field(default_factory=list)
     novelty: dict[str, Any] | None = None
 
 
@@ -64,8 +62,17 @@ class StateStore(Protocol):
     def load(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
         """The stored state, None if the namespace is new; FingerprintMismatch if incompatible."""
 
+    def intern(self, state: NamespaceState, known: int, new_words: list[str]) -> list[str]:
+        """Make ``new_words`` (unseen by the caller, whose vocabulary is ``state.vocab[:known]``)
+        part of the namespace's vocabulary; returns its words from ``known`` on, which differ
+        from ``new_words`` only when another writer added words meanwhile."""
+
+    def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
+        """Prepare the statistics for a batch from these partitions (cluster uid range)."""
+
     def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
-        """Apply a batch atomically (all or nothing)."""
+        """Apply a batch atomically (all or nothing); a shared store also applies what other
+        writers committed meanwhile to ``state``."""
 
     def flush(self, state: NamespaceState) -> None:
         """Make everything committed so far durable (snapshot / fsync)."""

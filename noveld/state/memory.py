@@ -91,6 +91,15 @@ class MemoryStore:
         self._outbox = outbox
         return state
 
+    def intern(self, state: NamespaceState, known: int, new_words: list[str]) -> list[str]:
+        """A private vocabulary: the new words get the next ids as they are."""
+        del state.vocab[known:]
+        state.vocab.extend(new_words)
+        return new_words
+
+    def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
+        """Nothing to prepare: one writer, one uid sequence."""
+
     def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
         """Record offsets, counters and events (the owner snapshots when :meth:`flush_due`)."""
         replay = check_offsets(state, request.first_offsets)

@@ -1,21 +1,35 @@
-"""Redis state store (DESIGN §6): statistics, offsets, fencing epochs and the event outbox of a
-namespace, all under the hash tag ``{ns}`` so one Lua script commits a batch atomically.
+"""Redis state store (DESIGN §6): a namespace's statistics as a checkpoint plus a log of packed
+batch deltas, with offsets, fencing epochs, the shared vocabulary and the event outbox, all under
+the hash tag ``{ns}`` so one Lua script commits a batch atomically.
 
-Layout (prefix ``noveld:{ns}:``): ``meta`` (fingerprint, scale, next_uid, docs_seen), ``counters``,
-``offsets``, ``epochs``, ``outbox`` (stream), ``cm`` / ``cn`` (cluster uid → raw document / token
-mass), ``cw:<uid>`` (word id → raw count), ``vocab`` (list, id = index), ``novelty`` (JSON).
+Layout (prefix ``noveld:{ns}:``):
+
+- ``meta`` — fingerprint, schema, ``seq`` (last log entry), ``ckpt_seq``
+- ``log`` — stream of packed :class:`StatsDelta` (entry id ``<seq>-1``, fields ``w`` writer, ``d``)
+- ``ckpt`` — the statistics as of ``ckpt_seq`` (see :mod:`noveld.state.codec`)
+- ``vocab`` / ``vocab_idx`` — word list (id = index) and word → id
+- ``offsets``, ``epochs`` — next offset and fencing epoch per ``topic:partition``
+- ``uidnext`` — next cluster counter per uid slot; ``counters``; ``novelty`` (JSON); ``outbox``
+
+A commit costs O(partitions + events) in Redis whatever the batch size: the delta travels as one
+string. Loading reads the checkpoint and replays the log after it. Writers take cluster uids from
+a slot (the lowest input partition of the batch, whose epoch they hold), so replicas sharing a
+namespace never hand out the same uid; each replica applies the others' deltas after its own
+commits (statistics are additive, DESIGN §6 scale-out).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from importlib.resources import files
 from typing import Any
 
-import numpy as np
 import redis
 
+from noveld.models.dpmm import replay_delta
+from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
 from noveld.state.base import (
     CommitOutcome,
@@ -23,9 +37,14 @@ from noveld.state.base import (
     FingerprintMismatch,
     NamespaceState,
 )
+from noveld.state.codec import decode_checkpoint, decode_delta, encode_checkpoint, encode_delta
 from noveld.state.memory import describe_mismatch
 
-_COMMIT_LUA = files("noveld.state").joinpath("commit.lua").read_text()
+SCHEMA = 2
+UID_SLOT_BITS = 40  # uid = slot << 40 | counter; partition 0's uids are plain counters
+CHECKPOINT_EVERY = 200  # log entries between checkpoints
+
+_LUA = files("noveld.state")
 _STATUS = {
     "committed": CommitOutcome.COMMITTED,
     "replay": CommitOutcome.REPLAY,
@@ -34,26 +53,59 @@ _STATUS = {
 
 
 class StoreConflict(RuntimeError):
-    """The stored state moved under this writer (offset gap, vocabulary race): reload."""
+    """The stored state moved under this writer (offset gap, shared uid slot): reload."""
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def uid_slot(partition_keys: list[str]) -> int:
+    """The uid slot of a batch: the lowest partition number among its inputs."""
+    parts = [int(k.rsplit(":", 1)[1]) for k in partition_keys if k.rsplit(":", 1)[-1].isdigit()]
+    return min(parts, default=0)
 
 
 class RedisStore:
     """A namespace's durable state in Redis; every batch is one atomic Lua commit."""
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(
+        self, client: redis.Redis, namespace: str, checkpoint_every: int = CHECKPOINT_EVERY
+    ) -> None:
         # redis-py's stubs type replies as unions of bytes/str/None; replies here are bytes
         self.client: Any = client
         self.namespace = namespace
         self.prefix = f"noveld:{{{namespace}}}:"
-        names = ["meta", "counters", "offsets", "epochs", "outbox", "cm", "cn", "vocab", "novelty"]
+        names = [
+            "meta",
+            "counters",
+            "offsets",
+            "epochs",
+            "outbox",
+            "log",
+            "uidnext",
+            "novelty",
+            "vocab",
+            "vocab_idx",
+            "ckpt",
+        ]
         self.keys = {n: self.prefix + n for n in names}
-        self._commit = client.register_script(_COMMIT_LUA)
+        self._commit = client.register_script(_LUA.joinpath("commit.lua").read_text())
+        self._intern = client.register_script(_LUA.joinpath("intern.lua").read_text())
+        self._checkpoint = client.register_script(_LUA.joinpath("checkpoint.lua").read_text())
+        self.checkpoint_every = checkpoint_every
+        self.writer = uuid.uuid4().hex[:12]
         self.epochs: dict[str, int] = {}
+        self.last_seq = 0  # log entries reflected in the caller's in-memory statistics
+        self.half_life_docs = 0.0
+        self._slot: int | None = None
+        self._uid_next = 0  # counter of the current slot
         self._stream_ids: dict[str, bytes] = {}
+        self.reloads = 0  # times this replica fell behind a checkpoint and reloaded
 
     @property
     def wants_batch_state(self) -> bool:
-        """Each commit carries new words and the novelty state."""
+        """Each commit carries the novelty state."""
         return True
 
     # ---- fencing --------------------------------------------------------------------------
@@ -64,6 +116,7 @@ class RedisStore:
             pipe.hincrby(self.keys["epochs"], key, 1)
         for key, epoch in zip(partition_keys, pipe.execute(), strict=True):
             self.epochs[key] = int(epoch)
+        self._slot = None  # ownership changed: re-read the uid slot counter
         return dict(self.epochs)
 
     def claim_keys(self, partition_keys: list[str]) -> None:
@@ -78,17 +131,19 @@ class RedisStore:
         """Forget partitions this writer no longer owns (it can no longer commit them)."""
         for key in partition_keys:
             self.epochs.pop(key, None)
+        self._slot = None
 
     # ---- load -----------------------------------------------------------------------------
     def load(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
         """The namespace's state (None if new); refuses an incompatible fingerprint."""
-        meta = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys["meta"]).items()}
+        meta = self._meta()
         wanted = json.dumps(fingerprint, sort_keys=True)
-        if not meta:
-            self.client.hsetnx(self.keys["meta"], "fingerprint", wanted)
-            meta = {
-                k.decode(): v.decode() for k, v in self.client.hgetall(self.keys["meta"]).items()
-            }
+        if "fingerprint" not in meta:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hsetnx(self.keys["meta"], "fingerprint", wanted)
+            pipe.hsetnx(self.keys["meta"], "schema", SCHEMA)
+            pipe.execute()
+            meta = self._meta()
         stored = json.loads(meta["fingerprint"])
         if stored != fingerprint:
             raise FingerprintMismatch(
@@ -96,99 +151,188 @@ class RedisStore:
                 f"settings ({describe_mismatch(stored, fingerprint)}); use another --namespace "
                 "or the original settings"
             )
-        if "scale" not in meta:
-            return None
-        return self._read_state(fingerprint, meta)
+        self._check_schema(meta)
+        return self._read_state(fingerprint)
 
     def read(self) -> NamespaceState | None:
         """The stored state with its own fingerprint, for inspection (None if absent)."""
-        meta = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys["meta"]).items()}
-        if "scale" not in meta:
+        meta = self._meta()
+        if "fingerprint" not in meta:
             return None
-        return self._read_state(json.loads(meta["fingerprint"]), meta)
+        self._check_schema(meta)
+        return self._read_state(json.loads(meta["fingerprint"]))
 
     def outbox_length(self) -> int:
         """Events not yet acknowledged."""
         return int(self.client.xlen(self.keys["outbox"]))
 
-    def _read_state(self, fingerprint: dict[str, Any], meta: dict[str, str]) -> NamespaceState:
-        c = self.client
-        cm = {int(k): float(v) for k, v in c.hgetall(self.keys["cm"]).items()}
-        cn = {int(k): float(v) for k, v in c.hgetall(self.keys["cn"]).items()}
-        uids = sorted(cm)
-        pipe = c.pipeline(transaction=False)
-        for uid in uids:
-            pipe.hgetall(f"{self.prefix}cw:{uid}")
-        words = []
-        for h in pipe.execute():
-            ws = np.array([int(k) for k in h], dtype=np.int64)
-            cs = np.array([float(v) for v in h.values()], dtype=np.float64)
-            order = np.argsort(ws)
-            words.append((ws[order], cs[order]))
-        vocab = [w.decode() for w in c.lrange(self.keys["vocab"], 0, -1)]
-        stats = MultinomialStats.from_clusters(
-            uids,
-            [cm[u] for u in uids],
-            [cn.get(u, 0.0) for u in uids],
-            words,
-            float(meta["scale"]),
-            int(meta.get("next_uid", 0)),
-            int(meta.get("docs_seen", 0)),
-            len(vocab),
-        )
-        novelty_raw = c.get(self.keys["novelty"])
+    def log_length(self) -> int:
+        """Delta log entries kept (since the checkpoint before last)."""
+        return int(self.client.xlen(self.keys["log"]))
+
+    def _meta(self) -> dict[str, str]:
+        return {_text(k): _text(v) for k, v in self.client.hgetall(self.keys["meta"]).items()}
+
+    def _check_schema(self, meta: dict[str, str]) -> None:
+        if int(meta.get("schema", SCHEMA)) != SCHEMA:
+            raise FingerprintMismatch(
+                f"namespace {self.namespace!r} uses storage schema {meta.get('schema')}, this "
+                f"noveld reads schema {SCHEMA}; export it with the older version and import it"
+            )
+
+    def _read_state(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
+        """Checkpoint + log replay, read in one transaction so a concurrent checkpoint cannot
+        trim entries between the two reads."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=True)
+        pipe.get(k["ckpt"])
+        pipe.xrange(k["log"], "-", "+")
+        pipe.lrange(k["vocab"], 0, -1)
+        pipe.get(k["novelty"])
+        pipe.hgetall(k["offsets"])
+        pipe.hgetall(k["counters"])
+        pipe.hget(k["meta"], "seq")
+        ckpt, log, vocab_raw, novelty_raw, offsets, counters, seq = pipe.execute()
+        if ckpt is None and not log and not offsets:
+            self.last_seq = 0
+            return None
+        self.half_life_docs = float(fingerprint.get("half_life_docs", 0.0))
+        if ckpt is not None:
+            stats, header = decode_checkpoint(ckpt)
+            at = int(header["seq"])
+        else:
+            stats, at = MultinomialStats(), 0
+        for entry_id, fields in log:
+            s = int(_text(entry_id).split("-")[0])
+            if s <= at:
+                continue
+            if s != at + 1:
+                raise StoreConflict(
+                    f"delta log of namespace {self.namespace!r} jumps from {at} to {s}: "
+                    "entries are missing (was the log trimmed by hand?)"
+                )
+            replay_delta(stats, decode_delta(fields[b"d"]), self.half_life_docs)
+            at = s
+        if at != int(seq or 0):
+            raise StoreConflict(f"log ends at {at} but meta says {int(seq or 0)}")
+        self.last_seq = at
         return NamespaceState(
             fingerprint=fingerprint,
             stats=stats,
-            vocab=vocab,
+            vocab=[_text(w) for w in vocab_raw],
             novelty=json.loads(novelty_raw) if novelty_raw else {},
-            offsets={k.decode(): int(v) for k, v in c.hgetall(self.keys["offsets"]).items()},
-            counters={k.decode(): int(v) for k, v in c.hgetall(self.keys["counters"]).items()},
+            offsets={_text(p): int(v) for p, v in offsets.items()},
+            counters={_text(c): int(v) for c, v in counters.items()},
         )
 
-    # ---- commit ---------------------------------------------------------------------------
+    # ---- per batch ------------------------------------------------------------------------
+    def intern(self, state: NamespaceState, known: int, new_words: list[str]) -> list[str]:
+        """Global ids for words this writer has not seen: returns the namespace's vocabulary
+        from index ``known`` on (``new_words`` in order unless another writer added words
+        meanwhile) and keeps ``state.vocab`` equal to it."""
+        tail = [
+            _text(w)
+            for w in self._intern(
+                keys=[self.keys["vocab"], self.keys["vocab_idx"]], args=[known, *new_words]
+            )
+        ]
+        del state.vocab[known:]
+        state.vocab.extend(tail)
+        return tail
+
+    def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
+        """Point the model's uid counter at this batch's uid slot."""
+        slot = uid_slot(list(first_offsets))
+        if slot != self._slot:
+            self._uid_next = int(self.client.hget(self.keys["uidnext"], str(slot)) or 0)
+            self._slot = slot
+        state.stats.ictl[kern.NEXT_UID] = (slot << UID_SLOT_BITS) + self._uid_next
+
     def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
-        """One atomic Lua call: fence, offsets check, vocabulary, delta, counters, outbox."""
-        d = request.delta
-        stats = state.stats
-        payload: dict[str, Any] = {
+        """One atomic Lua call: fence, offsets check, uid slot, log entry, counters, outbox;
+        then take in what other writers appended since this writer's previous commit."""
+        if request.delta is None:
+            slot, uid_end = -1, 0  # no document was seated: no uids were handed out
+        elif self._slot is None:
+            raise StoreConflict("before_batch() was not called for this batch's partitions")
+        else:
+            slot = self._slot
+            used = int(state.stats.ictl[kern.NEXT_UID]) - (slot << UID_SLOT_BITS)
+            uid_end = max(used, self._uid_next)
+        header = {
             "epochs": {k: self.epochs.get(k, 0) for k in request.first_offsets},
             "first": request.first_offsets,
             "next": request.next_offsets,
-            "vocab_base": request.vocab_base,
-            "new_words": request.new_words,
-            "decay": 1.0 if d is None else d.decay,
-            "clusters": [] if d is None else d.cluster_uids.tolist(),
-            "dm": [] if d is None else d.dm.tolist(),
-            "dn": [] if d is None else d.dntok.tolist(),
-            "wc": []
-            if d is None
-            else np.column_stack([d.word_cluster, d.word_ids, d.word_count])
-            .astype(np.int64 if np.all(d.word_count == np.round(d.word_count)) else np.float64)
-            .ravel()
-            .tolist(),
-            "retired": [] if d is None else d.retired_uids.tolist(),
-            "integral": d is None or bool(np.all(d.word_count == np.round(d.word_count))),
             "counters": request.counters,
-            "next_uid": int(stats.ictl[3]),
-            "docs_seen": int(stats.ictl[4]),
-            "novelty": json.dumps(request.novelty or {}),
-            "events": [
-                [e["event_id"], json.dumps(e, separators=(",", ":"))] for e in request.events
-            ],
+            "slot": slot,
+            "uid_start": self._uid_next if slot >= 0 else 0,
+            "uid_end": uid_end,
+            "writer": self.writer,
+            "last_seq": self.last_seq,
         }
-        status, detail = self._commit(
-            keys=list(self.keys.values()),
-            args=[json.dumps(payload, separators=(",", ":")), self.prefix + "cw:"],
+        blob = b"" if request.delta is None else encode_delta(request.delta)
+        events: list[str] = []
+        for e in request.events:
+            events += [e["event_id"], json.dumps(e, separators=(",", ":"))]
+        status, detail, seq, foreign = self._commit(
+            keys=[self.keys[n] for n in ("meta", "counters", "offsets", "epochs", "outbox")]
+            + [self.keys[n] for n in ("log", "uidnext", "novelty")],
+            args=[
+                json.dumps(header, separators=(",", ":")),
+                blob,
+                json.dumps(request.novelty or {}, separators=(",", ":")),
+                *events,
+            ],
         )
-        outcome = status.decode() if isinstance(status, bytes) else str(status)
+        outcome = _text(status)
         if outcome == "conflict":
-            raise StoreConflict(detail.decode() if isinstance(detail, bytes) else str(detail))
-        if outcome == "committed":
-            state.offsets.update(request.next_offsets)
-            for k, v in request.counters.items():
-                state.counters[k] = state.counters.get(k, 0) + v
-        return _STATUS[outcome]
+            raise StoreConflict(_text(detail))
+        if outcome != "committed":
+            return _STATUS[outcome]
+        if slot >= 0:
+            self._uid_next = uid_end
+        state.offsets.update(request.next_offsets)
+        for k, v in request.counters.items():
+            state.counters[k] = state.counters.get(k, 0) + v
+        seq, foreign = int(seq), int(foreign)
+        own = seq if blob else None
+        if foreign > 0:
+            self._apply_foreign(state, self.last_seq, seq if own is None else seq - 1)
+            if self.last_seq >= seq:  # reloaded: already includes everything up to seq
+                return CommitOutcome.COMMITTED
+        self.last_seq = seq
+        if own is not None and seq % self.checkpoint_every == 0:
+            self.checkpoint(state)
+        return CommitOutcome.COMMITTED
+
+    def _apply_foreign(self, state: NamespaceState, after: int, upto: int) -> None:
+        """Apply other writers' log entries (after, upto] to the in-memory statistics."""
+        entries = self.client.xrange(self.keys["log"], f"{after + 1}-0", f"{upto}-1")
+        seqs = [int(_text(i).split("-")[0]) for i, _ in entries]
+        if seqs != list(range(after + 1, upto + 1)):
+            # a checkpoint trimmed entries this replica had not read: start over from it
+            fresh = self._read_state(state.fingerprint)
+            if fresh is None:
+                raise StoreConflict(f"namespace {self.namespace!r} vanished while running")
+            state.stats, state.vocab = fresh.stats, fresh.vocab
+            self.reloads += 1
+            return
+        deltas = [decode_delta(fields[b"d"]) for _, fields in entries]
+        width = max((int(d.word_ids.max()) + 1 for d in deltas if d.word_ids.shape[0]), default=0)
+        if width > len(state.vocab):
+            self.intern(state, len(state.vocab), [])
+        for d in deltas:
+            replay_delta(state.stats, d, self.half_life_docs)
+
+    def checkpoint(self, state: NamespaceState) -> bool:
+        """Store the in-memory statistics as of ``last_seq`` and trim the log behind the
+        previous checkpoint; False if someone already checkpointed at or after it."""
+        blob = encode_checkpoint(state.stats, {"seq": self.last_seq, "vocab": len(state.vocab)})
+        written = self._checkpoint(
+            keys=[self.keys["meta"], self.keys["ckpt"], self.keys["log"]],
+            args=[self.last_seq, blob],
+        )
+        return bool(int(written))
 
     def flush(self, state: NamespaceState) -> None:
         """Commits are durable per the server's AOF policy; wait for the local fsync."""

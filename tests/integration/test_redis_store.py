@@ -162,9 +162,7 @@ def test_replay_and_fencing(redis_url: str, stream: Path, tmp_path: Path) -> Non
     key = f"{stream}:0"
     store.claim([key])
     before = dict(state.counters)
-    replay = CommitRequest(
-        {key: 2816}, {key: 3000}, None, [], {"docs": 184}, vocab_base=len(state.vocab)
-    )
+    replay = CommitRequest({key: 2816}, {key: 3000}, None, [], {"docs": 184})
     assert store.commit(state, replay) is CommitOutcome.REPLAY
     assert state.counters == before
     reloaded = RedisStore(client, "t").load(model_fingerprint(settings))
@@ -173,9 +171,7 @@ def test_replay_and_fencing(redis_url: str, stream: Path, tmp_path: Path) -> Non
     old_owner, new_owner = RedisStore(client, "t"), RedisStore(client, "t")
     old_owner.claim([key])
     new_owner.claim([key])  # a rebalance moved the partition
-    nxt = CommitRequest(
-        {key: 3000}, {key: 3001}, None, [], {"docs": 1}, vocab_base=len(state.vocab)
-    )
+    nxt = CommitRequest({key: 3000}, {key: 3001}, None, [], {"docs": 1})
     assert old_owner.commit(state, nxt) is CommitOutcome.FENCED
     assert new_owner.commit(state, nxt) is CommitOutcome.COMMITTED
     assert int(client.hget("noveld:{t}:offsets", key) or 0) == 3001

@@ -1,0 +1,18 @@
+-- noveld vocabulary interning: give words global ids, shared by every writer of a namespace.
+--
+-- KEYS[1] vocab      list: word id -> word
+-- KEYS[2] vocab_idx  hash: word -> word id
+-- ARGV[1] how many words the caller already knows (its vocabulary is vocab[0:known])
+-- ARGV[2..] words the caller has not seen, in first-seen order
+--
+-- Returns vocab[known:] after adding the unknown words: the caller's new words in order when it
+-- is the only writer, else also the words other writers added meanwhile.
+
+for i = 2, #ARGV do
+  local w = ARGV[i]
+  if redis.call('HEXISTS', KEYS[2], w) == 0 then
+    local n = redis.call('RPUSH', KEYS[1], w)
+    redis.call('HSET', KEYS[2], w, n - 1)
+  end
+end
+return redis.call('LRANGE', KEYS[1], tonumber(ARGV[1]), -1)
