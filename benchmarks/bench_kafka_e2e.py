@@ -4,7 +4,10 @@
 
 Starts a private tansu broker and Redis-protocol server (tests/harness.py), produces the data,
 starts the daemon and measures the time from its first committed batch until the topic is
-drained (so consumer-group join time is excluded and reported separately).
+drained (so consumer-group join time is excluded and reported separately). The commit-stage p99
+is read from the daemon's own ``noveld_stage_duration_seconds`` histogram (an upper bucket
+bound). Then lag recovery: the daemon is SIGKILLed, more data is produced while it is down, and
+the time from restart until it has caught up is reported.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import redis
@@ -25,7 +29,45 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import DEFAULT_DATA, machine  # noqa: E402
-from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, RedisServer  # noqa: E402
+from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, RedisServer, free_port  # noqa: E402
+
+
+def commit_p99_bound(port: int) -> float:
+    """Smallest bucket bound of the commit-stage histogram holding ≥ 99 % of the batches."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith("noveld_stage_duration_seconds_bucket") and 'stage="commit"' in line:
+            le = line.split('le="')[1].split('"')[0]
+            buckets.append((float(le), float(line.rsplit(" ", 1)[1])))
+    total = max(c for _, c in buckets)
+    return min(le for le, c in buckets if c >= 0.99 * total)
+
+
+def produce(bootstrap: str, lines: list[bytes]) -> float:
+    t0 = time.perf_counter()
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=256 * 1024
+    )
+    for line in lines:
+        producer.send("in", value=line)
+    producer.flush()
+    producer.close()
+    return time.perf_counter() - t0
+
+
+def wait_docs(client: redis.Redis, n: int) -> tuple[float, int]:
+    """Poll the committed document count until it reaches n; (time of first change, count then)."""
+    start = int(client.hget("noveld:{bench}:counters", "docs") or 0)
+    first: tuple[float, int] | None = None
+    done = start
+    while done < n:
+        done = int(client.hget("noveld:{bench}:counters", "docs") or 0)
+        if done > start and first is None:
+            first = (time.perf_counter(), done)
+        time.sleep(0.02)
+    assert first is not None
+    return first
 
 
 def main() -> None:
@@ -40,16 +82,9 @@ def main() -> None:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         admin.create_topics([NewTopic(t, 1, 1) for t in ("in", "events", "dlq")])
         admin.close()
-        t0 = time.perf_counter()
-        producer = KafkaProducer(
-            bootstrap_servers=broker.bootstrap, acks=1, linger_ms=5, batch_size=256 * 1024
-        )
-        for line in lines:
-            producer.send("in", value=line)
-        producer.flush()
-        producer.close()
-        print(f"produced {len(lines):,} docs in {time.perf_counter() - t0:.1f} s")
+        print(f"produced {len(lines):,} docs in {produce(broker.bootstrap, lines):.1f} s")
         client = redis.Redis.from_url(server.url)
+        port = free_port()
         cmd = [
             sys.executable,
             "-m",
@@ -72,27 +107,38 @@ def main() -> None:
             str(a.batch_size),
             "--session-timeout-ms",
             str(TEST_SESSION_TIMEOUT_MS),
+            "--metrics-port",
+            str(port),
         ]
+        env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"}
         t_start = time.perf_counter()
-        proc = subprocess.Popen(cmd, env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"})
-        first_seen = None
-        done = 0
-        while done < len(lines):
-            done = int(client.hget("noveld:{bench}:counters", "docs") or 0)
-            if done and first_seen is None:
-                first_seen = (time.perf_counter(), done)
-            time.sleep(0.05)
+        proc = subprocess.Popen(cmd, env=env)
+        t_first, n_first = wait_docs(client, len(lines))
         t_end = time.perf_counter()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        assert first_seen is not None
-        t_first, n_first = first_seen
-        rate = (done - n_first) / (t_end - t_first)
+        rate = (len(lines) - n_first) / (t_end - t_first)
+        p99 = commit_p99_bound(port)
         print(f"start-up incl. group join: {t_first - t_start:.1f} s")
         print(
-            f"drained {done:,} docs; steady state {rate:,.0f} docs/s "
-            f"(batch {a.batch_size}, commit every batch)"
+            f"drained {len(lines):,} docs; steady state {rate:,.0f} docs/s "
+            f"(batch {a.batch_size}, commit every batch); commit p99 <= {p99 * 1e3:g} ms"
         )
+        # lag recovery: kill the daemon, let a backlog build up, restart, time the catch-up
+        proc.kill()
+        proc.wait()
+        backlog = lines[: len(lines) // 2]
+        produce(broker.bootstrap, backlog)
+        target = len(lines) + len(backlog)
+        t_restart = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env)
+        t_resume, _ = wait_docs(client, target)
+        t_caught_up = time.perf_counter()
+        print(
+            f"lag recovery after SIGKILL: backlog {len(backlog):,} docs; first commit "
+            f"{t_resume - t_restart:.1f} s after restart (process start + group join), "
+            f"caught up after {t_caught_up - t_restart:.1f} s"
+        )
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,6 +48,8 @@ class KafkaSource:
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self.expected: dict[str, int] = {}
+        self._ends: dict[TopicPartition, int] = {}
+        self._ends_at = float("-inf")
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=group,
@@ -111,16 +114,22 @@ class KafkaSource:
             topic, part = key.rsplit(":", 1)
             offsets[TopicPartition(topic, int(part))] = OffsetAndMetadata(off, "", -1)
         try:
-            self.consumer.commit(offsets)
+            # asynchronous: the state store holds the real offsets, so no round trip per batch
+            self.consumer.commit_async(offsets, callback=_log_commit_failure)
         except Exception as exc:  # advisory only: the state store holds the real offsets
             log.warning("Kafka offset commit failed (state is safe): %s", exc)
 
-    def lag(self) -> dict[str, int]:
-        """Messages behind the end of each assigned partition."""
+    def lag(self, refresh_s: float = 5.0) -> dict[str, int]:
+        """Messages behind the end of each assigned partition; the end offsets are fetched from
+        the broker at most every ``refresh_s`` seconds (a round trip each)."""
         parts = list(self.consumer.assignment())
         if not parts:
             return {}
-        ends = self.consumer.end_offsets(parts)
+        now = time.monotonic()
+        if now - self._ends_at >= refresh_s or any(tp not in self._ends for tp in parts):
+            self._ends = self.consumer.end_offsets(parts)
+            self._ends_at = now
+        ends = self._ends
         return {
             partition_name(tp.topic, tp.partition): max(
                 ends[tp] - self.expected.get(partition_name(tp.topic, tp.partition), 0), 0
@@ -129,8 +138,25 @@ class KafkaSource:
         }
 
     def close(self) -> None:
-        """Leave the group."""
+        """Commit the last advisory offsets synchronously and leave the group."""
+        if self.expected:
+            offsets = {
+                TopicPartition(k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1])): OffsetAndMetadata(
+                    off, "", -1
+                )
+                for k, off in self.expected.items()
+            }
+            try:
+                self.consumer.commit(offsets)
+            except Exception as exc:  # advisory only
+                log.warning("final Kafka offset commit failed (state is safe): %s", exc)
         self.consumer.close()
+
+
+def _log_commit_failure(offsets: Any, response: Any) -> None:
+    """commit_async callback: a failed advisory commit is only worth a warning."""
+    if isinstance(response, Exception):
+        log.warning("Kafka offset commit failed (state is safe): %s", response)
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
