@@ -1,15 +1,20 @@
-"""``noveld state show``: inspect a namespace's durable state."""
+"""``noveld state show|export|import``: inspect, back up and move a namespace's durable state.
+
+The export file is the embedded store's snapshot format (a versioned ``.npz`` of arrays plus a
+JSON header, no pickle), so an export can also seed a ``--state-dir``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from noveld.daemon.embedded import UserError
 from noveld.state.base import NamespaceState, state_digest
-from noveld.state.memory import SNAPSHOT_NAME, read_snapshot
+from noveld.state.memory import SNAPSHOT_NAME, read_export, read_snapshot, write_snapshot
 
 
 def summarize(state: NamespaceState, outbox_pending: int) -> dict[str, Any]:
@@ -65,6 +70,73 @@ def _show_redis(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _redis_store(ns: argparse.Namespace) -> Any:
+    from noveld.daemon.embedded import default_store
+    from noveld.daemon.settings import load_settings
+
+    settings = load_settings(None, {"redis": {"url": ns.redis_url}, "namespace": ns.namespace})
+    return default_store(settings)
+
+
+def _need_one_target(ns: argparse.Namespace, verb: str) -> None:
+    if (ns.state_dir is None) == (ns.redis_url is None):
+        raise UserError(f"state {verb} needs exactly one of --state-dir DIR or --redis-url URL")
+
+
+def _cmd_export(ns: argparse.Namespace) -> int:
+    _need_one_target(ns, "export")
+    out: Path = ns.output
+    if out.exists() and not ns.force:
+        raise UserError(f"{out} exists; pass --force to overwrite it")
+    if ns.redis_url:
+        store = _redis_store(ns)
+        state = store.read()
+        if state is None:
+            raise UserError(f"namespace {ns.namespace!r} has no state in Redis")
+        outbox, uidnext = store.outbox_pending(), store.uid_counters()
+    else:
+        path = ns.state_dir / SNAPSHOT_NAME
+        if not path.exists():
+            raise UserError(f"no state snapshot in {ns.state_dir}")
+        try:
+            state, outbox, uidnext = read_export(path)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+    write_snapshot(out, state, outbox, uidnext)
+    info = summarize(state, len(outbox))
+    print(
+        f"exported {info['docs']} docs, {info['active_clusters']} active clusters to {out}",
+        file=sys.stderr,
+    )
+    if ns.json:
+        _print(info, True)
+    return 0
+
+
+def _cmd_import(ns: argparse.Namespace) -> int:
+    from noveld.state.redis_store import StoreConflict
+
+    _need_one_target(ns, "import")
+    try:
+        state, outbox, uidnext = read_export(ns.input)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if ns.redis_url:
+        try:
+            _redis_store(ns).import_state(state, outbox, uidnext)
+        except StoreConflict as exc:
+            raise UserError(str(exc)) from exc
+        where = f"namespace {ns.namespace!r}"
+    else:
+        path = ns.state_dir / SNAPSHOT_NAME
+        if path.exists():
+            raise UserError(f"{ns.state_dir} already holds state; import into an empty directory")
+        write_snapshot(path, state, outbox, uidnext)
+        where = str(ns.state_dir)
+    print(f"imported {state.counters.get('docs', 0)} docs into {where}", file=sys.stderr)
+    return 0
+
+
 def _print(info: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(info, indent=2))
@@ -74,7 +146,7 @@ def _print(info: dict[str, Any], as_json: bool) -> None:
 
 
 def add_state_commands(sub: Any) -> None:
-    """Register ``state show``."""
+    """Register ``state show``, ``state export`` and ``state import``."""
     st = sub.add_parser("state", help="inspect durable state")
     st_sub = st.add_subparsers(dest="state_command", required=True, metavar="ACTION")
     show = st_sub.add_parser("show", help="summary of a namespace's state (counts, offsets, hash)")
@@ -83,3 +155,30 @@ def add_state_commands(sub: Any) -> None:
     show.add_argument("--namespace", default="default", help="namespace in Redis (default)")
     show.add_argument("--json", action="store_true", help="JSON output")
     show.set_defaults(func=_cmd_show)
+
+    exp = st_sub.add_parser(
+        "export",
+        help="write a namespace's state to a file (versioned .npz, no pickle)",
+        description="Write the statistics, vocabulary, novelty state, offsets, counters and "
+        "undelivered events to OUTPUT. Stop the writers first for a consistent copy of a live "
+        "namespace (a commit between reads is not included).",
+    )
+    exp.add_argument("output", type=Path, help="file to write (e.g. backup.npz)")
+    exp.add_argument("--state-dir", type=Path, help="embedded state directory to read")
+    exp.add_argument("--redis-url", help="Redis holding the state (with --namespace)")
+    exp.add_argument("--namespace", default="default", help="namespace in Redis (default)")
+    exp.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
+    exp.add_argument("--json", action="store_true", help="print the exported state's summary")
+    exp.set_defaults(func=_cmd_export)
+
+    imp = st_sub.add_parser(
+        "import",
+        help="load an exported state into an empty namespace or state directory",
+        description="Refuses a target that already holds state. Models started on the "
+        "imported namespace must use the settings it was exported with (fingerprint).",
+    )
+    imp.add_argument("input", type=Path, help="file written by `noveld state export`")
+    imp.add_argument("--state-dir", type=Path, help="empty embedded state directory to fill")
+    imp.add_argument("--redis-url", help="Redis to write to (with --namespace)")
+    imp.add_argument("--namespace", default="default", help="namespace in Redis (default)")
+    imp.set_defaults(func=_cmd_import)

@@ -141,9 +141,20 @@ class MemoryStore:
         self._outbox = [e for e in self._outbox if e["event_id"] not in done]
 
 
-def write_snapshot(path: Path, state: NamespaceState, outbox: list[dict[str, Any]]) -> None:
-    """Atomically replace ``path`` with a snapshot of ``state``: write, fsync, rename, fsync."""
+def write_snapshot(
+    path: Path,
+    state: NamespaceState,
+    outbox: list[dict[str, Any]],
+    uidnext: dict[str, int] | None = None,
+) -> None:
+    """Atomically replace ``path`` with a snapshot of ``state``: write, fsync, rename, fsync.
+
+    The same file is the ``noveld state export`` format; ``uidnext`` (next cluster counter per
+    uid slot, see the Redis store) defaults to the single writer's next uid.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    if uidnext is None:
+        uidnext = {"0": int(state.stats.ictl[3])}
     meta = {
         "format": SNAPSHOT_FORMAT,
         "fingerprint": state.fingerprint,
@@ -152,6 +163,7 @@ def write_snapshot(path: Path, state: NamespaceState, outbox: list[dict[str, Any
         "offsets": state.offsets,
         "counters": state.counters,
         "outbox": outbox,
+        "uidnext": uidnext,
     }
     arrays = {f"stats.{k}": v for k, v in state.stats.to_arrays().items()}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -170,6 +182,14 @@ def write_snapshot(path: Path, state: NamespaceState, outbox: list[dict[str, Any
 
 def read_snapshot(path: Path) -> tuple[NamespaceState, list[dict[str, Any]]]:
     """Inverse of :func:`write_snapshot`; raises ValueError on an unreadable or foreign file."""
+    state, outbox, _ = read_export(path)
+    return state, outbox
+
+
+def read_export(
+    path: Path,
+) -> tuple[NamespaceState, list[dict[str, Any]], dict[str, int]]:
+    """A snapshot / export file: state, undelivered events and uid-slot counters."""
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
@@ -188,4 +208,6 @@ def read_snapshot(path: Path) -> tuple[NamespaceState, list[dict[str, Any]]]:
         offsets={k: int(v) for k, v in meta["offsets"].items()},
         counters={k: int(v) for k, v in meta["counters"].items()},
     )
-    return state, list(meta["outbox"])
+    uidnext = {str(k): int(v) for k, v in meta.get("uidnext", {}).items()}
+    uidnext.setdefault("0", int(state.stats.ictl[3]))
+    return state, list(meta["outbox"]), uidnext

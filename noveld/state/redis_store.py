@@ -225,6 +225,46 @@ class RedisStore:
             counters={_text(c): int(v) for c, v in counters.items()},
         )
 
+    def uid_counters(self) -> dict[str, int]:
+        """Next cluster counter per uid slot (for ``state export``)."""
+        return {_text(k): int(v) for k, v in self.client.hgetall(self.keys["uidnext"]).items()}
+
+    def import_state(
+        self, state: NamespaceState, outbox: list[dict[str, Any]], uidnext: dict[str, int]
+    ) -> None:
+        """Write an exported state into this (empty) namespace, in one transaction: the
+        statistics become the checkpoint, the log starts empty."""
+        k = self.keys
+        if self.client.exists(k["meta"], k["ckpt"], k["log"], k["offsets"]):
+            raise StoreConflict(
+                f"namespace {self.namespace!r} already holds state; import into a new namespace"
+            )
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(
+            k["meta"],
+            mapping={
+                "fingerprint": json.dumps(state.fingerprint, sort_keys=True),
+                "schema": SCHEMA,
+                "seq": 0,
+                "ckpt_seq": 0,
+            },
+        )
+        pipe.set(k["ckpt"], encode_checkpoint(state.stats, {"seq": 0, "vocab": len(state.vocab)}))
+        for i in range(0, len(state.vocab), 10_000):
+            chunk = state.vocab[i : i + 10_000]
+            pipe.rpush(k["vocab"], *chunk)
+            pipe.hset(k["vocab_idx"], mapping={w: i + j for j, w in enumerate(chunk)})
+        if state.offsets:
+            pipe.hset(k["offsets"], mapping=state.offsets)
+        if state.counters:
+            pipe.hset(k["counters"], mapping=state.counters)
+        if uidnext:
+            pipe.hset(k["uidnext"], mapping=uidnext)
+        pipe.set(k["novelty"], json.dumps(state.novelty, separators=(",", ":")))
+        for e in outbox:
+            pipe.xadd(k["outbox"], {"id": e["event_id"], "event": json.dumps(e)})
+        pipe.execute()
+
     # ---- per batch ------------------------------------------------------------------------
     def intern(self, state: NamespaceState, known: int, new_words: list[str]) -> list[str]:
         """Global ids for words this writer has not seen: returns the namespace's vocabulary

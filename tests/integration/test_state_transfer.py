@@ -1,0 +1,83 @@
+"""`noveld state export/import` through the CLI: Redis → file → Redis and state dir → Redis keep
+the model (same digest), refuse occupied targets and unreadable files with a clear message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from noveld.synth import SynthConfig, write_jsonl
+
+pytestmark = pytest.mark.integration
+NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
+
+
+def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*NOVELD, *args], capture_output=True, text=True, timeout=120)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def show(*target: str) -> dict[str, object]:
+    out: dict[str, object] = json.loads(cli("state", "show", *target, "--json").stdout)
+    return out
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "s.jsonl"
+    write_jsonl(SynthConfig(n_docs=1500, n_stories=10, seed=7), path)
+    return path
+
+
+def test_redis_export_import_round_trip(redis_url: str, stream: Path, tmp_path: Path) -> None:
+    src = ["--redis-url", redis_url, "--namespace", "exp-src"]
+    cli("run", "--input", str(stream), *src, "--quiet", "--dlq", str(tmp_path / "d.jsonl"))
+    before = show(*src)
+    backup = tmp_path / "backup.npz"
+    cli("state", "export", str(backup), *src)
+    dst = ["--redis-url", redis_url, "--namespace", "exp-dst"]
+    cli("state", "import", str(backup), *dst)
+    after = show(*dst)
+    for key in ("digest", "docs", "active_clusters", "vocab", "offsets", "fingerprint"):
+        assert after[key] == before[key], key
+    # the imported namespace is live: the same input resumes after its offsets (nothing new)
+    run = cli("run", "--input", str(stream), *dst, "--dlq", str(tmp_path / "d2.jsonl"))
+    assert show(*dst)["docs"] == before["docs"]
+    assert run.stdout == ""  # no events: nothing was reprocessed
+
+    again = cli("state", "import", str(backup), *dst, ok=False)
+    assert again.returncode == 2 and "already holds state" in again.stderr
+    assert "Traceback" not in again.stderr
+    exists = cli("state", "export", str(backup), *src, ok=False)
+    assert exists.returncode == 2 and "--force" in exists.stderr
+
+
+def test_state_dir_export_seeds_redis(redis_url: str, stream: Path, tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    cli("run", "--input", str(stream), "--state-dir", str(state_dir), "--quiet")
+    before = show("--state-dir", str(state_dir))
+    backup = tmp_path / "b.npz"
+    cli("state", "export", str(backup), "--state-dir", str(state_dir))
+    dst = ["--redis-url", redis_url, "--namespace", "from-dir"]
+    cli("state", "import", str(backup), *dst)
+    after = show(*dst)
+    assert after["digest"] == before["digest"] and after["docs"] == before["docs"]
+    fresh_dir = tmp_path / "copy"
+    cli("state", "import", str(backup), "--state-dir", str(fresh_dir))
+    assert show("--state-dir", str(fresh_dir))["digest"] == before["digest"]
+
+
+def test_unreadable_export_is_a_clear_error(redis_url: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not an export")
+    proc = cli("state", "import", str(bad), "--redis-url", redis_url, "--namespace", "x", ok=False)
+    assert proc.returncode == 2 and "cannot read snapshot" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    both = cli("state", "export", str(tmp_path / "o.npz"), ok=False)
+    assert both.returncode == 2 and "exactly one of" in both.stderr
