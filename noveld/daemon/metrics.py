@@ -111,6 +111,7 @@ class Metrics:
         self.outbox.set(rep.outbox_pending)
         self.born.inc(rep.model_births)
         self.retired.inc(rep.retired)
+        self.merged.inc(rep.merged)
         self.novelty_events.inc(rep.births)
         if rep.log_predictive_per_token == rep.log_predictive_per_token:  # not NaN
             self.log_pred.set(rep.log_predictive_per_token)

@@ -22,6 +22,7 @@ from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.novelty import Confirmation, NoveltyTracker
 from noveld.schema import (
     ClusterBorn,
+    ClusterMerged,
     ClusterRetired,
     Document,
     InvalidReason,
@@ -100,6 +101,7 @@ class BatchReport:
     births: int = 0
     model_births: int = 0
     retired: int = 0
+    merged: int = 0
     outbox_pending: int = 0
     replayed: bool = False
     clusters_active: int = 0
@@ -121,6 +123,7 @@ def model_config(settings: Settings) -> DPMMConfig:
         retire_min_mass=m.retire_min_mass,
         max_active_clusters=m.max_active_clusters,
         discount=m.discount,
+        merge=m.merge,
     )
 
 
@@ -213,13 +216,15 @@ class Pipeline:
                 [d.id for d in docs],
                 _PositionDicts(positions, docs),
                 first_index,
-                [u for u, _, _ in result.retired],
+                [u for u, _, _ in result.retired] + [u for u, _, _ in result.merged],
             )
             events = [self._born_event(c) for c in confirmed]
             events += self._retired_events(result.retired, positions[-1])
+            events += self._merged_events(result.merged, positions[-1])
             rep.births = len(confirmed)
             rep.model_births = len(result.born)
             rep.retired = len(result.retired)
+            rep.merged = len(result.merged)
             delta = result.delta
             if self.observer is not None:
                 self.observer(docs, positions, result.assignments)
@@ -383,6 +388,28 @@ class Pipeline:
                 retired_at=at,
                 size=round(mass, 6),
                 reason=reason,
+            )
+            out.append(ev.model_dump(mode="json"))
+        return out
+
+    def _merged_events(
+        self, merged: Sequence[tuple[int, int, bool]], at: SourcePosition
+    ) -> list[dict[str, Any]]:
+        """``cluster.merged`` for clusters that existed before this batch (born earlier or on
+        another replica); a birth merged within its own batch was never a cluster to anyone."""
+        out: list[dict[str, Any]] = []
+        for uid, into, born_now in merged:
+            self.announced.discard(uid)
+            if born_now:
+                continue
+            cid = self._cluster_id(uid)
+            ev = ClusterMerged(
+                event_id=make_event_id(self.settings.namespace, cid, "cluster.merged"),
+                namespace=self.settings.namespace,
+                model=self.model.kind,
+                cluster_id=cid,
+                into=self._cluster_id(into),
+                merged_at=at,
             )
             out.append(ev.model_dump(mode="json"))
         return out

@@ -35,6 +35,7 @@ class ModelSettings(_Section):
     half_life_docs: float = Field(0.0, ge=0, description="forgetting half-life; 0 = off")
     retire_min_mass: float = Field(0.05, ge=0)
     max_active_clusters: int = Field(5000, ge=1)
+    merge: bool = Field(True, description="merge new clusters into others when that is MAP")
     seed: int = 0
 
 

@@ -77,6 +77,8 @@ class BatchResult:
 
     ``born`` lists (cluster uid, index of the founding document in the batch, novelty score).
     ``retired`` lists (uid, remaining mass, "faded" | "evicted") of clusters retired in this step.
+    ``merged`` lists (uid, surviving uid, whether the merged cluster was born in this step) of
+    clusters merged into another in this step; the assignments already name the survivor.
     """
 
     assignments: np.ndarray
@@ -85,3 +87,4 @@ class BatchResult:
     delta: StatsDelta
     log_predictive_per_token: float = float("nan")
     extra: dict[str, float] = field(default_factory=dict)
+    merged: list[tuple[int, int, bool]] = field(default_factory=list)

@@ -35,6 +35,8 @@ class DPMMConfig:
     max_active_clusters: int = 5000
     discount: float = 0.5
     prune_below: float = 0.01
+    merge: bool = True
+    merge_scope: Literal["births", "all"] = "births"
 
     def __post_init__(self) -> None:
         if self.alpha <= 0 or self.beta <= 0:
@@ -76,6 +78,7 @@ def replay_delta(
     delta: StatsDelta,
     half_life_docs: float,
     prune_below: float = DPMMConfig.prune_below,
+    foreign: bool = False,
 ) -> None:
     """Apply a batch's :class:`StatsDelta` to statistics, in the order ``partial_fit`` changed
     them: decay, add the batch's counts (opening clusters unknown here), retire, count the
@@ -83,7 +86,9 @@ def replay_delta(
 
     This is how a restarted process rebuilds its model from a checkpoint plus the delta log, and
     how a replica takes in the batches other replicas committed (DESIGN §6, scale-out). With
-    integer counts (no forgetting) the result equals the writer's statistics exactly.
+    integer counts (no forgetting) the result equals the writer's statistics exactly. With
+    ``foreign`` the clusters the delta opened become merge candidates of the next batch (two
+    replicas may each open a cluster for one story).
     """
     stats.decay(delta.decay)
     kmax = stats.kmax
@@ -98,6 +103,11 @@ def replay_delta(
         k = kern.open_cluster(stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl)
         stats.fresh[k] = False
         slot_of[u] = k
+    born = set(delta.born_uids.tolist())
+    for i, u in enumerate(uids):
+        if foreign and u in born and u in slot_of:  # another writer's birth: a merge candidate here
+            stats.young_slots.append(slot_of[u])
+            stats.young_words.append(delta.word_ids[delta.word_cluster == i])
     stats.ictl[kern.NEXT_UID] = max([next_uid, *(u + 1 for u in delta.born_uids.tolist())])
     slots = np.array([slot_of[u] for u in uids], dtype=np.int64)
     inv = 1.0 / stats.scale
@@ -194,14 +204,25 @@ class DPMM:
             log_norm,
             margin,
         )
-        uids = stats.uid[assign]
         born = self._births(assign, stats, margin)
+        uids = stats.uid[assign]
+        own_births = {u for u, _, _ in born}
+        moves = self._merge(batch, assign, stats) if cfg.merge else []
+        merged = [
+            (int(stats.uid[src]), int(stats.uid[dst]), int(stats.uid[src]) in own_births)
+            for src, dst, *_ in moves
+        ]
+        if merged:
+            born = self._merge_births(born, [(a, b) for a, b, _ in merged])
         retired = self._retire(stats)
         advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below)
-        delta = self._delta(batch, uids, f, born, retired)
+        delta = self._delta(batch, uids, f, born, retired, moves, stats)
+        final = uids.copy()
+        for src_uid, dst_uid, _ in merged:
+            final[final == src_uid] = dst_uid
         total_mass = float(stats.m[stats.alive].sum() * stats.scale) - nb
         lpt = self._log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb)
-        return BatchResult(uids, born, retired, delta, lpt)
+        return BatchResult(final, born, retired, delta, lpt, merged=merged)
 
     def apply_delta(self, stats: MultinomialStats, delta: StatsDelta) -> None:
         """Replay another writer's batch (see :func:`replay_delta`)."""
@@ -316,15 +337,40 @@ class DPMM:
         f: float,
         born: list[tuple[int, int, float]],
         retired: list[tuple[int, float, str]],
+        moves: list[tuple[int, int, float, float, np.ndarray, np.ndarray]],
+        stats: MultinomialStats,
     ) -> StatsDelta:
-        cl, inv = np.unique(uids, return_inverse=True)
-        dm = np.bincount(inv, minlength=cl.shape[0]).astype(np.float64)
-        dntok = np.bincount(inv, weights=batch.lengths, minlength=cl.shape[0])
-        doc_of_entry = np.repeat(np.arange(len(batch)), np.diff(batch.ptr))
-        pair_cluster = inv[doc_of_entry]
-        key = pair_cluster.astype(np.int64) * (batch.vocab_size + 1) + batch.words
+        """The batch's documents as seated (before merges), then each merge as a move of the
+        source cluster's counts into the survivor, then the retirements (merged sources too)."""
+        doc_uids = uids
+        doc_m = np.ones(len(batch))
+        doc_n = batch.lengths.astype(np.float64)
+        e_uids = np.repeat(uids, np.diff(batch.ptr))
+        e_words = batch.words
+        e_counts = batch.counts.astype(np.float64)
+        if moves:
+            sc = stats.scale
+            mu = [doc_uids]
+            mm, mn = [doc_m], [doc_n]
+            eu, ew, ec = [e_uids], [e_words], [e_counts]
+            for src, dst, m_raw, n_raw, words, counts in moves:
+                su, du = int(stats.uid[src]), int(stats.uid[dst])
+                mu.append(np.array([su, du], dtype=np.int64))
+                mm.append(np.array([-m_raw * sc, m_raw * sc]))
+                mn.append(np.array([-n_raw * sc, n_raw * sc]))
+                eu += [np.full(words.shape[0], su), np.full(words.shape[0], du)]
+                ew += [words, words]
+                ec += [-counts * sc, counts * sc]
+            doc_uids, doc_m, doc_n = np.concatenate(mu), np.concatenate(mm), np.concatenate(mn)
+            e_uids, e_words, e_counts = np.concatenate(eu), np.concatenate(ew), np.concatenate(ec)
+            retired = retired + [(int(stats.uid[src]), 0.0, "merged") for src, *_ in moves]
+        cl, inv = np.unique(doc_uids, return_inverse=True)
+        dm = np.bincount(inv, weights=doc_m, minlength=cl.shape[0])
+        dntok = np.bincount(inv, weights=doc_n, minlength=cl.shape[0])
+        pair_cluster = np.searchsorted(cl, e_uids)
+        key = pair_cluster.astype(np.int64) * (batch.vocab_size + 1) + e_words
         ukey, kinv = np.unique(key, return_inverse=True)
-        wc = np.bincount(kinv, weights=batch.counts, minlength=ukey.shape[0])
+        wc = np.bincount(kinv, weights=e_counts, minlength=ukey.shape[0])
         return StatsDelta(
             decay=f,
             cluster_uids=cl.astype(np.int64),
@@ -336,6 +382,109 @@ class DPMM:
             born_uids=np.array([b[0] for b in born], dtype=np.int64),
             retired_uids=np.array([r[0] for r in retired], dtype=np.int64),
         )
+
+    @staticmethod
+    def _merge_births(
+        born: list[tuple[int, int, float]], merged: list[tuple[int, int]]
+    ) -> list[tuple[int, int, float]]:
+        """Births after merges: a merged-away birth is no birth, but when two births of this
+        batch merge, the survivor is founded by the earlier founding document of the two."""
+        by_uid = {u: (d, score) for u, d, score in born}
+        for src, dst in merged:
+            if src in by_uid and dst in by_uid:
+                (ds, ss), (dd, sd) = by_uid[src], by_uid[dst]
+                by_uid[dst] = (min(ds, dd), max(ss, sd))
+            by_uid.pop(src, None)
+        return sorted(((u, d, s) for u, (d, s) in by_uid.items()), key=lambda b: b[1])
+
+    def _merge(
+        self, batch: DocBatch, assign: np.ndarray, stats: MultinomialStats
+    ) -> list[tuple[int, int, float, float, np.ndarray, np.ndarray]]:
+        """Merge clusters born in this batch (or by another writer since the last one) into
+        another cluster when that raises the collapsed posterior (MAP merge test,
+        :func:`kern.merge_gains`); greedy, best gain first, each cluster in one merge at most.
+
+        Returns (source slot, survivor slot, moved raw mass, moved raw tokens, moved word ids,
+        moved raw counts) per merge; the sources are dead afterwards.
+        """
+        cfg = self.config
+        fresh_docs = stats.fresh[assign]
+        own = np.unique(assign[fresh_docs])
+        foreign = [k for k in stats.young_slots if stats.alive[k]]
+        young = np.unique(np.concatenate([own, np.array(foreign, dtype=np.int64)]))
+        young = young[stats.alive[young]]
+        words_parts = [batch.words[np.repeat(fresh_docs, np.diff(batch.ptr))], *stats.young_words]
+        stats.young_slots, stats.young_words = [], []
+        if young.shape[0] == 0:
+            return []
+        scan = np.unique(np.concatenate(words_parts).astype(np.int64))
+        kmax = stats.kmax
+        gains = np.empty((young.shape[0], kmax))
+        n_live = int(stats.alive[:kmax].sum())
+        # PY partition prior: merging K clusters into K−1 divides by θ + (K−1)d
+        log_new = math.log(math.exp(self.log_alpha(len(batch))) + cfg.discount * (n_live - 1))
+        kern.merge_gains(
+            young,
+            scan,
+            stats.m,
+            stats.ntok,
+            stats.alive,
+            stats.head,
+            stats.nxt,
+            stats.pk,
+            stats.pc,
+            kmax,
+            stats.scale,
+            cfg.beta,
+            batch.vocab_size * cfg.beta,
+            log_new,
+            cfg.discount,
+            gains,
+        )
+        if cfg.merge_scope == "births":  # only births of the same story are merged
+            others = np.ones(kmax, dtype=np.bool_)
+            others[young] = False
+            gains[:, others] = -np.inf
+        best = gains.argmax(axis=1)
+        order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
+        used: set[int] = set()
+        moves: list[tuple[int, int, float, float, np.ndarray, np.ndarray]] = []
+        out_w = np.empty(scan.shape[0], dtype=np.int64)
+        out_c = np.empty(scan.shape[0])
+        for i in order.tolist():
+            y, k = int(young[i]), int(best[i])
+            if gains[i, k] <= 0.0:
+                break
+            if y in used or k in used:
+                continue
+            # the survivor is the heavier cluster (the older one when tied)
+            src, dst = (
+                (y, k) if (stats.m[y], -stats.uid[y]) <= (stats.m[k], -stats.uid[k]) else (k, y)
+            )
+            if not stats.fresh[src] and src not in young:
+                continue
+            stats.reserve(0, scan.shape[0], batch.vocab_size)
+            m_raw, n_raw = float(stats.m[src]), float(stats.ntok[src])
+            n = kern.move_cluster(
+                src,
+                dst,
+                stats.m,
+                stats.ntok,
+                stats.head,
+                stats.nxt,
+                stats.pk,
+                stats.pc,
+                stats.ictl,
+                scan,
+                out_w,
+                out_c,
+            )
+            stats.retire(np.array([src], dtype=np.int64))
+            stats.fresh[src] = False
+            assign[assign == src] = dst
+            moves.append((src, dst, m_raw, n_raw, out_w[:n].copy(), out_c[:n].copy()))
+            used.update((y, k))
+        return moves
 
     def _log_predictive_per_token(
         self, batch: DocBatch, log_norm: np.ndarray, prior_mass: float, nb: int

@@ -40,6 +40,10 @@ class MultinomialStats:
     ictl: np.ndarray = field(default_factory=lambda: np.zeros(kern.ICTL_SIZE, dtype=np.int64))
     scale: float = 1.0
     dirty_slots: list[int] = field(default_factory=list)
+    # clusters another writer opened since the last batch, with their words: merge candidates
+    # (transient, not persisted)
+    young_slots: list[int] = field(default_factory=list)
+    young_words: list[np.ndarray] = field(default_factory=list)
 
     # ---- capacity -------------------------------------------------------------------------
     @property
