@@ -78,6 +78,15 @@ class KafkaSource:
             self.expected.pop(key, None)
         self._on_revoke(keys)
 
+    def resync(self) -> None:
+        """Seek every assigned partition back to the offset stored with the state (after the
+        store refused a commit: the batches read since are redone from there)."""
+        for tp in self.consumer.assignment():
+            key = partition_name(tp.topic, tp.partition)
+            offset = self._stored_offset(key)
+            self.consumer.seek(tp, offset)
+            self.expected[key] = offset
+
     def read_batch(self, max_docs: int, max_wait_ms: int) -> list[Record]:
         """Up to ``max_docs`` records (possibly none) within ``max_wait_ms``."""
         polled = self.consumer.poll(timeout_ms=max_wait_ms, max_records=max_docs)

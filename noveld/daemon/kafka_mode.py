@@ -9,6 +9,7 @@ from typing import IO
 from noveld.connectors.kafka import KafkaDeadLetters, KafkaEvents, KafkaSource
 from noveld.daemon.embedded import (
     EXIT_OK,
+    EXIT_STATE_DIVERGED,
     UserError,
     default_store,
     graceful_stop,
@@ -20,6 +21,9 @@ from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.state.base import FingerprintMismatch
 from noveld.state.redis_store import RedisStore
+
+# After this many refused commits in a row without a rebalance in between, stop (exit 4)
+MAX_REFUSED_IN_A_ROW = 5
 
 
 def run_kafka(
@@ -58,6 +62,7 @@ def run_kafka(
     progress = Progress(progress_out, settings.progress_interval_s)
     metrics, server = start_metrics(settings, pipeline)
     code = EXIT_OK
+    refused_in_a_row = 0
     with graceful_stop() as stop:
         try:
             while not stop.is_set():
@@ -78,8 +83,23 @@ def run_kafka(
                     f"on topic {k.dlq_topic}",
                     metrics,
                 )
+                if code == EXIT_STATE_DIVERGED and refused_in_a_row < MAX_REFUSED_IN_A_ROW:
+                    # fenced (another replica owns a partition now) or already committed by
+                    # one: drop the in-memory batch, reload the shared state and go on; the
+                    # group rebalance that caused it reaches this consumer at its next poll
+                    refused_in_a_row += 1
+                    pipeline.reload()
+                    source.resync()
+                    if progress_out is not None:
+                        progress_out.write(
+                            "noveld: reloaded the shared state; continuing with the partitions "
+                            "the group assigns\n"
+                        )
+                    code = EXIT_OK
+                    continue
                 if code != EXIT_OK:
                     break
+                refused_in_a_row = 0
                 source.advance(nxt)
                 if metrics is not None:
                     metrics.set_lag(source.lag())

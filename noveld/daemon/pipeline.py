@@ -144,18 +144,9 @@ class Pipeline:
         self.dead_letters = dead_letters
         self.observer = observer
         self.model = DPMM(model_config(settings))
-        fingerprint = model_fingerprint(settings)
-        loaded = store.load(fingerprint)
-        self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
-        self.vocab = Vocabulary.from_list(self.state.vocab)
         tok = settings.tokenizer
-        self.featurizer = Featurizer(
-            Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len), self.vocab
-        )
-        nov = settings.novelty
-        self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, nov.exemplars)
-        self.tracker.load_json(self.state.novelty)
-        self.announced: set[int] = set(self.state.novelty.get("announced", []))
+        self.tokenizer = Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len)
+        self.reload()
         f = settings.fields
         self.fields = FieldNames(**f.model_dump())
         self.limits = DecodeLimits(max_doc_bytes=settings.limits.max_doc_bytes)
@@ -163,6 +154,20 @@ class Pipeline:
         self.publish_pending()
 
     # ---- public ---------------------------------------------------------------------------
+    def reload(self) -> None:
+        """(Re)build the live model, vocabulary and novelty tracker from the store — at start,
+        and after the store refused a commit (the in-memory model then holds a batch the store
+        does not)."""
+        fingerprint = model_fingerprint(self.settings)
+        loaded = self.store.load(fingerprint)
+        self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
+        self.vocab = Vocabulary.from_list(self.state.vocab)
+        self.featurizer = Featurizer(self.tokenizer, self.vocab)
+        nov = self.settings.novelty
+        self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, nov.exemplars)
+        self.tracker.load_json(self.state.novelty)
+        self.announced: set[int] = set(self.state.novelty.get("announced", []))
+
     def next_offset(self, topic: str, partition: int) -> int:
         """Where to resume reading a topic-partition (the committed next offset)."""
         return self.state.offsets.get(partition_key(topic, partition), 0)
@@ -253,7 +258,7 @@ class Pipeline:
                     if outcome is CommitOutcome.FENCED
                     else "this batch was already committed by another process"
                 )
-                + "; stopping (a restart reloads the shared state)"
+                + "; the in-memory model no longer matches the shared state"
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
         if self.store.flush_due():

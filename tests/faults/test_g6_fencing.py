@@ -1,0 +1,167 @@
+"""G6 fencing (DESIGN §6): two replicas in one consumer group share one namespace; one is
+SIGSTOPped past its session timeout while documents keep arriving, then resumed. The other takes
+over its partition (bumping the fencing epoch); the stopped one's stale batch, if it had one,
+is refused, it reloads the shared state and carries on. Nothing is lost or counted twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+import redis
+from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port, unique_name
+from kafka import KafkaProducer
+
+from noveld.synth import SynthConfig, generate
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]
+NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
+
+
+def state(redis_url: str, ns: str) -> dict[str, object]:
+    out = subprocess.run(
+        [*NOVELD, "state", "show", "--redis-url", redis_url, "--namespace", ns, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    info: dict[str, object] = json.loads(out.stdout)
+    return info
+
+
+def replica(bootstrap: str, redis_url: str, ns: str, port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            *NOVELD,
+            "run",
+            "--kafka-bootstrap",
+            bootstrap,
+            "--input-topic",
+            f"{ns}.in",
+            "--events-topic",
+            f"{ns}.events",
+            "--dlq-topic",
+            f"{ns}.dlq",
+            "--group",
+            ns,
+            "--redis-url",
+            redis_url,
+            "--namespace",
+            ns,
+            "--batch-size",
+            "200",
+            "--session-timeout-ms",
+            str(TEST_SESSION_TIMEOUT_MS),
+            "--metrics-port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"},
+    )
+
+
+def fenced_total(port: int) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith("noveld_fenced_commits_total "):
+            return float(line.split()[1])
+    raise AssertionError("noveld_fenced_commits_total not exported")
+
+
+def offsets(redis_url: str, ns: str) -> dict[str, int]:
+    """Committed next offsets (read straight from the store's offsets hash: polled often)."""
+    raw = redis.Redis.from_url(redis_url).hgetall(f"noveld:{{{ns}}}:offsets")
+    return {k.decode(): int(v) for k, v in raw.items()}
+
+
+def committed_docs(redis_url: str, ns: str) -> int:
+    return int(redis.Redis.from_url(redis_url).hget(f"noveld:{{{ns}}}:counters", "docs") or 0)
+
+
+def wait_until(cond: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():  # type: ignore[operator]
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
+    kafka_broker: KafkaBroker, redis_url: str
+) -> None:
+    ns = unique_name("g6")
+    for suffix, parts in (("in", 2), ("events", 1), ("dlq", 1)):
+        kafka_broker.create_topic(f"{ns}.{suffix}", partitions=parts)
+    docs = [json.dumps(d).encode() for d in generate(SynthConfig(n_docs=6000, seed=6))]
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    sent = 0
+    stop_producing = threading.Event()
+
+    def produce() -> None:  # a steady stream over both partitions while the replicas run
+        nonlocal sent
+        for i, doc in enumerate(docs):
+            if stop_producing.is_set():
+                break
+            producer.send(f"{ns}.in", value=doc, partition=i % 2)
+            sent += 1
+            if i % 100 == 99:
+                producer.flush()
+                time.sleep(0.1)
+        producer.flush()
+
+    ports = [free_port(), free_port()]
+    a = replica(kafka_broker.bootstrap, redis_url, ns, ports[0])
+    b = replica(kafka_broker.bootstrap, redis_url, ns, ports[1])
+    feeder = threading.Thread(target=produce)
+    feeder.start()
+    try:
+        # both partitions committed: each replica owns one (or one owns both; then the pause
+        # below still has to hand everything to the other)
+        wait_until(lambda: len(offsets(redis_url, ns)) == 2, 60, "both partitions committed")
+        epochs_before = redis.Redis.from_url(redis_url).hgetall(f"noveld:{{{ns}}}:epochs")
+        a.send_signal(signal.SIGSTOP)
+        before = offsets(redis_url, ns)
+        # past A's session timeout B must own both partitions and move both forward
+        wait_until(
+            lambda: all(v > before[k] for k, v in offsets(redis_url, ns).items()),
+            TEST_SESSION_TIMEOUT_MS / 1000 + 30,
+            "the other replica to take over every partition",
+        )
+        epochs_after = redis.Redis.from_url(redis_url).hgetall(f"noveld:{{{ns}}}:epochs")
+        assert any(int(epochs_after[k]) > int(v) for k, v in epochs_before.items())
+        a.send_signal(signal.SIGCONT)
+        time.sleep(TEST_SESSION_TIMEOUT_MS / 1000)  # A wakes up, is refused or rejoins
+        assert a.poll() is None and b.poll() is None  # nobody crashed
+        fenced = fenced_total(ports[0])
+        print(f"replica A refused commits: {fenced}")
+        feeder.join()
+        wait_until(lambda: committed_docs(redis_url, ns) == sent, 90, f"all {sent} documents committed")
+    finally:
+        stop_producing.set()
+        feeder.join()
+        for p in (a, b):
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.send_signal(signal.SIGTERM)
+    errs = []
+    for p in (a, b):
+        _, err = p.communicate(timeout=60)
+        errs.append(err)
+        assert p.returncode == 0, err
+        assert "Traceback" not in err
+    final = state(redis_url, ns)
+    assert final["docs"] == sent  # nothing lost, nothing counted twice
+    assert sum(offsets(redis_url, ns).values()) == sent
+    if fenced:  # A's stale batch was refused: it said so and reloaded
+        assert "reloaded the shared state" in errs[0]
