@@ -37,7 +37,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="TOML config file (see docs/configuration.md)")
     p.add_argument("--namespace", help="state namespace (default: default)")
     g = p.add_argument_group("model")
-    g.add_argument("--model", choices=["dpmm"], help="inference engine (default dpmm)")
+    g.add_argument(
+        "--model",
+        choices=["dpmm", "svi"],
+        help="inference engine: dpmm (collapsed CRP seating + Gibbs, default) or svi "
+        "(streaming variational, natural-gradient steps)",
+    )
     for flag, _, typ, help_ in _MODEL_FLAGS:
         g.add_argument(flag, type=typ, help=help_)
     det = g.add_mutually_exclusive_group()

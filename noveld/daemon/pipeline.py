@@ -20,6 +20,7 @@ from noveld.featurize import Featurizer, Tokenizer, Vocabulary
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.novelty import Confirmation, NoveltyTracker
+from noveld.models.svi import SVI, SVIConfig
 from noveld.schema import (
     ClusterBorn,
     ClusterMerged,
@@ -110,8 +111,25 @@ class BatchReport:
     invalid_reasons: dict[str, int] = field(default_factory=dict)
 
 
+def make_model(settings: Settings) -> DPMM:
+    """The configured inference engine."""
+    m = settings.model
+    if m.kind == "svi":
+        base = model_config(settings)
+        return SVI(
+            SVIConfig(
+                **base.__dict__,
+                kappa=m.kappa,
+                tau0=m.tau0,
+                corpus_size=m.corpus_size,
+                local_step=m.local_step,
+            )
+        )
+    return DPMM(model_config(settings))
+
+
 def model_config(settings: Settings) -> DPMMConfig:
-    """Model hyperparameters from the settings."""
+    """Model hyperparameters from the settings (the ``dpmm`` part, shared by ``svi``)."""
     m = settings.model
     return DPMMConfig(
         alpha=m.alpha,
@@ -143,7 +161,7 @@ class Pipeline:
         self.events = events
         self.dead_letters = dead_letters
         self.observer = observer
-        self.model = DPMM(model_config(settings))
+        self.model = make_model(settings)
         tok = settings.tokenizer
         self.tokenizer = Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len)
         self.reload()

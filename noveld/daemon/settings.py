@@ -25,7 +25,7 @@ class _Section(BaseModel):
 class ModelSettings(_Section):
     """Which model and its hyperparameters (DESIGN §5)."""
 
-    kind: Literal["dpmm"] = "dpmm"
+    kind: Literal["dpmm", "svi"] = Field("dpmm", description="inference engine")
     alpha: float = Field(0.03, gt=0, description="DP concentration (per document if scaled)")
     beta: float = Field(0.01, gt=0, description="symmetric Dirichlet prior on cluster words")
     alpha_scaling: Literal["none", "batch"] = "batch"
@@ -36,6 +36,10 @@ class ModelSettings(_Section):
     retire_min_mass: float = Field(0.05, ge=0)
     max_active_clusters: int = Field(5000, ge=1)
     merge: bool = Field(True, description="merge new clusters into others when that is MAP")
+    kappa: float = Field(0.8, gt=0.5, le=1.0, description="svi: step-size exponent κ")
+    tau0: float = Field(1.0, ge=0, description="svi: step-size delay τ₀")
+    corpus_size: float = Field(0.0, ge=0, description="svi: effective corpus size D (0 = seen)")
+    local_step: Literal["cvb0", "vb"] = Field("cvb0", description="svi: local step")
     seed: int = 0
 
 
@@ -182,6 +186,14 @@ def load_settings(
     return Settings.model_validate(merged)
 
 
+def _svi_fingerprint(settings: Settings) -> dict[str, Any]:
+    """The step-size schedule and corpus size shape the stored expected counts of ``svi``."""
+    m = settings.model
+    if m.kind != "svi":
+        return {}
+    return {"kappa": m.kappa, "tau0": m.tau0, "corpus_size": m.corpus_size}
+
+
 def model_fingerprint(settings: Settings) -> dict[str, Any]:
     """Settings that change the meaning of stored statistics; a mismatch refuses to start."""
     m = settings.model
@@ -194,6 +206,11 @@ def model_fingerprint(settings: Settings) -> dict[str, Any]:
         "alpha_scaling": m.alpha_scaling,
         "discount": m.discount,
         "half_life_docs": m.half_life_docs,
+        **(
+            {"kappa": m.kappa, "tau0": m.tau0, "corpus_size": m.corpus_size}
+            if m.kind == "svi"
+            else {}
+        ),
         "lowercase": settings.tokenizer.lowercase,
         "min_token_len": settings.tokenizer.min_token_len,
     }

@@ -69,6 +69,11 @@ class StatsDelta:
     word_count: np.ndarray
     born_uids: np.ndarray
     retired_uids: np.ndarray
+    n_docs: int = -1  # documents in the batch; -1: Σ dm (true for count models, not for SVI)
+
+    def documents(self) -> int:
+        """How many documents the batch had."""
+        return self.n_docs if self.n_docs >= 0 else round(float(self.dm.sum()))
 
 
 @dataclass(frozen=True)

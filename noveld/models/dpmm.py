@@ -59,14 +59,15 @@ def decay_factor(half_life_docs: float, n_docs: int) -> float:
 def advance_documents(
     stats: MultinomialStats, n_docs: int, half_life_docs: float, prune_below: float
 ) -> None:
-    """Count ``n_docs`` more documents seen; under forgetting, prune faded words whenever the
-    count crosses a multiple of a quarter half-life.
+    """Count one more batch of ``n_docs`` documents; under forgetting, prune faded words
+    whenever the count crosses a multiple of a quarter half-life.
 
     Forgotten words leave the pool so memory stays bounded; pruning happens at fixed document
     counts so a resumed or replaying process prunes exactly where a clean one does.
     """
     seen = int(stats.ictl[kern.DOCS_SEEN])
     stats.ictl[kern.DOCS_SEEN] = seen + n_docs
+    stats.ictl[kern.STEPS] += 1
     if half_life_docs > 0:
         period = max(int(half_life_docs / 4), 1)
         if (seen + n_docs) // period > seen // period:
@@ -126,8 +127,7 @@ def replay_delta(
     gone = [slot_of[u] for u in delta.retired_uids.tolist() if u in slot_of]
     if gone:
         stats.retire(np.array(gone, dtype=np.int64))
-    n_docs = round(float(delta.dm.sum()))
-    advance_documents(stats, n_docs, half_life_docs, prune_below)
+    advance_documents(stats, delta.documents(), half_life_docs, prune_below)
 
 
 def warm_up() -> None:
@@ -342,12 +342,39 @@ class DPMM:
     ) -> StatsDelta:
         """The batch's documents as seated (before merges), then each merge as a move of the
         source cluster's counts into the survivor, then the retirements (merged sources too)."""
-        doc_uids = uids
-        doc_m = np.ones(len(batch))
-        doc_n = batch.lengths.astype(np.float64)
-        e_uids = np.repeat(uids, np.diff(batch.ptr))
-        e_words = batch.words
-        e_counts = batch.counts.astype(np.float64)
+        return DPMM._delta_from_entries(
+            batch,
+            uids,
+            np.ones(len(batch)),
+            batch.lengths.astype(np.float64),
+            np.repeat(uids, np.diff(batch.ptr)),
+            batch.words,
+            batch.counts.astype(np.float64),
+            f,
+            born,
+            retired,
+            moves,
+            stats,
+        )
+
+    @staticmethod
+    def _delta_from_entries(
+        batch: DocBatch,
+        doc_uids: np.ndarray,
+        doc_m: np.ndarray,
+        doc_n: np.ndarray,
+        e_uids: np.ndarray,
+        e_words: np.ndarray,
+        e_counts: np.ndarray,
+        f: float,
+        born: list[tuple[int, int, float]],
+        retired: list[tuple[int, float, str]],
+        moves: list[tuple[int, int, float, float, np.ndarray, np.ndarray]],
+        stats: MultinomialStats,
+    ) -> StatsDelta:
+        """Aggregate per-document (``doc_*``) and per-word-entry (``e_*``) additions in true
+        units by cluster uid and (cluster, word), append the merges' moves, and build the
+        delta."""
         if moves:
             sc = stats.scale
             mu = [doc_uids]

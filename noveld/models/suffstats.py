@@ -194,6 +194,8 @@ class MultinomialStats:
         s.nxt = _grow(a["nxt"].astype(np.int64), pcap, -1)
         s.pk = _grow(a["pk"].astype(np.int64), pcap, 0)
         s.pc = _grow(a["pc"].astype(np.float64), pcap, 0.0)
-        s.ictl = a["ictl"].astype(np.int64).copy()
+        ictl = a["ictl"].astype(np.int64)
+        s.ictl = np.zeros(max(kern.ICTL_SIZE, ictl.shape[0]), dtype=np.int64)
+        s.ictl[: ictl.shape[0]] = ictl  # snapshots from before a counter was added
         s.scale = float(a["scale"][0])
         return s

@@ -19,8 +19,8 @@ from noveld.models.suffstats import MultinomialStats
 
 DELTA_MAGIC = b"NVD"
 DELTA_VERSION = 1
-# magic, version, flags, clusters, entries, born, retired, decay
-_HEADER = struct.Struct("<3sBIqqqqd")
+# magic, version, flags, clusters, entries, born, retired, documents, decay
+_HEADER = struct.Struct("<3sBIqqqqqd")
 _INTEGRAL = 1  # word counts are whole numbers and were packed as int32
 
 _FLOAT_FIELDS = frozenset({"dm", "dntok", "word_count"})
@@ -45,6 +45,7 @@ def encode_delta(delta: StatsDelta) -> bytes:
         wc.shape[0],
         delta.born_uids.shape[0],
         delta.retired_uids.shape[0],
+        delta.documents(),
         delta.decay,
     )
     parts = [
@@ -65,7 +66,7 @@ def decode_delta(blob: bytes) -> StatsDelta:
     """Inverse of :func:`encode_delta`; :class:`CodecError` on a corrupt or foreign blob."""
     if len(blob) < _HEADER.size:
         raise CodecError(f"delta blob too short ({len(blob)} bytes)")
-    magic, version, flags, nc, ne, nb, nr, decay = _HEADER.unpack_from(blob)
+    magic, version, flags, nc, ne, nb, nr, n_docs, decay = _HEADER.unpack_from(blob)
     if magic != DELTA_MAGIC or version != DELTA_VERSION:
         raise CodecError(f"not a version-{DELTA_VERSION} noveld delta (magic {magic!r} v{version})")
     count_type = "<i4" if flags & _INTEGRAL else "<f8"
@@ -88,7 +89,7 @@ def decode_delta(blob: bytes) -> StatsDelta:
         a = np.frombuffer(blob, dtype=dtype, count=n, offset=pos)
         pos += a.nbytes
         out[name] = a.astype(np.float64 if name in _FLOAT_FIELDS else np.int64)
-    return StatsDelta(decay=float(decay), **out)
+    return StatsDelta(decay=float(decay), n_docs=int(n_docs), **out)
 
 
 def encode_checkpoint(stats: MultinomialStats, header: dict[str, Any]) -> bytes:

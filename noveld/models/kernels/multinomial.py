@@ -25,7 +25,8 @@ KMAX = 1
 NFREE = 2
 NEXT_UID = 3
 DOCS_SEEN = 4
-ICTL_SIZE = 5
+STEPS = 5  # batches applied (the SVI step counter t)
+ICTL_SIZE = 6
 
 _PRODUCT_MAX_TERMS = 16
 

@@ -1,0 +1,231 @@
+"""numba kernels of the streaming variational DP mixture (``svi``, DESIGN §5.2, paper 001).
+
+Statistics live in the same postings pool as the collapsed model (``kernels.multinomial``):
+the expected counts ``s_kw`` with ``λ_kw = β + s_kw``, ``m_k`` (expected documents, ``a_k = 1 +
+m_k``) and ``n_k = Σ_w s_kw``; all raw, true = raw × scale.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from noveld.models.kernels.multinomial import add_document, open_cluster, score_document
+
+
+@njit(cache=True)
+def digamma(x: float) -> float:
+    """ψ(x) for x > 0: the recurrence ψ(x) = ψ(x+1) − 1/x up to x ≥ 6, then the asymptotic
+    series (error < 1e-12 there)."""
+    acc = 0.0
+    while x < 6.0:
+        acc -= 1.0 / x
+        x += 1.0
+    inv = 1.0 / x
+    inv2 = inv * inv
+    series = inv2 * (
+        1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 / 132)))
+    )
+    return acc + math.log(x) - 0.5 * inv - series
+
+
+@njit(cache=True)
+def expected_log_sticks(m_sorted: np.ndarray, alpha: float, out: np.ndarray) -> float:
+    """``E[log π_k]`` of the truncated stick-breaking posterior, clusters in stick order.
+
+    ``q(v_k) = Beta(a_k, b_k)`` with ``a_k = 1 + m_k`` and ``b_k = α + Σ_{j>k} m_j`` (the fixed
+    point of paper 001 eqs. 3–4 for expected counts ``m``); ``E[log π_k] = E[log v_k] +
+    Σ_{j<k} E[log(1−v_j)]``, ``E[log v] = ψ(a) − ψ(a+b)``, ``E[log(1−v)] = ψ(b) − ψ(a+b)``.
+    Returns ``E[log π]`` of a component appended after the last one (``a = 2, b = α``).
+    """
+    tail = 0.0
+    for k in range(m_sorted.shape[0]):
+        tail += m_sorted[k]
+    prefix = 0.0
+    for k in range(m_sorted.shape[0]):
+        tail -= m_sorted[k]
+        a = 1.0 + m_sorted[k]
+        b = alpha + tail
+        dab = digamma(a + b)
+        out[k] = prefix + digamma(a) - dab
+        prefix += digamma(b) - dab
+    return prefix + digamma(2.0) - digamma(2.0 + alpha)
+
+
+@njit(cache=True)
+def variational_scores(
+    words: np.ndarray,
+    counts: np.ndarray,
+    nd: int,
+    vs: np.ndarray,
+    elogpi: np.ndarray,
+    ntok: np.ndarray,
+    alive: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    kmax: int,
+    g: float,
+    beta: float,
+    vbeta: float,
+) -> None:
+    """``vs[k] = E[log π_k] + Σ_w N_dw E[log θ_kw]`` (paper 001's local step), with
+    ``E[log θ_kw] = ψ(β + s_kw) − ψ(Vβ + n_k)``: the ψ(β) part is shared by every cluster
+    without the word, so only postings of the document's words are visited."""
+    psi_b = digamma(beta)
+    for k in range(kmax):
+        if alive[k]:
+            vs[k] = elogpi[k] + nd * (psi_b - digamma(vbeta + ntok[k] * g))
+        else:
+            vs[k] = -np.inf
+    nv = head.shape[0]
+    for j in range(words.shape[0]):
+        w = words[j]
+        if w >= nv:
+            continue
+        c = counts[j]
+        e = head[w]
+        while e >= 0:
+            k = pk[e]
+            x = pc[e] * g
+            if x > 0.0 and alive[k]:
+                vs[k] += c * (digamma(beta + x) - psi_b)
+            e = nxt[e]
+
+
+@njit(cache=True)
+def svi_local_step(
+    ptr: np.ndarray,
+    words: np.ndarray,
+    counts: np.ndarray,
+    lengths: np.ndarray,
+    log_alpha_new: float,
+    beta: float,
+    vbeta: float,
+    g: float,
+    discount: float,
+    elogpi: np.ndarray,
+    elogpi_new: float,
+    top: int,
+    use_vb: bool,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    alive: np.ndarray,
+    fresh: np.ndarray,
+    uid: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    free_stack: np.ndarray,
+    ictl: np.ndarray,
+    lp: np.ndarray,
+    vs: np.ndarray,
+    r_slot: np.ndarray,
+    r_val: np.ndarray,
+    log_norm: np.ndarray,
+    margin: np.ndarray,
+) -> None:
+    """Responsibilities of a batch's documents, in arrival order.
+
+    Birth test (DESIGN §5.2): the CRP seating of §5.1 against the current expected counts
+    (``score_document``); when the new cluster wins, the document founds a component with
+    ``r = 1``. Otherwise ``r_dk ∝ exp(variational_scores)`` (``use_vb``, paper 001's mean-field
+    local step) or ``r_dk ∝`` the collapsed predictive at the expected counts (CVB0, Asuncion et
+    al. 2009; Foulds et al. 2013's SCVB0), over the ``top`` best components
+    (the rest of the mass is below e^-30 of the best and dropped). Each document's ``r``-weighted
+    counts are added with raw weight ``r / g`` as it is processed, so later documents of the
+    batch see earlier ones (the sequential variational approximation); the caller turns these
+    provisional counts into the natural-gradient step. ``r_slot[d, :]`` is −1 past the kept ones.
+    """
+    kmax_cap = m.shape[0]
+    for d in range(lengths.shape[0]):
+        wd = words[ptr[d] : ptr[d + 1]]
+        cd = counts[ptr[d] : ptr[d + 1]]
+        nd = lengths[d]
+        kmax = ictl[1]
+        lp_new = score_document(
+            wd,
+            cd,
+            nd,
+            lp,
+            m,
+            ntok,
+            alive,
+            head,
+            nxt,
+            pk,
+            pc,
+            kmax,
+            g,
+            beta,
+            vbeta,
+            log_alpha_new,
+            discount,
+        )
+        best = -np.inf
+        for k in range(kmax):
+            if lp[k] > best:
+                best = lp[k]
+        hi = max(best, lp_new)
+        s = math.exp(lp_new - hi)
+        for k in range(kmax):
+            if lp[k] > -np.inf:
+                s += math.exp(lp[k] - hi)
+        log_norm[d] = hi + math.log(s)
+        margin[d] = lp_new - best if best > -np.inf else 1000.0
+        for t in range(top):
+            r_slot[d, t] = -1
+            r_val[d, t] = 0.0
+        if lp_new >= best or kmax == 0:
+            k = open_cluster(alive, uid, fresh, free_stack, ictl)
+            if k >= kmax_cap:
+                raise ValueError("svi_local_step: cluster capacity exceeded (reserve first)")
+            elogpi[k] = elogpi_new
+            r_slot[d, 0] = k
+            r_val[d, 0] = 1.0
+        else:
+            if use_vb:
+                variational_scores(
+                    wd, cd, nd, vs, elogpi, ntok, alive, head, nxt, pk, pc, kmax, g, beta, vbeta
+                )
+            else:  # CVB0: the collapsed predictive at the expected counts (already in lp)
+                for k in range(kmax):
+                    vs[k] = lp[k]
+            # the `top` best components by partial selection
+            vmax = -np.inf
+            for t in range(top):
+                kb = -1
+                vb = -np.inf
+                for k in range(kmax):
+                    if vs[k] > vb:
+                        already = False
+                        for u in range(t):
+                            if r_slot[d, u] == k:
+                                already = True
+                        if not already:
+                            vb = vs[k]
+                            kb = k
+                if kb < 0:
+                    break
+                if t == 0:
+                    vmax = vb
+                elif vb < vmax - 30.0:
+                    break
+                r_slot[d, t] = kb
+                r_val[d, t] = vb
+            tot = 0.0
+            for t in range(top):
+                if r_slot[d, t] >= 0:
+                    r_val[d, t] = math.exp(r_val[d, t] - vmax)
+                    tot += r_val[d, t]
+            for t in range(top):
+                if r_slot[d, t] >= 0:
+                    r_val[d, t] /= tot
+        for t in range(top):
+            k = r_slot[d, t]
+            if k >= 0:
+                add_document(k, wd, cd, nd, r_val[d, t] / g, m, ntok, head, nxt, pk, pc, ictl)

@@ -1,0 +1,207 @@
+"""The `svi` model: special functions and stick expectations against scipy, the local step's
+objective, the natural-gradient step's algebra, and replay of its deltas."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import digamma as sp_digamma
+from test_dpmm_kernels import random_docs
+
+from noveld.models.base import DocBatch
+from noveld.models.dpmm import replay_delta
+from noveld.models.kernels import variational as vkern
+from noveld.models.suffstats import MultinomialStats
+from noveld.models.svi import SVI, SVIConfig, step_size
+from noveld.state.base import NamespaceState, state_digest
+
+
+@settings(deadline=None)  # the first call compiles the kernel
+@given(st.floats(1e-6, 1e6))
+def test_digamma_matches_scipy(x: float) -> None:
+    assert vkern.digamma(x) == pytest.approx(float(sp_digamma(x)), rel=1e-10, abs=1e-10)
+
+
+def sticks_oracle(m: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
+    out = np.empty(m.shape[0])
+    prefix = 0.0
+    for k in range(m.shape[0]):
+        a, b = 1.0 + m[k], alpha + float(m[k + 1 :].sum())
+        out[k] = prefix + sp_digamma(a) - sp_digamma(a + b)
+        prefix += sp_digamma(b) - sp_digamma(a + b)
+    return out, prefix + float(sp_digamma(2.0) - sp_digamma(2.0 + alpha))
+
+
+@settings(deadline=None)
+@given(st.lists(st.floats(0.0, 500.0), min_size=0, max_size=12), st.floats(0.01, 5.0))
+def test_expected_log_sticks_match_the_beta_posterior(m: list[float], alpha: float) -> None:
+    arr = np.array(m)
+    out = np.empty(arr.shape[0])
+    new = vkern.expected_log_sticks(arr, alpha, out)
+    ref, ref_new = sticks_oracle(arr, alpha)
+    np.testing.assert_allclose(out, ref, rtol=1e-9, atol=1e-9)
+    assert new == pytest.approx(ref_new, rel=1e-9, abs=1e-9)
+    # E[π] sums to at most 1: Σ exp(E log π) ≤ Σ E π ≤ 1 by Jensen
+    assert float(np.exp(out).sum()) <= 1.0 + 1e-9
+
+
+def fitted(seed: int, **kw: float | str) -> tuple[SVI, MultinomialStats]:
+    rng = np.random.default_rng(seed)
+    model = SVI(SVIConfig(alpha=0.5, beta=0.1, alpha_scaling="none", retire_min_mass=0.0, **kw))  # type: ignore[arg-type]
+    stats = model.new_state()
+    for _ in range(4):
+        model.partial_fit(DocBatch.from_docs(random_docs(rng, 15, 30), 30), stats, rng)
+    return model, stats
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_variational_scores_equal_the_dense_expectation(seed: int) -> None:
+    """vs_k = E[log π_k] + Σ_w N_dw (ψ(β + s_kw) − ψ(Vβ + n_k)) for every live component."""
+    _, stats = fitted(seed)
+    vocab, beta = 30, 0.1
+    rng = np.random.default_rng(seed + 1)
+    doc = DocBatch.from_docs(random_docs(rng, 1, vocab), vocab)
+    w, c = doc.doc(0)
+    elogpi = rng.normal(-3, 1, stats.m.shape[0])
+    vs = np.empty(stats.m.shape[0])
+    vkern.variational_scores(
+        w,
+        c,
+        int(c.sum()),
+        vs,
+        elogpi,
+        stats.ntok,
+        stats.alive,
+        stats.head,
+        stats.nxt,
+        stats.pk,
+        stats.pc,
+        stats.kmax,
+        stats.scale,
+        beta,
+        vocab * beta,
+    )
+    for k in stats.active_slots().tolist():
+        ws, cs = stats.word_counts(k)
+        s = np.zeros(vocab)
+        s[ws] = cs
+        n_k = float(stats.ntok[k] * stats.scale)
+        expected = elogpi[k] + float(
+            np.sum(c * (sp_digamma(beta + s[w]) - sp_digamma(vocab * beta + n_k)))
+        )
+        assert vs[k] == pytest.approx(expected, rel=1e-9, abs=1e-8)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_the_vb_local_step_maximises_the_local_elbo(seed: int) -> None:
+    """For fixed global parameters, r ∝ exp(scores) maximises Σ_k r_k·score_k − r_k log r_k
+    (the document's ELBO terms in q(z)); any other distribution scores no higher."""
+    _, stats = fitted(seed)
+    rng = np.random.default_rng(seed)
+    doc = DocBatch.from_docs(random_docs(rng, 1, 30), 30)
+    w, c = doc.doc(0)
+    vs = np.empty(stats.m.shape[0])
+    vkern.variational_scores(
+        w,
+        c,
+        int(c.sum()),
+        vs,
+        np.zeros(stats.m.shape[0]),
+        stats.ntok,
+        stats.alive,
+        stats.head,
+        stats.nxt,
+        stats.pk,
+        stats.pc,
+        stats.kmax,
+        stats.scale,
+        0.1,
+        3.0,
+    )
+    live = stats.active_slots()
+    score = vs[live]
+
+    def local_elbo(r: np.ndarray) -> float:
+        nz = r > 0
+        return float(np.sum(r * score) - np.sum(r[nz] * np.log(r[nz])))
+
+    best = np.exp(score - score.max())
+    best /= best.sum()
+    for _ in range(20):
+        other = rng.dirichlet(np.ones(live.shape[0]))
+        assert local_elbo(best) >= local_elbo(other) - 1e-9
+    assert local_elbo(best) == pytest.approx(
+        float(np.log(np.exp(score - score.max()).sum()) + score.max()), rel=1e-9
+    )
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["cvb0", "vb"]))
+def test_natural_gradient_step_algebra(seed: int, local_step: str) -> None:
+    """Σ_k m_k after a step = (1−ρ)·Σ_k m_k before + ρ·D/|B|·|B| (each document's r sums to 1),
+    and the same for tokens; D = documents seen."""
+    model, stats = fitted(seed, local_step=local_step, merge=False)  # type: ignore[arg-type]
+    rng = np.random.default_rng(seed)
+    batch = DocBatch.from_docs(random_docs(rng, 12, 30), 30)
+    m0 = float(stats.mass(stats.active_slots()).sum())
+    n0 = float((stats.ntok[stats.active_slots()] * stats.scale).sum())
+    t = int(stats.ictl[5]) + 1
+    rho = step_size(t, 1.0, 0.8)
+    corpus = float(stats.ictl[4] + 12)
+    res = model.partial_fit(batch, stats, rng)
+    assert res.extra["rho"] == pytest.approx(rho)
+    m1 = float(stats.mass(stats.active_slots()).sum())
+    n1 = float((stats.ntok[stats.active_slots()] * stats.scale).sum())
+    assert m1 == pytest.approx((1 - rho) * m0 + rho * corpus, rel=1e-9)
+    assert n1 == pytest.approx(
+        (1 - rho) * n0 + rho * corpus / 12 * float(batch.lengths.sum()), rel=1e-9
+    )
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000))
+def test_svi_deltas_replay_to_the_writer_state(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    model = SVI(SVIConfig(alpha=0.5, beta=0.1, alpha_scaling="none", retire_min_mass=0.3))
+    stats, replica = model.new_state(), model.new_state()
+    for _ in range(8):
+        res = model.partial_fit(DocBatch.from_docs(random_docs(rng, 15, 30), 30), stats, rng)
+        replay_delta(replica, res.delta, 0.0)
+    assert int(replica.ictl[5]) == int(stats.ictl[5]) == 8  # the step counter t
+    live = {int(stats.uid[k]): k for k in stats.active_slots()}
+    rlive = {int(replica.uid[k]): k for k in replica.active_slots()}
+    assert live.keys() == rlive.keys()
+    for u, k in live.items():
+        r = rlive[u]
+        assert replica.mass(np.array([r]))[0] == pytest.approx(
+            stats.mass(np.array([k]))[0], rel=1e-9
+        )
+        w1, c1 = stats.word_counts(k)
+        w2, c2 = replica.word_counts(r)
+        keep1, keep2 = c1 > 1e-12, c2 > 1e-12
+        np.testing.assert_array_equal(np.sort(w1[keep1]), np.sort(w2[keep2]))
+        np.testing.assert_allclose(
+            c1[keep1][np.argsort(w1[keep1])], c2[keep2][np.argsort(w2[keep2])], rtol=1e-9
+        )
+
+
+def test_same_seed_same_state() -> None:
+    digests = []
+    for _ in range(2):
+        _, stats = fitted(7)
+        digests.append(state_digest(NamespaceState({}, stats)))
+    assert digests[0] == digests[1]
+
+
+def test_step_size_schedule() -> None:
+    assert step_size(1, 1.0, 0.8) == pytest.approx(2**-0.8)
+    assert step_size(100, 1.0, 0.8) < step_size(10, 1.0, 0.8)
+    with pytest.raises(ValueError):
+        SVIConfig(kappa=0.5)
+    assert math.isfinite(step_size(10**9, 0.0, 1.0))
