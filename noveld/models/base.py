@@ -56,7 +56,8 @@ class StatsDelta:
 
     Applying it: multiply every statistic by ``decay``; add ``dm``/``dntok`` to the clusters
     ``cluster_uids`` (creating those in ``born_uids``); add ``word_count`` to the cluster–word
-    pairs (``word_cluster`` indexes ``cluster_uids``); then drop ``retired_uids``. Count
+    pairs (``word_cluster`` indexes ``cluster_uids``); move every count of each ``merges`` source
+    into its survivor; then drop ``retired_uids``. Count
     statistics commute, so replicas can apply each other's deltas (DESIGN §6).
     """
 
@@ -70,6 +71,9 @@ class StatsDelta:
     born_uids: np.ndarray
     retired_uids: np.ndarray
     n_docs: int = -1  # documents in the batch; -1: Σ dm (true for count models, not for SVI)
+    # (source uid, survivor uid) per merge, applied after the additions and before retirement;
+    # the sources are also in ``retired_uids``
+    merges: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
 
     def documents(self) -> int:
         """How many documents the batch had."""

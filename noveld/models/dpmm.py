@@ -82,15 +82,22 @@ def replay_delta(
     foreign: bool = False,
 ) -> None:
     """Apply a batch's :class:`StatsDelta` to statistics, in the order ``partial_fit`` changed
-    them: decay, add the batch's counts (opening clusters unknown here), retire, count the
-    documents and prune on schedule.
+    them: decay, add the batch's counts (opening clusters unknown here), merges, retire, count
+    the documents and prune on schedule.
 
     This is how a restarted process rebuilds its model from a checkpoint plus the delta log, and
     how a replica takes in the batches other replicas committed (DESIGN §6, scale-out). With
-    integer counts (no forgetting) the result equals the writer's statistics exactly. With
+    integer counts (no forgetting) the result equals the writer's statistics exactly (and for
+    ``svi`` always: its writer applies its own step through :func:`apply_additions`). With
     ``foreign`` the clusters the delta opened become merge candidates of the next batch (two
     replicas may each open a cluster for one story).
     """
+    apply_additions(stats, delta, foreign)
+    finish_delta(stats, delta, half_life_docs, prune_below)
+
+
+def apply_additions(stats: MultinomialStats, delta: StatsDelta, foreign: bool = False) -> None:
+    """First half of :func:`replay_delta`: the decay and the batch's additions."""
     stats.decay(delta.decay)
     kmax = stats.kmax
     slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
@@ -106,7 +113,7 @@ def replay_delta(
         slot_of[u] = k
     born = set(delta.born_uids.tolist())
     for i, u in enumerate(uids):
-        if foreign and u in born and u in slot_of:  # another writer's birth: a merge candidate here
+        if foreign and u in born and u in slot_of:  # another writer's birth: a merge candidate
             stats.young_slots.append(slot_of[u])
             stats.young_words.append(delta.word_ids[delta.word_cluster == i])
     stats.ictl[kern.NEXT_UID] = max([next_uid, *(u + 1 for u in delta.born_uids.tolist())])
@@ -124,10 +131,41 @@ def replay_delta(
         stats.pc,
         stats.ictl,
     )
+
+
+def finish_delta(
+    stats: MultinomialStats, delta: StatsDelta, half_life_docs: float, prune_below: float
+) -> None:
+    """Second half of :func:`replay_delta`: merges, retirements, the document count."""
+    kmax = stats.kmax
+    slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
+    for src_uid, dst_uid in delta.merges.tolist():
+        src, dst = slot_of.get(src_uid), slot_of.get(dst_uid)
+        if src is None or dst is None:
+            continue  # retired here already (another replica's view differed)
+        move_counts(stats, src, dst)
     gone = [slot_of[u] for u in delta.retired_uids.tolist() if u in slot_of]
     if gone:
         stats.retire(np.array(gone, dtype=np.int64))
     advance_documents(stats, delta.documents(), half_life_docs, prune_below)
+
+
+def move_counts(
+    stats: MultinomialStats, src: int, dst: int
+) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """Merge slot ``src`` into ``dst`` (every count moves; ``src`` is left empty, not retired).
+    Returns the moved raw mass, raw tokens, word ids and raw counts."""
+    words, _ = kern.cluster_word_counts(src, stats.head, stats.nxt, stats.pk, stats.pc)
+    words = np.sort(words.astype(np.int64))
+    stats.reserve(0, words.shape[0], int(words.max()) + 1 if words.shape[0] else 0)
+    m_raw, n_raw = float(stats.m[src]), float(stats.ntok[src])
+    out_w = np.empty(words.shape[0], dtype=np.int64)
+    out_c = np.empty(words.shape[0])
+    n = kern.move_cluster(
+        src, dst, stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl,
+        words, out_w, out_c,
+    )  # fmt: skip
+    return m_raw, n_raw, out_w[:n].copy(), out_c[:n].copy()
 
 
 def warm_up() -> None:
@@ -375,22 +413,11 @@ class DPMM:
         """Aggregate per-document (``doc_*``) and per-word-entry (``e_*``) additions in true
         units by cluster uid and (cluster, word), append the merges' moves, and build the
         delta."""
-        if moves:
-            sc = stats.scale
-            mu = [doc_uids]
-            mm, mn = [doc_m], [doc_n]
-            eu, ew, ec = [e_uids], [e_words], [e_counts]
-            for src, dst, m_raw, n_raw, words, counts in moves:
-                su, du = int(stats.uid[src]), int(stats.uid[dst])
-                mu.append(np.array([su, du], dtype=np.int64))
-                mm.append(np.array([-m_raw * sc, m_raw * sc]))
-                mn.append(np.array([-n_raw * sc, n_raw * sc]))
-                eu += [np.full(words.shape[0], su), np.full(words.shape[0], du)]
-                ew += [words, words]
-                ec += [-counts * sc, counts * sc]
-            doc_uids, doc_m, doc_n = np.concatenate(mu), np.concatenate(mm), np.concatenate(mn)
-            e_uids, e_words, e_counts = np.concatenate(eu), np.concatenate(ew), np.concatenate(ec)
-            retired = retired + [(int(stats.uid[src]), 0.0, "merged") for src, *_ in moves]
+        merges = np.array(
+            [(int(stats.uid[src]), int(stats.uid[dst])) for src, dst, *_ in moves],
+            dtype=np.int64,
+        ).reshape(-1, 2)
+        retired = retired + [(int(stats.uid[src]), 0.0, "merged") for src, *_ in moves]
         cl, inv = np.unique(doc_uids, return_inverse=True)
         dm = np.bincount(inv, weights=doc_m, minlength=cl.shape[0])
         dntok = np.bincount(inv, weights=doc_n, minlength=cl.shape[0])
@@ -408,6 +435,7 @@ class DPMM:
             word_count=wc,
             born_uids=np.array([b[0] for b in born], dtype=np.int64),
             retired_uids=np.array([r[0] for r in retired], dtype=np.int64),
+            merges=merges,
         )
 
     @staticmethod
@@ -476,8 +504,6 @@ class DPMM:
         order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
         used: set[int] = set()
         moves: list[tuple[int, int, float, float, np.ndarray, np.ndarray]] = []
-        out_w = np.empty(scan.shape[0], dtype=np.int64)
-        out_c = np.empty(scan.shape[0])
         for i in order.tolist():
             y, k = int(young[i]), int(best[i])
             if gains[i, k] <= 0.0:
@@ -490,26 +516,11 @@ class DPMM:
             )
             if not stats.fresh[src] and src not in young:
                 continue
-            stats.reserve(0, scan.shape[0], batch.vocab_size)
-            m_raw, n_raw = float(stats.m[src]), float(stats.ntok[src])
-            n = kern.move_cluster(
-                src,
-                dst,
-                stats.m,
-                stats.ntok,
-                stats.head,
-                stats.nxt,
-                stats.pk,
-                stats.pc,
-                stats.ictl,
-                scan,
-                out_w,
-                out_c,
-            )
+            m_raw, n_raw, moved_w, moved_c = move_counts(stats, src, dst)
             stats.retire(np.array([src], dtype=np.int64))
             stats.fresh[src] = False
             assign[assign == src] = dst
-            moves.append((src, dst, m_raw, n_raw, out_w[:n].copy(), out_c[:n].copy()))
+            moves.append((src, dst, m_raw, n_raw, moved_w, moved_c))
             used.update((y, k))
         return moves
 

@@ -14,13 +14,13 @@ not commute across writers (DESIGN §6): one writer per namespace.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from noveld.models.base import BatchResult, DocBatch, StatsDelta
-from noveld.models.dpmm import DPMM, DPMMConfig, advance_documents
+from noveld.models.dpmm import DPMM, DPMMConfig, advance_documents, apply_additions
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import variational as vkern
 from noveld.models.suffstats import MultinomialStats
@@ -78,31 +78,29 @@ class SVI(DPMM):
         log_norm = np.empty(nb)
         margin = np.empty(nb)
         cap = stats.m.shape[0]
+        # The local step adds each document provisionally (so later documents of the batch see
+        # it); those additions are then undone bit for bit and the step is applied through the
+        # same code replicas use, so the writer's statistics equal any replay of its deltas.
+        saved_m, saved_n = stats.m.copy(), stats.ntok.copy()
+        used = int(stats.ictl[kern.POOL_USED])
+        saved_pc = stats.pc[:used].copy()
         vkern.svi_local_step(
             batch.ptr, batch.words, batch.counts, batch.lengths, self.log_alpha(nb), cfg.beta,
             batch.vocab_size * cfg.beta, stats.scale, cfg.discount, elogpi, elogpi_new, top,
             cfg.local_step == "vb", stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl,
-            np.empty(cap), np.empty(cap),
-            r_slot, r_val, log_norm, margin,
+            np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin,
         )  # fmt: skip
-        # The local step added each document with weight r (true units). Natural-gradient step:
-        # s ← (1−ρ)·s_old + gain·batch  =  decay(1−ρ) of (s_old + batch), plus (gain − (1−ρ))·batch.
-        stats.decay(1.0 - rho)
-        extra = (gain - (1.0 - rho)) / stats.scale
-        for d in range(nb):
-            w, c = batch.doc(d)
-            for j in range(top):
-                k = int(r_slot[d, j])
-                if k >= 0:
-                    kern.add_document(
-                        k, w, c, int(batch.lengths[d]), float(r_val[d, j]) * extra, stats.m,
-                        stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl,
-                    )  # fmt: skip
+        stats.m[:], stats.ntok[:] = saved_m, saved_n
+        stats.pc[:used] = saved_pc
+        stats.pc[used : int(stats.ictl[kern.POOL_USED])] = 0.0
         assign = r_slot[:, 0].copy()
         born = self._births(assign, stats, margin)
         own_births = {u for u, _, _ in born}
-        uids_before = stats.uid[r_slot.clip(min=0)]
+        uids = stats.uid[r_slot.clip(min=0)]
+        # natural-gradient step: s ← (1−ρ)·s + ρ·D/|B|·Σ_d r_dk N_d  (paper 001 eqs. 2–4)
+        step = self._svi_delta(batch, uids, r_slot, r_val, 1.0 - rho, gain, born, stats)
+        apply_additions(stats, step)
         moves = self._merge(batch, assign, stats) if cfg.merge else []
         merged = [
             (int(stats.uid[src]), int(stats.uid[dst]), int(stats.uid[src]) in own_births)
@@ -112,10 +110,14 @@ class SVI(DPMM):
             born = self._merge_births(born, [(a, b) for a, b, _ in merged])
         retired = self._retire(stats)
         advance_documents(stats, nb, 0.0, cfg.prune_below)
-        delta = self._svi_delta(
-            batch, uids_before, r_slot, r_val, 1.0 - rho, gain, born, retired, moves, stats
+        gone = [u for u, _, _ in merged] + [u for u, _, _ in retired]
+        delta = replace(
+            step,
+            born_uids=np.array([b[0] for b in born], dtype=np.int64),
+            merges=np.array([(a, b) for a, b, _ in merged], dtype=np.int64).reshape(-1, 2),
+            retired_uids=np.array(gone, dtype=np.int64),
         )
-        final = stats.uid[r_slot[:, 0]].copy()
+        final = uids[:, 0].copy()
         for src_uid, dst_uid, _ in merged:
             final[final == src_uid] = dst_uid
         prior_mass = max(float(stats.m[stats.alive].sum() * stats.scale) - gain * nb, 0.0)
@@ -143,12 +145,10 @@ class SVI(DPMM):
         decay: float,
         gain: float,
         born: list[tuple[int, int, float]],
-        retired: list[tuple[int, float, str]],
-        moves: list[tuple[int, int, float, float, np.ndarray, np.ndarray]],
         stats: MultinomialStats,
     ) -> StatsDelta:
-        """The step as a delta: decay 1−ρ, then ``gain · r_dk · N_d`` per (document, component),
-        then merges as moves and the retirements."""
+        """The natural-gradient step as a delta: decay 1−ρ, then ``gain · r_dk · N_d`` per
+        (document, component)."""
         nb, top = r_slot.shape
         keep = r_slot >= 0
         doc_of = np.repeat(np.arange(nb), top).reshape(nb, top)[keep]
@@ -165,7 +165,6 @@ class SVI(DPMM):
         doc_m = weight
         doc_n = batch.lengths[doc_of] * weight
         delta = DPMM._delta_from_entries(
-            batch, pair_uid, doc_m, doc_n, e_uids, e_words, e_counts, decay, born, retired,
-            moves, stats,
+            batch, pair_uid, doc_m, doc_n, e_uids, e_words, e_counts, decay, born, [], [], stats,
         )  # fmt: skip
         return StatsDelta(**{**delta.__dict__, "n_docs": nb})

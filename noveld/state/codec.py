@@ -19,8 +19,8 @@ from noveld.models.suffstats import MultinomialStats
 
 DELTA_MAGIC = b"NVD"
 DELTA_VERSION = 1
-# magic, version, flags, clusters, entries, born, retired, documents, decay
-_HEADER = struct.Struct("<3sBIqqqqqd")
+# magic, version, flags, clusters, entries, born, retired, merges, documents, decay
+_HEADER = struct.Struct("<3sBIqqqqqqd")
 _INTEGRAL = 1  # word counts are whole numbers and were packed as int32
 
 _FLOAT_FIELDS = frozenset({"dm", "dntok", "word_count"})
@@ -45,6 +45,7 @@ def encode_delta(delta: StatsDelta) -> bytes:
         wc.shape[0],
         delta.born_uids.shape[0],
         delta.retired_uids.shape[0],
+        delta.merges.shape[0],
         delta.documents(),
         delta.decay,
     )
@@ -58,6 +59,7 @@ def encode_delta(delta: StatsDelta) -> bytes:
         wc.astype("<i4" if integral else "<f8").tobytes(),
         delta.born_uids.astype("<i8").tobytes(),
         delta.retired_uids.astype("<i8").tobytes(),
+        delta.merges.astype("<i8").tobytes(),
     ]
     return b"".join(parts)
 
@@ -66,7 +68,7 @@ def decode_delta(blob: bytes) -> StatsDelta:
     """Inverse of :func:`encode_delta`; :class:`CodecError` on a corrupt or foreign blob."""
     if len(blob) < _HEADER.size:
         raise CodecError(f"delta blob too short ({len(blob)} bytes)")
-    magic, version, flags, nc, ne, nb, nr, n_docs, decay = _HEADER.unpack_from(blob)
+    magic, version, flags, nc, ne, nb, nr, nm, n_docs, decay = _HEADER.unpack_from(blob)
     if magic != DELTA_MAGIC or version != DELTA_VERSION:
         raise CodecError(f"not a version-{DELTA_VERSION} noveld delta (magic {magic!r} v{version})")
     count_type = "<i4" if flags & _INTEGRAL else "<f8"
@@ -79,6 +81,7 @@ def decode_delta(blob: bytes) -> StatsDelta:
         ("word_count", count_type, ne),
         ("born_uids", "<i8", nb),
         ("retired_uids", "<i8", nr),
+        ("merges", "<i8", 2 * nm),
     ]
     need = _HEADER.size + sum(np.dtype(t).itemsize * n for _, t, n in layout)
     if len(blob) != need:
@@ -89,6 +92,7 @@ def decode_delta(blob: bytes) -> StatsDelta:
         a = np.frombuffer(blob, dtype=dtype, count=n, offset=pos)
         pos += a.nbytes
         out[name] = a.astype(np.float64 if name in _FLOAT_FIELDS else np.int64)
+    out["merges"] = out["merges"].reshape(-1, 2)
     return StatsDelta(decay=float(decay), n_docs=int(n_docs), **out)
 
 

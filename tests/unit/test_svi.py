@@ -166,7 +166,7 @@ def test_natural_gradient_step_algebra(seed: int, local_step: str) -> None:
 
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 10_000))
-def test_svi_deltas_replay_to_the_writer_state(seed: int) -> None:
+def test_svi_deltas_replay_to_exactly_the_writer_state(seed: int) -> None:
     rng = np.random.default_rng(seed)
     model = SVI(SVIConfig(alpha=0.5, beta=0.1, alpha_scaling="none", retire_min_mass=0.3))
     stats, replica = model.new_state(), model.new_state()
@@ -174,21 +174,8 @@ def test_svi_deltas_replay_to_the_writer_state(seed: int) -> None:
         res = model.partial_fit(DocBatch.from_docs(random_docs(rng, 15, 30), 30), stats, rng)
         replay_delta(replica, res.delta, 0.0)
     assert int(replica.ictl[5]) == int(stats.ictl[5]) == 8  # the step counter t
-    live = {int(stats.uid[k]): k for k in stats.active_slots()}
-    rlive = {int(replica.uid[k]): k for k in replica.active_slots()}
-    assert live.keys() == rlive.keys()
-    for u, k in live.items():
-        r = rlive[u]
-        assert replica.mass(np.array([r]))[0] == pytest.approx(
-            stats.mass(np.array([k]))[0], rel=1e-9
-        )
-        w1, c1 = stats.word_counts(k)
-        w2, c2 = replica.word_counts(r)
-        keep1, keep2 = c1 > 1e-12, c2 > 1e-12
-        np.testing.assert_array_equal(np.sort(w1[keep1]), np.sort(w2[keep2]))
-        np.testing.assert_allclose(
-            c1[keep1][np.argsort(w1[keep1])], c2[keep2][np.argsort(w2[keep2])], rtol=1e-9
-        )
+    # the writer applies its own step through the replay code: bit-exact, fractional counts too
+    assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, stats))
 
 
 def test_same_seed_same_state() -> None:
