@@ -1,8 +1,9 @@
-"""Model-only throughput of the dpmm step (featurization done up front, not timed).
+"""Model-only throughput of a model step (featurization done up front, not timed).
 
-    python benchmarks/bench_model.py [--data FILE] [--repeat 3]
+    python benchmarks/bench_model.py [--data FILE] [--repeat 3] [--model dpmm|svi]
 
-Prints docs/s and per-batch latency percentiles for rejuvenation off and for the defaults.
+Prints docs/s and per-batch latency percentiles: for dpmm with rejuvenation off and with the
+defaults; for svi with its defaults.
 """
 
 from __future__ import annotations
@@ -17,18 +18,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DEFAULT_DATA, load_texts, machine
 
-from noveld.daemon.pipeline import model_config
-from noveld.daemon.settings import Settings
+from noveld.daemon.pipeline import make_model
+from noveld.daemon.settings import Settings, load_settings
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
-from noveld.models.dpmm import DPMM
 from noveld.schema import Document
 
 
-def run(batches: list, sweeps: int, batch_size: int) -> tuple[float, np.ndarray, int]:
+def run(batches: list, settings: Settings) -> tuple[float, np.ndarray, int]:
     """One pass over pre-featurized batches; returns docs/s, batch latencies, clusters."""
-    cfg = model_config(Settings())
-    cfg = type(cfg)(**{**cfg.__dict__, "rejuvenation_sweeps": sweeps})
-    model = DPMM(cfg)
+    model = make_model(settings)
     stats = model.new_state()
     lat = []
     n = 0
@@ -46,6 +44,7 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--model", choices=["dpmm", "svi"], default="dpmm")
     a = p.parse_args()
     rows = load_texts(a.data)
     docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
@@ -53,13 +52,21 @@ def main() -> None:
     batches = [
         feat.featurize(docs[i : i + a.batch_size])[0] for i in range(0, len(docs), a.batch_size)
     ]
-    run(batches[:4], 2, a.batch_size)  # JIT warm-up
+    if a.model == "dpmm":
+        variants = [("rejuvenation off", 0), ("defaults (2 sweeps)", 2)]
+    else:
+        variants = [("svi defaults", 0)]
+    configs = [
+        (label, load_settings(None, {"model": {"kind": a.model, "rejuvenation_sweeps": sweeps}}))
+        for label, sweeps in variants
+    ]
+    run(batches[:4], configs[-1][1])  # JIT warm-up
     print(f"machine: {machine()}")
-    print(f"data: {a.data} ({len(docs):,} docs, batch {a.batch_size})")
-    for label, sweeps in [("rejuvenation off", 0), ("defaults (2 sweeps)", 2)]:
+    print(f"data: {a.data} ({len(docs):,} docs, batch {a.batch_size}, model {a.model})")
+    for label, settings in configs:
         best = None
         for _ in range(a.repeat):
-            r = run(batches, sweeps, a.batch_size)
+            r = run(batches, settings)
             best = r if best is None or r[0] > best[0] else best
         assert best is not None
         rate, lat, k = best
