@@ -21,7 +21,7 @@ from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDi
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.schema import InvalidReason
-from noveld.state.base import FingerprintMismatch, StateStore, partition_key
+from noveld.state.base import CommitOutcome, FingerprintMismatch, StateStore, partition_key
 from noveld.state.memory import MemoryStore
 from noveld.state.redis_store import RedisStore
 
@@ -162,7 +162,10 @@ def step_or_stop(
         return EXIT_OK
     except StateDiverged as exc:
         if metrics is not None:
-            metrics.fenced.inc()
+            if exc.outcome is CommitOutcome.REPLAY:  # already applied: skipped, counted
+                metrics.replayed.inc()
+            else:
+                metrics.fenced.inc()
         if progress_out is not None:
             progress_out.write(f"noveld: error: {exc}\n")
         return EXIT_STATE_DIVERGED

@@ -50,7 +50,11 @@ class CircuitOpen(RuntimeError):
 
 class StateDiverged(RuntimeError):
     """A shared store refused a commit (fenced or already applied): the in-memory model no
-    longer matches it, so this process must stop and reload."""
+    longer matches it, so this process must reload (or stop)."""
+
+    def __init__(self, message: str, outcome: CommitOutcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 class EventSink(Protocol):
@@ -276,7 +280,8 @@ class Pipeline:
                     if outcome is CommitOutcome.FENCED
                     else "this batch was already committed by another process"
                 )
-                + "; the in-memory model no longer matches the shared state"
+                + "; the in-memory model no longer matches the shared state",
+                outcome,
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
         if self.store.flush_due():

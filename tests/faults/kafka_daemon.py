@@ -1,0 +1,98 @@
+"""Helpers for fault tests of the Kafka-mode daemon: start it as a subprocess, observe its
+committed state through the public CLI (`noveld state show --json`) and the Kafka topics."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from harness import TEST_SESSION_TIMEOUT_MS
+from kafka import KafkaConsumer, KafkaProducer
+
+NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
+
+
+def start(
+    bootstrap: str, redis_url: str, ns: str, topic: str, *extra: str
+) -> subprocess.Popen[str]:
+    """The daemon on ``topic`` with group = namespace = ``ns`` and its own events/DLQ topics."""
+    return subprocess.Popen(
+        [
+            *NOVELD, "run", "--kafka-bootstrap", bootstrap, "--input-topic", topic,
+            "--events-topic", f"{ns}.events", "--dlq-topic", f"{ns}.dlq", "--group", ns,
+            "--redis-url", redis_url, "--namespace", ns, "--batch-size", "100",
+            "--session-timeout-ms", str(TEST_SESSION_TIMEOUT_MS), *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"},
+    )  # fmt: skip
+
+
+def show(redis_url: str, ns: str) -> dict[str, Any]:
+    """`noveld state show --json` of a namespace."""
+    out = subprocess.run(
+        [*NOVELD, "state", "show", "--redis-url", redis_url, "--namespace", ns, "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    info: dict[str, Any] = json.loads(out.stdout)
+    return info
+
+
+def committed_docs(redis_url: str, ns: str) -> int:
+    """Valid + invalid documents committed so far (polled often, so read directly)."""
+    c = redis.Redis.from_url(redis_url).hgetall(f"noveld:{{{ns}}}:counters")
+    return sum(int(c.get(k, 0)) for k in (b"docs", b"invalid"))
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    for v in values:
+        producer.send(topic, value=v)
+    producer.flush()
+    producer.close()
+
+
+def consume_all(bootstrap: str, topic: str, at_least: int, timeout: float = 30) -> list[Any]:
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+        enable_auto_commit=False, consumer_timeout_ms=2000,
+    )  # fmt: skip
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out += list(consumer)
+        if len(out) >= at_least:
+            break
+    consumer.close()
+    return out
+
+
+def stop(proc: subprocess.Popen[str], grace: float = 20.0) -> str:
+    """SIGTERM; the daemon must exit 0 within ``grace`` seconds, without a traceback."""
+    import signal
+
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=grace + 10)
+    assert proc.returncode == 0, err
+    assert time.monotonic() - t0 < grace, f"took {time.monotonic() - t0:.1f} s to stop"
+    assert "Traceback" not in err
+    return err
