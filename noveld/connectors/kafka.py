@@ -78,6 +78,22 @@ class KafkaSource:
             self.expected.pop(key, None)
         self._on_revoke(keys)
 
+    def pause(self) -> None:
+        """Stop fetching from every assigned partition (polls keep the group membership)."""
+        parts = list(self.consumer.assignment())
+        if parts:
+            self.consumer.pause(*parts)
+
+    def resume(self) -> None:
+        """Fetch again from every assigned partition."""
+        parts = list(self.consumer.paused())
+        if parts:
+            self.consumer.resume(*parts)
+
+    def poll_idle(self, timeout_ms: int) -> None:
+        """Poll while paused: heartbeats and rebalances go on, no records are returned."""
+        self.consumer.poll(timeout_ms=timeout_ms, max_records=1)
+
     def resync(self) -> None:
         """Seek every assigned partition back to the offset stored with the state (after the
         store refused a commit: the batches read since are redone from there)."""

@@ -4,6 +4,7 @@ Kafka topics (DESIGN §3). Same Pipeline as the embedded default; only the I/O d
 from __future__ import annotations
 
 import sys
+import threading
 from typing import IO
 
 from noveld.connectors.kafka import KafkaDeadLetters, KafkaEvents, KafkaSource
@@ -16,11 +17,52 @@ from noveld.daemon.embedded import (
     start_metrics,
     step_or_stop,
 )
+from noveld.daemon.metrics import Metrics
+from noveld.daemon.outage import Backoff, is_outage
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.state.base import FingerprintMismatch
 from noveld.state.redis_store import RedisStore
+
+
+def ride_out_outage(
+    exc: BaseException,
+    pipeline: Pipeline,
+    store: RedisStore,
+    source: KafkaSource,
+    metrics: Metrics | None,
+    stop: threading.Event,
+    progress_out: IO[str] | None,
+) -> None:
+    """Redis went away mid-batch (G4): go unready, pause consumption (polls keep the group
+    membership and /healthz turning), retry with capped backoff, then reload the state from
+    Redis and re-seek to its offsets. Whether or not the interrupted commit landed — and even
+    if Redis lost its last ~second of AOF — the stored offsets say where to resume, so nothing
+    is lost and nothing counted twice."""
+    if metrics is not None:
+        metrics.ready = False
+    if progress_out is not None:
+        progress_out.write(f"noveld: Redis unreachable ({exc}); pausing input, retrying\n")
+    source.pause()
+    backoff = Backoff()
+    while not stop.is_set():
+        source.poll_idle(int(backoff.delay() * 1000))
+        if metrics is not None:
+            metrics.turn()
+        try:
+            store.client.ping()
+            pipeline.reload()
+            source.resync()
+        except Exception as again:
+            if not is_outage(again):
+                raise
+            continue
+        break
+    source.resume()
+    if progress_out is not None and not stop.is_set():
+        progress_out.write("noveld: Redis is back; state reloaded, input resumed\n")
+
 
 # After this many refused commits in a row without a rebalance in between, stop (exit 4)
 MAX_REFUSED_IN_A_ROW = 5
@@ -73,16 +115,22 @@ def run_kafka(
                 if not records:
                     continue
                 first, nxt = source.offsets_of(records)
-                code = step_or_stop(
-                    pipeline,
-                    records,
-                    first,
-                    nxt,
-                    progress,
-                    progress_out,
-                    f"on topic {k.dlq_topic}",
-                    metrics,
-                )
+                try:
+                    code = step_or_stop(
+                        pipeline,
+                        records,
+                        first,
+                        nxt,
+                        progress,
+                        progress_out,
+                        f"on topic {k.dlq_topic}",
+                        metrics,
+                    )
+                except Exception as exc:
+                    if not is_outage(exc):
+                        raise
+                    ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
+                    continue
                 if code == EXIT_STATE_DIVERGED and refused_in_a_row < MAX_REFUSED_IN_A_ROW:
                     # fenced (another replica owns a partition now) or already committed by
                     # one: drop the in-memory batch, reload the shared state and go on; the
@@ -104,7 +152,13 @@ def run_kafka(
                 if metrics is not None:
                     metrics.set_lag(source.lag())
         finally:
-            pipeline.flush()
+            try:
+                pipeline.flush()
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                if progress_out is not None:  # the state is as of the last commit that landed
+                    progress_out.write(f"noveld: Redis unreachable at shutdown ({exc})\n")
             dead.flush()
             source.close()
             events.close()

@@ -1,0 +1,41 @@
+"""Riding out a Redis outage (DESIGN §6, G4): recognise connection failures, back off with a
+cap, and decide when to try again. Pure policy; the Kafka loop applies it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+# What a Redis outage looks like from redis-py: refused/reset connections, timeouts, a server
+# still loading its AOF after a restart, or a replica that is read-only during a failover.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+    redis.exceptions.ReadOnlyError,
+)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` means "Redis is unreachable for now" (retry) rather than a bug."""
+    return isinstance(exc, OUTAGE_ERRORS)
+
+
+@dataclass
+class Backoff:
+    """Capped exponential backoff: ``first``, ×``factor`` per failure, at most ``cap`` seconds."""
+
+    first: float = 0.1
+    factor: float = 2.0
+    cap: float = 5.0
+    _next: float = 0.0
+
+    def delay(self) -> float:
+        """The wait before the next attempt (grows until :meth:`reset`)."""
+        self._next = self.first if self._next == 0.0 else min(self._next * self.factor, self.cap)
+        return self._next
+
+    def reset(self) -> None:
+        """After a success: start again from ``first``."""
+        self._next = 0.0

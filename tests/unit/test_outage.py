@@ -1,0 +1,23 @@
+"""The Redis-outage policy: which errors mean "retry later", and the capped backoff."""
+
+from __future__ import annotations
+
+import redis
+
+from noveld.daemon.outage import Backoff, is_outage
+
+
+def test_connection_failures_are_outages_and_bugs_are_not() -> None:
+    assert is_outage(redis.exceptions.ConnectionError("refused"))
+    assert is_outage(redis.exceptions.TimeoutError("slow"))
+    assert is_outage(redis.exceptions.BusyLoadingError("loading AOF"))
+    assert not is_outage(redis.exceptions.ResponseError("WRONGTYPE"))
+    assert not is_outage(ValueError("bug"))
+
+
+def test_backoff_grows_to_its_cap_and_resets() -> None:
+    b = Backoff(first=0.1, factor=2.0, cap=1.0)
+    delays = [b.delay() for _ in range(6)]
+    assert delays == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    b.reset()
+    assert b.delay() == 0.1
