@@ -144,9 +144,10 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
         time.sleep(TEST_SESSION_TIMEOUT_MS / 1000)  # A wakes up, is refused or rejoins
         assert a.poll() is None and b.poll() is None  # nobody crashed
         fenced = fenced_total(ports[0])
-        print(f"replica A refused commits: {fenced}")
         feeder.join()
-        wait_until(lambda: committed_docs(redis_url, ns) == sent, 90, f"all {sent} documents committed")
+        wait_until(
+            lambda: committed_docs(redis_url, ns) == sent, 90, f"all {sent} documents committed"
+        )
     finally:
         stop_producing.set()
         feeder.join()
