@@ -62,9 +62,7 @@ def assert_close(a: NamespaceState, b: NamespaceState) -> None:
             assert tb[uid][2][w] == pytest.approx(c, rel=1e-9)
 
 
-@pytest.mark.parametrize(
-    ("kind", "half_life"), [("dpmm", 0.0), ("dpmm", 700.0), ("svi", 0.0)]
-)
+@pytest.mark.parametrize(("kind", "half_life"), [("dpmm", 0.0), ("dpmm", 700.0), ("svi", 0.0)])
 def test_redis_and_memory_agree_after_every_commit(
     redis_url: str, stream: Path, tmp_path: Path, kind: str, half_life: float
 ) -> None:
