@@ -59,6 +59,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="sample seatings from the CRP conditional",
     )
+    g.add_argument(
+        "--use-labels",
+        dest="use_labels",
+        action="store_true",
+        default=None,
+        help="treat documents' label field as known categories (semi-supervised: labelled "
+        "documents are seated in their category; new clusters are novel)",
+    )
     b = p.add_argument_group("batching and novelty")
     b.add_argument("--batch-size", type=int, help="documents per mini-batch (default 256)")
     b.add_argument("--novelty-min-size", type=int, help="documents that confirm a birth (3)")
@@ -98,6 +106,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("model", "kind", getattr(ns, "model", None))
     for _, key, _, _ in _MODEL_FLAGS:
         put("model", key, getattr(ns, key, None))
+    put("model", "use_labels", getattr(ns, "use_labels", None))
     put("model", "deterministic", getattr(ns, "deterministic", None))
     put("batch", "max_docs", getattr(ns, "batch_size", None))
     put("novelty", "min_size", getattr(ns, "novelty_min_size", None))

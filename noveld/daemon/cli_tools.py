@@ -47,17 +47,26 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
 def _cmd_evaluate(
     ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]
 ) -> int:
-    from noveld.eval.report import evaluate_file
+    from noveld.eval.report import evaluate_file, evaluate_known
 
     settings = settings_of(ns)
     path = str(ns.input)
     if path != "-" and not Path(path).is_file():
         raise UserError(f"input file {path} does not exist")
+    progress = None if ns.json else sys.stderr
     with tempfile.TemporaryDirectory() as tmp:
         settings = settings.model_copy(update={"dlq": Path(tmp) / "dlq.jsonl"})
-        report = evaluate_file(
-            settings, path, window=ns.window, progress_out=None if ns.json else sys.stderr
-        )
+        if ns.known_fraction is not None:
+            if path == "-" or not 0.0 <= ns.known_fraction <= 1.0:
+                raise UserError("--known-fraction needs a file and a fraction in [0, 1]")
+            report = evaluate_known(
+                settings, path, ns.known_fraction, ns.known_seed, ns.window, progress
+            )
+        else:
+            # the file's labels are the truth being scored against: the model must not see them
+            blind = settings.model.model_copy(update={"use_labels": False})
+            settings = settings.model_copy(update={"model": blind})
+            report = evaluate_file(settings, path, window=ns.window, progress_out=progress)
     if report.get("docs", 0) and report.get("unlabelled_docs") == report.get("docs"):
         raise UserError(
             f"no document in {path} has a label field '{settings.fields.label}' to score against"
@@ -183,6 +192,15 @@ def add_tool_commands(
         default=5,
         help="a birth is correct if its founding doc is among the first W docs of "
         "its true cluster (default 5)",
+    )
+    ev.add_argument(
+        "--known-fraction",
+        type=float,
+        help="semi-supervised protocol (paper 000): reveal the labels of this fraction of the "
+        "documents of half the classes as known categories; adds known_f1",
+    )
+    ev.add_argument(
+        "--known-seed", type=int, default=0, help="seed choosing the known classes (default 0)"
     )
     add_common(ev)
     ev.set_defaults(func=lambda ns: _cmd_evaluate(ns, settings_of))

@@ -6,6 +6,8 @@ the store are injected, so the embedded default and the production daemon run th
 
 from __future__ import annotations
 
+import hashlib
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +40,15 @@ from noveld.state.base import (
     StateStore,
     partition_key,
 )
+
+KNOWN_LABEL_SLOT = (1 << 20) - 1  # uid slot of known-label clusters (see RedisStore uid slots)
+
+
+def label_uid(label: str) -> int:
+    """The cluster uid of a known label: a deterministic 40-bit hash in its own uid slot, so
+    every replica and every restart agrees without coordination."""
+    digest = hashlib.blake2b(label.encode(), digest_size=5).digest()
+    return (KNOWN_LABEL_SLOT << 40) | int.from_bytes(digest, "big")
 
 
 class CircuitOpen(RuntimeError):
@@ -189,6 +200,9 @@ class Pipeline:
         self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, nov.exemplars)
         self.tracker.load_json(self.state.novelty)
         self.announced: set[int] = set(self.state.novelty.get("announced", []))
+        self.known_labels: dict[int, str] = {
+            int(u): str(label) for u, label in self.state.novelty.get("known", {}).items()
+        }
 
     def next_offset(self, topic: str, partition: int) -> int:
         """Where to resume reading a topic-partition (the committed next offset)."""
@@ -234,7 +248,10 @@ class Pipeline:
         delta = None
         if docs:
             self.store.before_batch(self.state, first_offsets)
-            result = self.model.partial_fit(batch, self.state.stats, rng)
+            known = self._known_uids(docs)
+            result = self.model.partial_fit(
+                batch, self.state.stats, rng, known, frozenset(self.known_labels)
+            )
             rep.log_predictive_per_token = result.log_predictive_per_token
             t3 = time.perf_counter()
             confirmed = self.tracker.observe(
@@ -395,7 +412,7 @@ class Pipeline:
             top_terms=self.top_terms(cand.uid, self.settings.novelty.top_terms),
             exemplar_doc_ids=cand.exemplars,
             novelty_score=round(cand.novelty_score, 6),
-            nearest_known_label=None,
+            nearest_known_label=self._nearest_known_label(cand.uid),
         )
         return ev.model_dump(mode="json")
 
@@ -442,9 +459,46 @@ class Pipeline:
             out.append(ev.model_dump(mode="json"))
         return out
 
+    def _known_uids(self, docs: Sequence[Document]) -> np.ndarray | None:
+        """Cluster uid of each document's known label (−1 without one), registering new labels;
+        None when labels are not used or the batch has none."""
+        if not self.settings.model.use_labels or not any(d.label is not None for d in docs):
+            return None
+        out = np.full(len(docs), -1, dtype=np.int64)
+        for i, d in enumerate(docs):
+            if d.label is not None:
+                uid = label_uid(d.label)
+                self.known_labels[uid] = d.label
+                out[i] = uid
+        return out
+
+    def _nearest_known_label(self, uid: int) -> str | None:
+        """The known category whose word distribution is closest (cosine) to cluster ``uid``."""
+        if not self.known_labels:
+            return None
+        stats = self.state.stats
+        kmax = stats.kmax
+        slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
+        if uid not in slot_of:
+            return None
+        ws, cs = stats.word_counts(slot_of[uid])
+        v = dict(zip(ws.tolist(), cs.tolist(), strict=True))
+        nv = math.sqrt(sum(c * c for c in v.values())) or 1.0
+        best, best_sim = None, 0.0
+        for kuid, label in self.known_labels.items():
+            if kuid not in slot_of:
+                continue
+            kw, kc = stats.word_counts(slot_of[kuid])
+            dot = sum(c * v.get(w, 0.0) for w, c in zip(kw.tolist(), kc.tolist(), strict=True))
+            sim = dot / (nv * (math.sqrt(float((kc * kc).sum())) or 1.0))
+            if sim > best_sim:
+                best, best_sim = label, sim
+        return best
+
     def _novelty_json(self) -> dict[str, Any]:
         novelty = self.tracker.to_json()
         novelty["announced"] = sorted(self.announced)
+        novelty["known"] = {str(u): label for u, label in sorted(self.known_labels.items())}
         return novelty
 
     def _sync_state(self) -> None:

@@ -95,3 +95,91 @@ def evaluate_file(
     if on_done is not None:
         on_done(rec)
     return score(rec, events, seconds, window)
+
+
+def evaluate_known(
+    settings: Settings,
+    path: str,
+    known_fraction: float,
+    seed: int,
+    window: int = 5,
+    progress_out: IO[str] | None = None,
+) -> dict[str, Any]:
+    """Semi-supervised evaluation (DESIGN §11, paper 000's protocol).
+
+    Half of the classes (chosen with ``seed``) are known; ``known_fraction`` of their documents
+    keep their label in the stream the model sees (known categories), every other document is
+    stripped of it. Reported on the unrevealed documents: ``known_f1`` (macro F1 over the known
+    classes, a document's prediction being the known label of its cluster, if any), ``nmi`` and
+    ``ari`` (all classes), and novelty on the novel classes' documents.
+    """
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from noveld.daemon.pipeline import label_uid
+    from noveld.eval.novelty import known_f1, split_known
+
+    label_field = settings.fields.label
+    id_field = settings.fields.id
+    rows: list[dict[str, Any]] = []
+    raw_lines = Path(path).read_bytes().splitlines()
+    for line in raw_lines:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        rows.append(obj if isinstance(obj, dict) else {})
+    truth_by_id = {
+        str(r[id_field]): str(r[label_field]) for r in rows if id_field in r and label_field in r
+    }
+    ordered = [str(r[label_field]) for r in rows if label_field in r and id_field in r]
+    known, revealed_mask = split_known(ordered, known_fraction, seed)
+    revealed_ids: set[str] = set()
+    j = 0
+    for r in rows:
+        if label_field in r and id_field in r:
+            if revealed_mask[j]:
+                revealed_ids.add(str(r[id_field]))
+            j += 1
+    with tempfile.TemporaryDirectory() as tmp:
+        stream = Path(tmp) / "stream.jsonl"
+        with open(stream, "wb") as fh:
+            for line, r in zip(raw_lines, rows, strict=True):
+                if r and str(r.get(id_field)) not in revealed_ids:
+                    r = {k: v for k, v in r.items() if k != label_field}
+                    line = json.dumps(r).encode()
+                fh.write(line + b"\n")
+        on = settings.model_copy(
+            update={"model": settings.model.model_copy(update={"use_labels": True})}
+        )
+        rec, events, seconds, _ = run_and_record(on, str(stream), progress_out)
+    label_of_uid = {label_uid(c): c for c in known}
+    hidden = [i for i, doc_id in enumerate(rec.ids) if doc_id not in revealed_ids]
+    hidden = [i for i in hidden if rec.ids[i] in truth_by_id]
+    true = [truth_by_id[rec.ids[i]] for i in hidden]
+    preds = [rec.clusters[i] for i in hidden]
+    out: dict[str, Any] = dict(clustering_scores(true, preds)) if hidden else {}
+    out["known_f1"] = known_f1(
+        true, [label_of_uid.get(p) for p in preds], known, [True] * len(true)
+    )
+    novel = [j for j, t in enumerate(true) if t not in known]
+    novel_pos = {rec.ids[hidden[j]]: n for n, j in enumerate(novel)}
+    offset_pos = {rec.offsets[hidden[j]]: n for n, j in enumerate(novel)}
+    births: list[tuple[int, int]] = []
+    for ev in events:
+        if ev.get("type") != "cluster.born":
+            continue
+        f = novel_pos.get(ev["founding_doc_id"])
+        c = offset_pos.get(ev["confirmed_at"]["offset"])
+        if f is not None:
+            births.append((f, c if c is not None and c >= f else f))
+    out.update(novelty_scores([true[j] for j in novel], births, window=window))
+    out["known_classes"] = len(known)
+    out["revealed_docs"] = len(revealed_ids)
+    out["scored_docs"] = len(hidden)
+    out["clusters"] = len(set(preds))
+    out["docs"] = len(rec.ids)
+    out["seconds"] = round(seconds, 4)
+    out["docs_per_second"] = round(len(rec.ids) / seconds, 1) if seconds > 0 else 0.0
+    return out

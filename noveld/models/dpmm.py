@@ -9,6 +9,7 @@ durable store can apply the same change.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -168,6 +169,29 @@ def move_counts(
     return m_raw, n_raw, out_w[:n].copy(), out_c[:n].copy()
 
 
+def ensure_clusters(stats: MultinomialStats, known: np.ndarray | None, n: int) -> np.ndarray:
+    """Slots of the known-label clusters ``known`` (uid per document, −1 = none), opening the
+    missing ones empty (they are categories, not births); −1 where no label is known."""
+    forced = np.full(n, -1, dtype=np.int64)
+    if known is None or not np.any(known >= 0):
+        return forced
+    kmax = stats.kmax
+    slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
+    wanted = [u for u in dict.fromkeys(known[known >= 0].tolist()) if u not in slot_of]
+    stats.reserve(len(wanted), 0, 0)
+    next_uid = int(stats.ictl[kern.NEXT_UID])
+    for u in wanted:
+        stats.ictl[kern.NEXT_UID] = u
+        k = kern.open_cluster(stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl)
+        stats.fresh[k] = False
+        stats.m[k] = stats.ntok[k] = 0.0
+        slot_of[u] = k
+    stats.ictl[kern.NEXT_UID] = next_uid
+    for d in np.flatnonzero(known >= 0).tolist():
+        forced[d] = slot_of[int(known[d])]
+    return forced
+
+
 def warm_up() -> None:
     """Compile (first run) or load (cached) the numba kernels on a throwaway state, so that
     timings of real work do not include JIT compilation."""
@@ -185,6 +209,7 @@ class DPMM:
 
     def __init__(self, config: DPMMConfig) -> None:
         self.config = config
+        self._pinned: Collection[int] = ()
 
     def new_state(self) -> MultinomialStats:
         """Empty statistics."""
@@ -198,11 +223,23 @@ class DPMM:
         return math.log(a)
 
     def partial_fit(
-        self, batch: DocBatch, stats: MultinomialStats, rng: np.random.Generator
+        self,
+        batch: DocBatch,
+        stats: MultinomialStats,
+        rng: np.random.Generator,
+        known: np.ndarray | None = None,
+        pinned: Collection[int] = (),
     ) -> BatchResult:
-        """Seat a batch, rejuvenate it, forget, retire; return assignments, births and the delta."""
+        """Seat a batch, rejuvenate it, forget, retire; return assignments, births and the delta.
+
+        ``known[d] ≥ 0`` is the cluster uid of document d's known label: it is seated there (the
+        cluster is opened if new) and never moved. Clusters in ``pinned`` (known categories) are
+        never retired or merged away.
+        """
         cfg = self.config
         nb = len(batch)
+        forced = ensure_clusters(stats, known, nb)
+        self._pinned = pinned
         sweeps = cfg.rejuvenation_sweeps
         f = decay_factor(cfg.half_life_docs, nb)
         stats.decay(f)
@@ -241,6 +278,7 @@ class DPMM:
             assign,
             log_norm,
             margin,
+            forced,
         )
         born = self._births(assign, stats, margin)
         uids = stats.uid[assign]
@@ -353,6 +391,9 @@ class DPMM:
         ``max_active_clusters``; returns (uid, remaining mass, "faded" | "evicted")."""
         cfg = self.config
         slots = stats.active_slots()
+        pinned = self._pinned
+        if pinned:
+            slots = slots[~np.isin(stats.uid[slots], np.fromiter(pinned, dtype=np.int64))]
         mass = stats.mass(slots)
         old = ~stats.fresh[slots]
         faded = slots[old & (mass < cfg.retire_min_mass)]
@@ -515,6 +556,8 @@ class DPMM:
                 (y, k) if (stats.m[y], -stats.uid[y]) <= (stats.m[k], -stats.uid[k]) else (k, y)
             )
             if not stats.fresh[src] and src not in young:
+                continue
+            if int(stats.uid[src]) in self._pinned:
                 continue
             m_raw, n_raw, moved_w, moved_c = move_counts(stats, src, dst)
             stats.retire(np.array([src], dtype=np.int64))

@@ -14,13 +14,20 @@ not commute across writers (DESIGN §6): one writer per namespace.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from noveld.models.base import BatchResult, DocBatch, StatsDelta
-from noveld.models.dpmm import DPMM, DPMMConfig, advance_documents, apply_additions
+from noveld.models.dpmm import (
+    DPMM,
+    DPMMConfig,
+    advance_documents,
+    apply_additions,
+    ensure_clusters,
+)
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import variational as vkern
 from noveld.models.suffstats import MultinomialStats
@@ -60,11 +67,19 @@ class SVI(DPMM):
         super().__init__(config)
 
     def partial_fit(
-        self, batch: DocBatch, stats: MultinomialStats, rng: np.random.Generator
+        self,
+        batch: DocBatch,
+        stats: MultinomialStats,
+        rng: np.random.Generator,
+        known: np.ndarray | None = None,
+        pinned: Collection[int] = (),
     ) -> BatchResult:
-        """One SVI step on a mini-batch; returns the MAP component of each document."""
+        """One SVI step on a mini-batch; returns the MAP component of each document. Known
+        labels work as in :meth:`DPMM.partial_fit` (``r = 1`` on the label's component)."""
         cfg = self.config
         nb = len(batch)
+        forced = ensure_clusters(stats, known, nb)
+        self._pinned = pinned
         top = cfg.top_components
         t = int(stats.ictl[kern.STEPS]) + 1
         rho = step_size(t, cfg.tau0, cfg.kappa)
@@ -89,7 +104,7 @@ class SVI(DPMM):
             batch.vocab_size * cfg.beta, stats.scale, cfg.discount, elogpi, elogpi_new, top,
             cfg.local_step == "vb", stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl,
-            np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin,
+            np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin, forced,
         )  # fmt: skip
         stats.m[:], stats.ntok[:] = saved_m, saved_n
         stats.pc[:used] = saved_pc

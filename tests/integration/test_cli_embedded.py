@@ -528,3 +528,35 @@ def test_metrics_health_and_check_on_a_live_daemon(tmp_path: Path) -> None:
     proc.communicate(timeout=20)
     assert proc.returncode == 0
     assert noveld("check", "--metrics-port", str(port)).returncode == 1  # nothing listening
+
+
+def test_evaluate_with_known_labels_reports_known_f1(stream: Path) -> None:
+    """Paper 000's protocol on a generated stream: revealing 40 % of half the classes gives
+    known categories the unrevealed documents land in (known_f1), and novel classes are still
+    discovered."""
+    out = noveld("evaluate", str(stream), "--json", "--known-fraction", "0.4")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["known_classes"] >= 1 and r["revealed_docs"] > 0
+    assert r["scored_docs"] == r["docs"] - r["revealed_docs"]
+    assert r["known_f1"] >= 0.8
+    assert r["nmi"] >= 0.8
+    assert r["novelty_recall"] >= 0.5
+    bad = noveld("evaluate", str(stream), "--known-fraction", "1.5")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_novel_clusters_name_their_nearest_known_category(tmp_path: Path) -> None:
+    docs = [{"id": f"k{i}", "text": "goal match striker league cup", "label": "sports"}
+            for i in range(5)]  # fmt: skip
+    docs += [{"id": f"n{i}", "text": "striker league strike union wages"} for i in range(5)]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    out = noveld(
+        "run", "--input", str(path), "--batch-size", "5", "--dlq", str(tmp_path / "d"),
+        "--use-labels",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    born = [e for e in events_of(out.stdout) if e["type"] == "cluster.born"]
+    assert born and all(e["founding_doc_id"].startswith("n") for e in born)
+    assert born[0]["nearest_known_label"] == "sports"

@@ -376,6 +376,7 @@ def seat_batch(
     assign: np.ndarray,
     log_norm: np.ndarray,
     margin: np.ndarray,
+    forced: np.ndarray,
 ) -> None:
     """Sequentially seat a batch by CRP, then run ``n_sweeps`` collapsed Gibbs sweeps over it.
 
@@ -385,6 +386,8 @@ def seat_batch(
     ``uniforms`` must hold ``len(doc_len) * (1 + n_sweeps)`` draws. From the first pass,
     ``log_norm[d]`` gets the log normaliser of the seating weights (for the log predictive) and
     ``margin[d]`` the new-cluster margin ``lp_new − max_k lp_k`` (the novelty score).
+    A document with ``forced[d] ≥ 0`` (a known label's cluster slot) is seated there and never
+    moved; its weights are still computed for ``log_norm``.
     """
     nb = doc_len.shape[0]
     alpha_new = math.exp(log_alpha)
@@ -396,6 +399,9 @@ def seat_batch(
             words = doc_words[doc_ptr[d] : doc_ptr[d + 1]]
             counts = doc_counts[doc_ptr[d] : doc_ptr[d + 1]]
             nd = doc_len[d]
+            if sweep > 0 and forced[d] >= 0:
+                u_i += 1  # keep the random stream aligned with unforced runs
+                continue
             if sweep > 0:
                 k_old = assign[d]
                 add_document(k_old, words, counts, nd, -weight, m, ntok, head, nxt, pk, pc, ictl)
@@ -449,6 +455,9 @@ def seat_batch(
             if sweep == 0:
                 log_norm[d] = out[0]
                 margin[d] = out[1]
+            if forced[d] >= 0:
+                k = forced[d]
+                margin[d] = -MARGIN_CAP
             if k < 0:
                 k = open_cluster(alive, uid, fresh, free_stack, ictl)
                 m[k] = 0.0

@@ -128,6 +128,7 @@ def svi_local_step(
     r_val: np.ndarray,
     log_norm: np.ndarray,
     margin: np.ndarray,
+    forced: np.ndarray,
 ) -> None:
     """Responsibilities of a batch's documents, in arrival order.
 
@@ -180,7 +181,11 @@ def svi_local_step(
         for t in range(top):
             r_slot[d, t] = -1
             r_val[d, t] = 0.0
-        if lp_new >= best or kmax == 0:
+        if forced[d] >= 0:  # a known label's component
+            r_slot[d, 0] = forced[d]
+            r_val[d, 0] = 1.0
+            margin[d] = -1000.0
+        elif lp_new >= best or kmax == 0:
             k = open_cluster(alive, uid, fresh, free_stack, ictl)
             if k >= kmax_cap:
                 raise ValueError("svi_local_step: cluster capacity exceeded (reserve first)")
