@@ -53,8 +53,16 @@ class JsonlSource:
             raise ValueError(f"start_offset must be >= 0, got {start_offset}")
         self.path = path
         self._max_line = max_line_bytes
-        self._stream: IO[bytes] = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
-        self._owns_stream = path != STDIN
+        # stdin is read through its own reader on a duplicate descriptor: a reader thread
+        # blocked in sys.stdin.buffer would hold that object's lock while the interpreter
+        # finalizes the standard streams at exit, which aborts the process ("could not acquire
+        # lock for <stdin> at interpreter shutdown").
+        self._stream: IO[bytes] = (
+            open(os.dup(sys.stdin.fileno()), "rb")  # noqa: SIM115
+            if path == STDIN
+            else open(path, "rb")  # noqa: SIM115
+        )
+        self._owns_stream = True  # for stdin, the duplicate: closing it leaves stdin open
         self._next = 0  # line number of the next line to read
         self.exhausted = False
         while self._next < start_offset and self._read_line() is not None:

@@ -115,12 +115,17 @@ def test_raw_bytes_are_not_decoded(tmp_path: Path) -> None:
 
 
 def test_stdin_source(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = io.TextIOWrapper(io.BytesIO(b'{"id":"a"}\n\n{"id":"b"}\n'))
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b'{"id":"a"}\n\n{"id":"b"}\n')
+    os.close(write_fd)
+    fake = open(read_fd)  # noqa: SIM115 - stands in for the process's stdin
     monkeypatch.setattr(sys, "stdin", fake)
     src = JsonlSource(jsonl.STDIN, start_offset=1)
     records = list(src)
-    src.close()  # leaves stdin open
+    src.close()  # closes its own duplicate, leaves stdin open
     assert not fake.closed
+    os.fstat(fake.fileno())  # still a valid descriptor
+    fake.close()
     assert [r.raw for r in records] == [b'{"id":"b"}']
     assert records[0].position == SourcePosition(topic="-", partition=0, offset=2)
 
