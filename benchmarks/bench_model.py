@@ -3,7 +3,7 @@
     python benchmarks/bench_model.py [--data FILE] [--repeat 3] [--model dpmm|svi]
 
 Prints docs/s and per-batch latency percentiles: for dpmm with rejuvenation off and with the
-defaults; for svi with its defaults.
+defaults; for svi likewise.
 """
 
 from __future__ import annotations
@@ -55,9 +55,20 @@ def main() -> None:
     if a.model == "dpmm":
         variants = [("rejuvenation off", 0), ("defaults (2 sweeps)", 2)]
     else:
-        variants = [("svi defaults", 0)]
+        variants = [("svi defaults", 0), ("svi, 2 local sweeps", 2)]
     configs = [
-        (label, load_settings(None, {"model": {"kind": a.model, "rejuvenation_sweeps": sweeps}}))
+        (
+            label,
+            load_settings(
+                None,
+                {
+                    "model": {
+                        "kind": a.model,
+                        "rejuvenation_sweeps" if a.model == "dpmm" else "local_sweeps": sweeps,
+                    }
+                },
+            ),
+        )
         for label, sweeps in variants
     ]
     run(batches[:4], configs[-1][1])  # JIT warm-up

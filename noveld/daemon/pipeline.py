@@ -130,7 +130,7 @@ def make_model(settings: Settings) -> DPMM:
     """The configured inference engine."""
     m = settings.model
     if m.kind == "svi":
-        base = model_config(settings)
+        base = replace(model_config(settings), rejuvenation_sweeps=m.local_sweeps)
         return SVI(
             SVIConfig(
                 **base.__dict__,

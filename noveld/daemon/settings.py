@@ -41,6 +41,7 @@ class ModelSettings(_Section):
     tau0: float = Field(1.0, ge=0, description="svi: step-size delay τ₀")
     corpus_size: float = Field(0.0, ge=0, description="svi: effective corpus size D (0 = seen)")
     local_step: Literal["cvb0", "vb"] = Field("cvb0", description="svi: local step")
+    local_sweeps: int = Field(0, ge=0, description="svi: extra local-step passes per batch")
     seed: int = 0
 
 

@@ -316,7 +316,7 @@ class DPMM:
             lp_new = self._score(
                 stats, w, c, int(batch.lengths[d]), lp, batch.vocab_size, len(batch)
             )
-            k = kern.choose(lp, kmax, lp_new, 0.0, True, out)
+            k = kern.choose(lp, kmax, lp_new, 0.0, True, out, stats.uid)
             res[d] = -1 if k < 0 else stats.uid[k]
         return res
 

@@ -85,7 +85,8 @@ class SVI(DPMM):
         rho = step_size(t, cfg.tau0, cfg.kappa)
         corpus = cfg.corpus_size or float(stats.ictl[kern.DOCS_SEEN] + nb)
         gain = rho * corpus / nb
-        stats.reserve(nb, batch.nnz * top, batch.vocab_size)
+        sweeps = cfg.rejuvenation_sweeps
+        stats.reserve(nb * (1 + sweeps), batch.nnz * top * (1 + sweeps), batch.vocab_size)
         stats.fresh[:] = False
         elogpi, elogpi_new = self._sticks(stats)
         r_slot = np.empty((nb, top), dtype=np.int64)
@@ -104,11 +105,18 @@ class SVI(DPMM):
             batch.vocab_size * cfg.beta, stats.scale, cfg.discount, elogpi, elogpi_new, top,
             cfg.local_step == "vb", stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl,
-            np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin, forced,
+            np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin, forced, sweeps,
         )  # fmt: skip
         stats.m[:], stats.ntok[:] = saved_m, saved_n
         stats.pc[:used] = saved_pc
         stats.pc[used : int(stats.ictl[kern.POOL_USED])] = 0.0
+        # components opened in this batch that no document kept (emptied by a sweep) go away
+        kept = np.zeros(stats.m.shape[0], dtype=np.bool_)
+        kept[r_slot[r_slot >= 0]] = True
+        unused = np.flatnonzero(stats.fresh & ~kept)
+        if unused.shape[0]:
+            stats.retire(unused)
+            stats.fresh[unused] = False
         assign = r_slot[:, 0].copy()
         born = self._births(assign, stats, margin)
         own_births = {u for u, _, _ in born}

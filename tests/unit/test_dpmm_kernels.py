@@ -317,8 +317,8 @@ def test_linear_hot_path_matches_log_path(seed: int, discount: float, g: float) 
         np.testing.assert_allclose(np.append(wt[:kmax], w_new), np.exp(lw), rtol=1e-10)
         for u in (0.0, 0.3, 0.999):
             for det in (True, False):
-                assert kern.choose(lp, kmax, lp_new, u, det, out_a) == kern.choose_linear(
-                    wt, kmax, w_new, u, det, out_b
+                assert kern.choose(lp, kmax, lp_new, u, det, out_a, stats.uid) == (
+                    kern.choose_linear(wt, kmax, w_new, u, det, out_b, stats.uid)
                 )
                 np.testing.assert_allclose(out_a, out_b, rtol=1e-9)
 
@@ -398,7 +398,8 @@ def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, swe
     )
     stats = model.new_state()
     first = model.partial_fit(DocBatch.from_docs(prior_docs, vocab), stats, rng)
-    uid_index = {u: i for i, u in enumerate(dict.fromkeys(first.assignments.tolist()))}
+    # the oracle's cluster indices follow the kernel's tie-break order: oldest uid first
+    uid_index = {u: i for i, u in enumerate(sorted(set(first.assignments.tolist())))}
     prior = [(d, uid_index[u]) for d, u in zip(prior_docs, first.assignments.tolist(), strict=True)]
     batch = random_docs(rng, 15, vocab, max_len=20)  # > 16 tokens exercises the log path too
     res = model.partial_fit(DocBatch.from_docs(batch, vocab), stats, rng)

@@ -110,11 +110,14 @@ def choose(
     u: float,
     deterministic: bool,
     out: np.ndarray,
+    uid: np.ndarray,
 ) -> int:
     """Draw a slot from ``softmax([lp[:kmax], lp_new])`` with uniform ``u`` (or take the argmax).
 
     Returns ``-1`` for a new cluster. In MAP mode an exact tie with the new cluster goes to the
-    new cluster and ties between clusters to the lowest slot, so the choice is reproducible.
+    new cluster and ties between clusters to the lowest (oldest) uid — not the lowest slot, which
+    depends on slot reuse — so a restarted or replicated model with another slot layout chooses
+    the same way.
     ``out`` receives ``[log Σ exp(lp), lp_new − max_k lp_k]`` (the log normaliser and the
     novelty margin).
     """
@@ -124,9 +127,9 @@ def choose(
     for k in range(kmax):
         if lp[k] > best_old:
             best_old = lp[k]
-            if lp[k] > best:
-                best = lp[k]
-                best_k = k
+        if lp[k] > best or (lp[k] == best and best_k >= 0 and uid[k] < uid[best_k]):
+            best = lp[k]
+            best_k = k
     total = math.exp(lp_new - best)
     for k in range(kmax):
         if lp[k] > -np.inf:
@@ -220,6 +223,7 @@ def choose_linear(
     u: float,
     deterministic: bool,
     out: np.ndarray,
+    uid: np.ndarray,
 ) -> int:
     """:func:`choose` for linear weights; same tie-breaking, same ``out`` (log normaliser,
     novelty margin capped at ``MARGIN_CAP`` when there is no cluster yet)."""
@@ -232,9 +236,9 @@ def choose_linear(
         total += v
         if v > best_old:
             best_old = v
-            if v > best:
-                best = v
-                best_k = k
+        if v > best or (v == best and best_k >= 0 and uid[k] < uid[best_k]):
+            best = v
+            best_k = k
     out[0] = math.log(total)
     out[1] = min(math.log(w_new) - math.log(best_old), MARGIN_CAP) if best_old > 0 else MARGIN_CAP
     if deterministic:
@@ -429,7 +433,7 @@ def seat_batch(
                     alpha_new,
                     discount,
                 )
-                k = choose_linear(lp, kmax, w_new, uniforms[u_i], deterministic, out)
+                k = choose_linear(lp, kmax, w_new, uniforms[u_i], deterministic, out, uid)
             else:
                 lp_new = score_document(
                     words,
@@ -450,7 +454,7 @@ def seat_batch(
                     log_alpha,
                     discount,
                 )
-                k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out)
+                k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out, uid)
             u_i += 1
             if sweep == 0:
                 log_norm[d] = out[0]

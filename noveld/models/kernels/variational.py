@@ -129,8 +129,11 @@ def svi_local_step(
     log_norm: np.ndarray,
     margin: np.ndarray,
     forced: np.ndarray,
+    n_sweeps: int,
 ) -> None:
-    """Responsibilities of a batch's documents, in arrival order.
+    """Responsibilities of a batch's documents, in arrival order, then ``n_sweeps`` passes that
+    take each document out and recompute its responsibilities against all the others (CVB0's
+    coordinate updates restricted to the batch, the analogue of ``dpmm``'s Gibbs sweeps).
 
     Birth test (DESIGN §5.2): the CRP seating of §5.1 against the current expected counts
     (``score_document``); when the new cluster wins, the document founds a component with
@@ -143,94 +146,161 @@ def svi_local_step(
     provisional counts into the natural-gradient step. ``r_slot[d, :]`` is −1 past the kept ones.
     """
     kmax_cap = m.shape[0]
-    for d in range(lengths.shape[0]):
-        wd = words[ptr[d] : ptr[d + 1]]
-        cd = counts[ptr[d] : ptr[d + 1]]
-        nd = lengths[d]
-        kmax = ictl[1]
-        lp_new = score_document(
-            wd,
-            cd,
-            nd,
-            lp,
-            m,
-            ntok,
-            alive,
-            head,
-            nxt,
-            pk,
-            pc,
-            kmax,
-            g,
-            beta,
-            vbeta,
-            log_alpha_new,
-            discount,
-        )
-        best = -np.inf
-        for k in range(kmax):
-            if lp[k] > best:
-                best = lp[k]
-        hi = max(best, lp_new)
-        s = math.exp(lp_new - hi)
-        for k in range(kmax):
-            if lp[k] > -np.inf:
-                s += math.exp(lp[k] - hi)
+    for sweep in range(n_sweeps + 1):
+        for d in range(lengths.shape[0]):
+            if sweep > 0:
+                if forced[d] >= 0:
+                    continue
+                for t in range(top):
+                    k = r_slot[d, t]
+                    if k >= 0:
+                        add_document(
+                            k,
+                            words[ptr[d] : ptr[d + 1]],
+                            counts[ptr[d] : ptr[d + 1]],
+                            lengths[d],
+                            -r_val[d, t] / g,
+                            m,
+                            ntok,
+                            head,
+                            nxt,
+                            pk,
+                            pc,
+                            ictl,
+                        )
+            _seat_one(
+                d, sweep, ptr, words, counts, lengths, log_alpha_new, beta, vbeta, g, discount,
+                elogpi, elogpi_new, top, use_vb, m, ntok, alive, fresh, uid, head, nxt, pk, pc,
+                free_stack, ictl, lp, vs, r_slot, r_val, log_norm, margin, forced, kmax_cap,
+            )  # fmt: skip
+
+
+@njit(cache=True)
+def _seat_one(
+    d: int,
+    sweep: int,
+    ptr: np.ndarray,
+    words: np.ndarray,
+    counts: np.ndarray,
+    lengths: np.ndarray,
+    log_alpha_new: float,
+    beta: float,
+    vbeta: float,
+    g: float,
+    discount: float,
+    elogpi: np.ndarray,
+    elogpi_new: float,
+    top: int,
+    use_vb: bool,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    alive: np.ndarray,
+    fresh: np.ndarray,
+    uid: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    free_stack: np.ndarray,
+    ictl: np.ndarray,
+    lp: np.ndarray,
+    vs: np.ndarray,
+    r_slot: np.ndarray,
+    r_val: np.ndarray,
+    log_norm: np.ndarray,
+    margin: np.ndarray,
+    forced: np.ndarray,
+    kmax_cap: int,
+) -> None:
+    """Responsibilities of document ``d`` (see :func:`svi_local_step`), then add it."""
+    wd = words[ptr[d] : ptr[d + 1]]
+    cd = counts[ptr[d] : ptr[d + 1]]
+    nd = lengths[d]
+    kmax = ictl[1]
+    lp_new = score_document(
+        wd,
+        cd,
+        nd,
+        lp,
+        m,
+        ntok,
+        alive,
+        head,
+        nxt,
+        pk,
+        pc,
+        kmax,
+        g,
+        beta,
+        vbeta,
+        log_alpha_new,
+        discount,
+    )
+    best = -np.inf
+    for k in range(kmax):
+        if lp[k] > best:
+            best = lp[k]
+    hi = max(best, lp_new)
+    s = math.exp(lp_new - hi)
+    for k in range(kmax):
+        if lp[k] > -np.inf:
+            s += math.exp(lp[k] - hi)
+    if sweep == 0:
         log_norm[d] = hi + math.log(s)
         margin[d] = lp_new - best if best > -np.inf else 1000.0
+    for t in range(top):
+        r_slot[d, t] = -1
+        r_val[d, t] = 0.0
+    if forced[d] >= 0:  # a known label's component
+        r_slot[d, 0] = forced[d]
+        r_val[d, 0] = 1.0
+        margin[d] = -1000.0
+    elif lp_new >= best or kmax == 0:
+        k = open_cluster(alive, uid, fresh, free_stack, ictl)
+        if k >= kmax_cap:
+            raise ValueError("svi_local_step: cluster capacity exceeded (reserve first)")
+        elogpi[k] = elogpi_new
+        r_slot[d, 0] = k
+        r_val[d, 0] = 1.0
+    else:
+        if use_vb:
+            variational_scores(
+                wd, cd, nd, vs, elogpi, ntok, alive, head, nxt, pk, pc, kmax, g, beta, vbeta
+            )
+        else:  # CVB0: the collapsed predictive at the expected counts (already in lp)
+            for k in range(kmax):
+                vs[k] = lp[k]
+        # the `top` best components by partial selection
+        vmax = -np.inf
         for t in range(top):
-            r_slot[d, t] = -1
-            r_val[d, t] = 0.0
-        if forced[d] >= 0:  # a known label's component
-            r_slot[d, 0] = forced[d]
-            r_val[d, 0] = 1.0
-            margin[d] = -1000.0
-        elif lp_new >= best or kmax == 0:
-            k = open_cluster(alive, uid, fresh, free_stack, ictl)
-            if k >= kmax_cap:
-                raise ValueError("svi_local_step: cluster capacity exceeded (reserve first)")
-            elogpi[k] = elogpi_new
-            r_slot[d, 0] = k
-            r_val[d, 0] = 1.0
-        else:
-            if use_vb:
-                variational_scores(
-                    wd, cd, nd, vs, elogpi, ntok, alive, head, nxt, pk, pc, kmax, g, beta, vbeta
-                )
-            else:  # CVB0: the collapsed predictive at the expected counts (already in lp)
-                for k in range(kmax):
-                    vs[k] = lp[k]
-            # the `top` best components by partial selection
-            vmax = -np.inf
-            for t in range(top):
-                kb = -1
-                vb = -np.inf
-                for k in range(kmax):
-                    if vs[k] > vb:
-                        already = False
-                        for u in range(t):
-                            if r_slot[d, u] == k:
-                                already = True
-                        if not already:
-                            vb = vs[k]
-                            kb = k
-                if kb < 0:
-                    break
-                if t == 0:
-                    vmax = vb
-                elif vb < vmax - 30.0:
-                    break
-                r_slot[d, t] = kb
-                r_val[d, t] = vb
-            tot = 0.0
-            for t in range(top):
-                if r_slot[d, t] >= 0:
-                    r_val[d, t] = math.exp(r_val[d, t] - vmax)
-                    tot += r_val[d, t]
-            for t in range(top):
-                if r_slot[d, t] >= 0:
-                    r_val[d, t] /= tot
+            kb = -1
+            vb = -np.inf
+            for k in range(kmax):
+                if vs[k] > vb:
+                    already = False
+                    for u in range(t):
+                        if r_slot[d, u] == k:
+                            already = True
+                    if not already:
+                        vb = vs[k]
+                        kb = k
+            if kb < 0:
+                break
+            if t == 0:
+                vmax = vb
+            elif vb < vmax - 30.0:
+                break
+            r_slot[d, t] = kb
+            r_val[d, t] = vb
+        tot = 0.0
         for t in range(top):
-            k = r_slot[d, t]
-            if k >= 0:
-                add_document(k, wd, cd, nd, r_val[d, t] / g, m, ntok, head, nxt, pk, pc, ictl)
+            if r_slot[d, t] >= 0:
+                r_val[d, t] = math.exp(r_val[d, t] - vmax)
+                tot += r_val[d, t]
+        for t in range(top):
+            if r_slot[d, t] >= 0:
+                r_val[d, t] /= tot
+    for t in range(top):
+        k = r_slot[d, t]
+        if k >= 0:
+            add_document(k, wd, cd, nd, r_val[d, t] / g, m, ntok, head, nxt, pk, pc, ictl)
