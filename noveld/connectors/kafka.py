@@ -16,8 +16,10 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.schema import InvalidReason, SourcePosition, format_rfc3339, trusted
 
@@ -205,18 +207,22 @@ class KafkaEvents:
         )
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
-        """Send and wait for the broker's acknowledgement of every event."""
-        futures = [
-            self.producer.send(
-                self.topic,
-                key=str(e["cluster_id"]).encode(),
-                value=json.dumps(e, separators=(",", ":")).encode(),
-            )
-            for e in events
-        ]
-        self.producer.flush()
-        for f in futures:
-            f.get(timeout=30)
+        """Send and wait for the broker's acknowledgement of every event; DeliveryFailed when
+        the broker does not take them now (the pipeline keeps them in the outbox)."""
+        try:
+            futures = [
+                self.producer.send(
+                    self.topic,
+                    key=str(e["cluster_id"]).encode(),
+                    value=json.dumps(e, separators=(",", ":")).encode(),
+                )
+                for e in events
+            ]
+            self.producer.flush(timeout=30)
+            for f in futures:
+                f.get(timeout=30)
+        except KafkaError as exc:
+            raise DeliveryFailed(f"events topic {self.topic}: {exc}") from exc
 
     def close(self) -> None:
         """Flush and close."""

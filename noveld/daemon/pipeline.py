@@ -7,6 +7,7 @@ the store are injected, so the embedded default and the production daemon run th
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
+from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
@@ -40,6 +42,8 @@ from noveld.state.base import (
     StateStore,
     partition_key,
 )
+
+log = logging.getLogger("noveld.pipeline")
 
 KNOWN_LABEL_SLOT = (1 << 20) - 1  # uid slot of known-label clusters (see RedisStore uid slots)
 
@@ -184,6 +188,7 @@ class Pipeline:
         self.fields = FieldNames(**f.model_dump())
         self.limits = DecodeLimits(max_doc_bytes=settings.limits.max_doc_bytes)
         self.consecutive_invalid = 0
+        self._delivery_failing = False
         self.publish_pending()
 
     # ---- public ---------------------------------------------------------------------------
@@ -323,12 +328,24 @@ class Pipeline:
         return rep
 
     def publish_pending(self) -> int:
-        """Deliver committed events from the outbox, acknowledge them; returns how many are
-        still pending (0 unless delivery raised)."""
+        """Deliver committed events from the outbox and acknowledge them; returns how many are
+        still pending. A sink that cannot deliver now (:class:`DeliveryFailed`) leaves them in
+        the outbox for the next attempt (at least once: a partly delivered set is sent again)
+        instead of stopping the daemon; ``noveld_outbox_pending_events`` shows the backlog."""
         pending = self.store.outbox_pending()
-        if pending:
+        if not pending:
+            return 0
+        try:
             self.events.publish(pending)
-            self.store.ack([e["event_id"] for e in pending])
+        except DeliveryFailed as exc:
+            if not self._delivery_failing:
+                log.warning("cannot deliver %d events now (%s); retrying", len(pending), exc)
+            self._delivery_failing = True
+            return len(pending)
+        if self._delivery_failing:
+            log.warning("event delivery recovered; %d events sent", len(pending))
+        self._delivery_failing = False
+        self.store.ack([e["event_id"] for e in pending])
         return 0
 
     def flush(self) -> None:
