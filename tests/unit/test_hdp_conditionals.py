@@ -1,0 +1,80 @@
+"""Conditionals of the category/topic HDP (paper 000 eqs. 3–6) against closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import gammaln
+
+from noveld.models.kernels import hdp
+
+
+def counts(seed: int, k: int = 5, n_topics: int = 6) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    okl = rng.integers(0, 6, size=(k, n_topics)).astype(float)
+    ok = okl.sum(axis=1)
+    mk = rng.integers(0, 4, size=k).astype(float)
+    alive = rng.random(k) < 0.8
+    return okl, ok, mk, alive
+
+
+@given(st.integers(0, 10_000))
+@settings(deadline=None)
+def test_topic_predictive_is_eq4_and_eq5(seed: int) -> None:
+    okl, ok, _, _ = counts(seed)
+    zeta, n_topics = 0.3, okl.shape[1]
+    for k in range(okl.shape[0]):
+        probs = [hdp.f_topic(k, y, okl, ok, zeta, n_topics) for y in range(n_topics)]
+        assert probs == pytest.approx((zeta + okl[k]) / (n_topics * zeta + ok[k]))
+        assert sum(probs) == pytest.approx(1.0)
+    assert hdp.f_topic(-1, 2, okl, ok, zeta, n_topics) == pytest.approx(1 / n_topics)
+
+
+@given(st.integers(0, 10_000))
+@settings(deadline=None)
+def test_new_table_predictive_integrates_out_its_category(seed: int) -> None:
+    okl, ok, mk, alive = counts(seed)
+    zeta, gamma, n_topics = 0.3, 1.7, okl.shape[1]
+    out = np.empty(n_topics)
+    hdp.new_table_weights(okl, ok, mk, alive, okl.shape[0], zeta, gamma, out)
+    live = alive & (mk > 0)
+    theta = (zeta + okl) / (n_topics * zeta + ok[:, None])
+    expected = (mk[live] @ theta[live] + gamma / n_topics) / (mk[live].sum() + gamma)
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+    assert out.sum() == pytest.approx(1.0)
+
+
+@given(st.integers(0, 10_000), st.lists(st.integers(0, 5), min_size=1, max_size=8))
+@settings(deadline=None)
+def test_table_category_weights_are_the_dirichlet_multinomial_marginal(
+    seed: int, ys: list[int]
+) -> None:
+    """Eq. 6's sequential product equals Γ(Lζ+O_k)/Γ(Lζ+O_k+n) Π_y Γ(ζ+O_ky+c_y)/Γ(ζ+O_ky)."""
+    okl, ok, mk, alive = counts(seed)
+    zeta, gamma, n_topics = 0.3, 1.7, okl.shape[1]
+    y = np.array(ys, dtype=np.int64)
+    c = np.bincount(y, minlength=n_topics)
+    out = np.empty(okl.shape[0])
+    new = hdp.table_category_logweights(y, okl, ok, mk, alive, okl.shape[0], zeta, gamma, out)
+    for k in range(okl.shape[0]):
+        if not alive[k] or mk[k] <= 0:
+            assert out[k] == -np.inf
+            continue
+        expected = (
+            math.log(mk[k])
+            + gammaln(n_topics * zeta + ok[k])
+            - gammaln(n_topics * zeta + ok[k] + len(ys))
+            + float(np.sum(gammaln(zeta + okl[k] + c) - gammaln(zeta + okl[k])))
+        )
+        assert out[k] == pytest.approx(expected, rel=1e-10)
+    expected_new = (
+        math.log(gamma)
+        + gammaln(n_topics * zeta)
+        - gammaln(n_topics * zeta + len(ys))
+        + float(np.sum(gammaln(zeta + c) - gammaln(zeta)))
+    )
+    assert new == pytest.approx(expected_new, rel=1e-10)
