@@ -97,3 +97,225 @@ def table_category_logweights(
                 own += 1
         lw_new += math.log((zeta + own) / (n_topics * zeta + i))
     return lw_new
+
+
+@njit(cache=True)
+def _pick(weights: np.ndarray, n: int, u: float, deterministic: bool) -> int:
+    """Argmax (``deterministic``) or a draw with uniform ``u`` from ``weights[:n]``."""
+    if deterministic:
+        best = 0
+        for i in range(1, n):
+            if weights[i] > weights[best]:
+                best = i
+        return best
+    total = 0.0
+    for i in range(n):
+        total += weights[i]
+    target = u * total
+    acc = 0.0
+    for i in range(n):
+        acc += weights[i]
+        if acc >= target and weights[i] > 0.0:
+            return i
+    return n - 1
+
+
+@njit(cache=True)
+def _move_token(
+    w: int, y: int, k: int, s: float, nlw: np.ndarray, nl: np.ndarray, okl: np.ndarray,
+    ok: np.ndarray,
+) -> None:  # fmt: skip
+    nlw[y, w] += s
+    nl[y] += s
+    okl[k, y] += s
+    ok[k] += s
+
+
+@njit(cache=True)
+def hdp_batch(
+    doc_ptr: np.ndarray,
+    tok_word: np.ndarray,
+    known: np.ndarray,
+    n_sweeps: int,
+    rng_u: np.ndarray,
+    deterministic: bool,
+    beta: float,
+    vbeta: float,
+    zeta: float,
+    alpha: float,
+    gamma: float,
+    nlw: np.ndarray,
+    nl: np.ndarray,
+    okl: np.ndarray,
+    ok: np.ndarray,
+    mk: np.ndarray,
+    alive: np.ndarray,
+    uid: np.ndarray,
+    ctl: np.ndarray,
+    tok_y: np.ndarray,
+    tok_t: np.ndarray,
+    tab_doc: np.ndarray,
+    tab_k: np.ndarray,
+    tab_size: np.ndarray,
+) -> int:
+    """Seat a batch in the franchise, then ``n_sweeps`` Gibbs sweeps over its own variables:
+    per word its table (eq. 3) and topic (eq. 7), then per table its category (eq. 6).
+
+    Document d's tokens are ``tok_word[doc_ptr[d]:doc_ptr[d+1]]``; ``known[d] ≥ 0`` fixes its
+    category (all its words at one table serving it). ``ctl = [kmax, next_uid]``; capacity
+    must allow one new category per token. Tables are numbered within the batch; returns how many
+    were used. In the first pass a word's topic is summed out of the table and category choices
+    (it has none yet). ``rng_u`` needs ``4 × tokens × (1 + n_sweeps)`` uniforms.
+    """
+    n_topics = nl.shape[0]
+    n_docs = doc_ptr.shape[0] - 1
+    gvec = np.empty(n_topics)
+    phi = np.empty(n_topics)
+    wts = np.empty(max(n_topics, tok_word.shape[0], okl.shape[0]) + 1)
+    tabs = np.empty(tok_word.shape[0], dtype=np.int64)
+    ys = np.empty(tok_word.shape[0], dtype=np.int64)
+    n_tab = 0
+    ui = 0
+    for sweep in range(n_sweeps + 1):
+        for d in range(n_docs):
+            lo, hi = doc_ptr[d], doc_ptr[d + 1]
+            for i in range(lo, hi):
+                w = tok_word[i]
+                if sweep > 0:  # take the word out of its table
+                    t = tok_t[i]
+                    _move_token(w, tok_y[i], tab_k[t], -1.0, nlw, nl, okl, ok)
+                    tab_size[t] -= 1
+                    if tab_size[t] == 0:
+                        mk[tab_k[t]] -= 1
+                for y in range(n_topics):
+                    phi[y] = (beta + nlw[y, w]) / (vbeta + nl[y])
+                # the word's table (eq. 3)
+                if known[d] >= 0:
+                    t = -1
+                    for j in range(lo, hi):
+                        if j != i and (sweep > 0 or j < i) and tab_size[tok_t[j]] > 0:
+                            t = tok_t[j]
+                            break
+                    if t < 0:
+                        t = n_tab
+                        n_tab += 1
+                        tab_doc[t] = d
+                        tab_k[t] = known[d]
+                        tab_size[t] = 0
+                        mk[known[d]] += 1
+                else:
+                    n_open = 0
+                    for j in range(lo, hi):  # the document's open tables, each once
+                        if j == i or (sweep == 0 and j > i):
+                            continue
+                        tj = tok_t[j]
+                        if tab_size[tj] <= 0:
+                            continue
+                        seen = False
+                        for q in range(n_open):
+                            if tabs[q] == tj:
+                                seen = True
+                        if not seen:
+                            tabs[n_open] = tj
+                            n_open += 1
+                    for q in range(n_open):
+                        k = tab_k[tabs[q]]
+                        if sweep == 0:
+                            acc = 0.0
+                            for y in range(n_topics):
+                                acc += f_topic(k, y, okl, ok, zeta, n_topics) * phi[y]
+                        else:
+                            acc = f_topic(k, tok_y[i], okl, ok, zeta, n_topics)
+                        wts[q] = tab_size[tabs[q]] * acc
+                    new_table_weights(okl, ok, mk, alive, ctl[0], zeta, gamma, gvec)
+                    acc = 0.0
+                    if sweep == 0:
+                        for y in range(n_topics):
+                            acc += gvec[y] * phi[y]
+                    else:
+                        acc = gvec[tok_y[i]]
+                    wts[n_open] = alpha * acc
+                    c = _pick(wts, n_open + 1, rng_u[ui], deterministic)
+                    ui += 1
+                    if c < n_open:
+                        t = tabs[c]
+                    else:
+                        t = n_tab
+                        n_tab += 1
+                        tab_doc[t] = d
+                        tab_size[t] = 0
+                        kmax = ctl[0]
+                        for k in range(kmax):  # the new table's category: eq. 6, one word
+                            if alive[k] and mk[k] > 0:
+                                if sweep == 0:
+                                    acc = 0.0
+                                    for y in range(n_topics):
+                                        acc += f_topic(k, y, okl, ok, zeta, n_topics) * phi[y]
+                                else:
+                                    acc = f_topic(k, tok_y[i], okl, ok, zeta, n_topics)
+                                wts[k] = mk[k] * acc
+                            else:
+                                wts[k] = 0.0
+                        if sweep == 0:
+                            acc = 0.0
+                            for y in range(n_topics):
+                                acc += phi[y] / n_topics
+                        else:
+                            acc = 1.0 / n_topics
+                        wts[kmax] = gamma * acc
+                        kc = _pick(wts, kmax + 1, rng_u[ui], deterministic)
+                        ui += 1
+                        if kc == kmax:
+                            kc = ctl[0]
+                            ctl[0] = kc + 1
+                            alive[kc] = True
+                            uid[kc] = ctl[1]
+                            ctl[1] += 1
+                        tab_k[t] = kc
+                        mk[kc] += 1
+                tok_t[i] = t
+                # the word's topic given its table's category (eq. 7)
+                k = tab_k[t]
+                for y in range(n_topics):
+                    wts[y] = f_topic(k, y, okl, ok, zeta, n_topics) * phi[y]
+                tok_y[i] = _pick(wts, n_topics, rng_u[ui], deterministic)
+                ui += 1
+                _move_token(w, tok_y[i], k, 1.0, nlw, nl, okl, ok)
+                tab_size[t] += 1
+            if known[d] >= 0:
+                continue
+            # each open table's category (eq. 6), the table taken out first
+            for t in range(n_tab):
+                if tab_doc[t] != d or tab_size[t] <= 0:
+                    continue
+                n = 0
+                for i in range(lo, hi):
+                    if tok_t[i] == t:
+                        ys[n] = tok_y[i]
+                        n += 1
+                        _move_token(tok_word[i], tok_y[i], tab_k[t], -1.0, nlw, nl, okl, ok)
+                mk[tab_k[t]] -= 1
+                kmax = ctl[0]
+                lw_new = table_category_logweights(
+                    ys[:n], okl, ok, mk, alive, kmax, zeta, gamma, wts
+                )
+                wts[kmax] = lw_new
+                top = -np.inf
+                for k in range(kmax + 1):
+                    top = max(top, wts[k])
+                for k in range(kmax + 1):
+                    wts[k] = math.exp(wts[k] - top) if wts[k] > -np.inf else 0.0
+                kc = _pick(wts, kmax + 1, rng_u[ui], deterministic)
+                ui += 1
+                if kc == kmax:
+                    kc = ctl[0]
+                    ctl[0] = kc + 1
+                    alive[kc] = True
+                    uid[kc] = ctl[1]
+                    ctl[1] += 1
+                tab_k[t] = kc
+                mk[kc] += 1
+                for i in range(lo, hi):
+                    if tok_t[i] == t:
+                        _move_token(tok_word[i], tok_y[i], kc, 1.0, nlw, nl, okl, ok)
+    return n_tab
