@@ -108,6 +108,19 @@ class _PositionDicts(Sequence[dict[str, Any]]):
         return pos
 
 
+class _BatchFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
+    """(word ids, counts) of each document of a batch, sliced only when asked for."""
+
+    def __init__(self, batch: DocBatch) -> None:
+        self._batch = batch
+
+    def __len__(self) -> int:
+        return len(self._batch)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
+        return self._batch.doc(i)
+
+
 BatchObserver = Callable[[list[Document], list[SourcePosition], np.ndarray], None]
 
 
@@ -266,6 +279,8 @@ class Pipeline:
                 _PositionDicts(positions, docs),
                 first_index,
                 [u for u, _, _ in result.retired] + [u for u, _, _ in result.merged],
+                _BatchFeatures(batch),
+                self._fit_test(batch) if self.settings.novelty.refound else None,
             )
             events = [self._born_event(c) for c in confirmed]
             events += self._retired_events(result.retired, positions[-1])
@@ -409,6 +424,15 @@ class Pipeline:
         rep.invalid += 1
         rep.invalid_reasons[reason.value] = rep.invalid_reasons.get(reason.value, 0) + 1
         self.consecutive_invalid += 1
+
+    def _fit_test(self, batch: DocBatch) -> Callable[[int, np.ndarray, np.ndarray], bool]:
+        """The novelty tracker's question about a candidate's member, put to the live model."""
+        stats, size = self.state.stats, len(batch)
+
+        def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
+            return self.model.still_belongs(words, counts, uid, stats, batch.vocab_size, size)
+
+        return fits
 
     def _cluster_id(self, uid: int) -> str:
         return f"c{uid}"

@@ -59,6 +59,9 @@ class NoveltySettings(_Section):
     confirm_within: int = Field(2000, ge=1)
     top_terms: int = Field(10, ge=1)
     exemplars: int = Field(5, ge=1)
+    refound: bool = Field(
+        True, description="founding doc = first member that still fits the cluster at confirmation"
+    )
 
 
 class LimitsSettings(_Section):

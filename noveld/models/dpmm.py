@@ -320,6 +320,50 @@ class DPMM:
             res[d] = -1 if k < 0 else stats.uid[k]
         return res
 
+    def still_belongs(
+        self,
+        words: np.ndarray,
+        counts: np.ndarray,
+        uid: int,
+        stats: MultinomialStats,
+        vocab_size: int,
+        batch_size: int = 1,
+    ) -> bool:
+        """Would a member of cluster ``uid`` be seated there again, taken out of it (one
+        collapsed Gibbs step, paper 004 eq. 4, MAP)? Read-only.
+
+        The novelty tracker asks this of a candidate's first members when it confirms the
+        candidate: a stray document that happened to found a cluster a later story took over is
+        not that story's first document.
+        """
+        slot_of = np.flatnonzero((stats.uid[: stats.kmax] == uid) & stats.alive[: stats.kmax])
+        if slot_of.shape[0] == 0:
+            return False
+        k = int(slot_of[0])
+        g = stats.scale
+        m_rest = stats.m[k] * g - 1.0
+        if m_rest <= 0.0:
+            return True  # its only member: nothing else to compare with
+        stats.reserve(0, 0, vocab_size)
+        kmax = stats.kmax
+        lp = np.empty(max(kmax, 1))
+        lp_new = self._score(stats, words, counts, int(counts.sum()), lp, vocab_size, batch_size)
+        cfg = self.config
+        nd = int(counts.sum())
+        vbeta = vocab_size * cfg.beta
+        cw, cc = stats.word_counts(k)
+        have = dict(zip(cw.tolist(), cc.tolist(), strict=True))
+        loo = math.log(max(m_rest - cfg.discount, 1e-3)) - kern.log_rising(
+            max(stats.ntok[k] * g - nd, 0.0) + vbeta, nd
+        )
+        for w, c in zip(words.tolist(), counts.tolist(), strict=True):
+            x = max(have.get(w, 0.0) - c, 0.0)
+            if x > 0.0:
+                loo += kern.log_rising(x + cfg.beta, c) - kern.log_rising(cfg.beta, c)
+        lp[k] = loo
+        best = int(np.argmax(lp[:kmax]))
+        return best == k and loo > lp_new  # a tie goes to a new cluster, as in seating
+
     def seating_probabilities(
         self,
         words: np.ndarray,

@@ -7,9 +7,14 @@ Its whole state is JSON-serialisable so it survives restarts with the model stat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import numpy as np
+
+#: ``fits(uid, words, counts)``: would this member of cluster ``uid`` be seated there again?
+FitTest = Callable[[int, np.ndarray, np.ndarray], bool]
 
 
 @dataclass
@@ -23,6 +28,8 @@ class Candidate:
     novelty_score: float
     size: int = 0
     exemplars: list[str] = field(default_factory=list)
+    #: the first ``min_size`` members: doc id, position, stream index, word ids and counts
+    members: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -56,11 +63,16 @@ class NoveltyTracker:
         positions: Sequence[dict[str, Any]],
         first_index: int,
         retired: Sequence[int] = (),
+        features: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+        fits: FitTest | None = None,
     ) -> list[Confirmation]:
         """Register births, count members in stream order, confirm or expire candidates.
 
         ``births`` are (uid, batch index of the founding document, novelty score); document
-        ``i`` of the batch has stream index ``first_index + i``.
+        ``i`` of the batch has stream index ``first_index + i`` and words ``features[i]``.
+
+        With ``fits``, a confirmed candidate's founding document is its first member that still
+        fits the cluster (see :meth:`_refound`), not necessarily the document that opened it.
         """
         for uid, d, score in births:
             self.candidates[uid] = Candidate(
@@ -80,7 +92,20 @@ class NoveltyTracker:
             cand.size += 1
             if len(cand.exemplars) < self.max_exemplars:
                 cand.exemplars.append(doc_ids[i])
+            if features is not None and len(cand.members) < self.min_size:
+                w, c = features[i]
+                cand.members.append(
+                    {
+                        "doc_id": doc_ids[i],
+                        "at": positions[i],
+                        "index": first_index + i,
+                        "words": [int(x) for x in w],
+                        "counts": [int(x) for x in c],
+                    }
+                )
             if cand.size >= self.min_size:
+                if fits is not None:
+                    self._refound(cand, fits)
                 confirmed.append(Confirmation(cand, positions[i], first_index + i))
                 del self.candidates[cand.uid]
         end = first_index + len(assignments)
@@ -90,6 +115,25 @@ class NoveltyTracker:
                 del self.candidates[uid]
                 self.dropped += 1
         return confirmed
+
+    @staticmethod
+    def _refound(cand: Candidate, fits: FitTest) -> None:
+        """Move the founding document to the first member that ``fits`` the cluster now.
+
+        A document that opened a cluster alone and sat there until a later story's documents
+        joined is a stray, not that story's first document; one collapsed Gibbs check per member
+        (at confirmation, with the members' counts in the cluster) tells them apart. When no
+        member fits, the founding document stays.
+        """
+        for mem in cand.members:
+            words = np.asarray(mem["words"], dtype=np.int64)
+            counts = np.asarray(mem["counts"], dtype=np.int64)
+            if fits(cand.uid, words, counts):
+                if mem["index"] != cand.born_index:
+                    cand.founding_doc_id = str(mem["doc_id"])
+                    cand.born_at = dict(mem["at"])
+                    cand.born_index = int(mem["index"])
+                return
 
     def to_json(self) -> dict[str, Any]:
         """Serialisable state."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 from noveld.models.novelty import NoveltyTracker
@@ -82,3 +84,51 @@ def test_rejects_nonsense_settings() -> None:
         NoveltyTracker(min_size=0)
     with pytest.raises(ValueError):
         NoveltyTracker(confirm_within=0)
+
+
+def _observe_with_words(
+    tr: NoveltyTracker,
+    births: list[tuple[int, int, float]],
+    assign: list[int],
+    first: int,
+    fits: Any,
+) -> list[Any]:
+    ids = [f"d{first + i}" for i in range(len(assign))]
+    feats = [(np.array([first + i]), np.array([1])) for i in range(len(assign))]
+    return tr.observe(
+        births, assign, ids, [pos(first + i) for i in range(len(assign))], first, (), feats, fits
+    )
+
+
+def test_refound_moves_the_founding_doc_to_the_first_member_that_fits() -> None:
+    tr = NoveltyTracker(min_size=3, confirm_within=100)
+    asked: list[int] = []
+
+    def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
+        asked.append(int(words[0]))
+        return int(words[0]) != 10  # d10 is the stray that opened the cluster
+
+    assert _observe_with_words(tr, [(7, 0, 1.5)], [7, 1, 1], 10, fits) == []
+    out = _observe_with_words(tr, [], [1, 7, 7], 13, fits)
+    assert len(out) == 1
+    cand = out[0].candidate
+    assert asked == [10, 14]  # stops at the first member that fits
+    assert cand.founding_doc_id == "d14" and cand.born_index == 14
+    assert cand.born_at["offset"] == 14 and cand.novelty_score == 1.5
+    assert [m["doc_id"] for m in cand.members] == ["d10", "d14", "d15"]
+
+
+def test_refound_keeps_the_founder_when_it_fits_or_nothing_does() -> None:
+    for verdict in (True, False):
+        tr = NoveltyTracker(min_size=2, confirm_within=100)
+        out = _observe_with_words(tr, [(3, 0, 1.0)], [3, 3], 0, lambda *_, v=verdict: v)
+        assert out[0].candidate.founding_doc_id == "d0"
+
+
+def test_members_survive_the_json_round_trip() -> None:
+    tr = NoveltyTracker(min_size=3, confirm_within=100)
+    _observe_with_words(tr, [(5, 0, 1.0)], [5, 5], 0, lambda *_: True)
+    back = NoveltyTracker(min_size=3, confirm_within=100)
+    back.load_json(json.loads(json.dumps(tr.to_json())))
+    out = _observe_with_words(back, [], [5], 2, lambda uid, w, c: int(w[0]) == 1)
+    assert out[0].candidate.founding_doc_id == "d1"
