@@ -19,6 +19,10 @@ DEFAULT_PATTERN = r"[^\W_]+(?:['’][^\W_]+)*"
 """Unicode word tokens: letters/digits, with inner apostrophes kept ("don't", "o’neill")."""
 
 
+#: vocabulary entries starting with this are the model's own (hdp topics), never input tokens
+RESERVED_PREFIX = "\x00"
+
+
 @dataclass(frozen=True)
 class Tokenizer:
     """Regex tokenizer: lowercases, keeps matches of ``pattern`` at least ``min_token_len`` long.
@@ -49,9 +53,10 @@ class Tokenizer:
     def normalize(self, tokens: Iterable[str]) -> list[str]:
         """Apply the same normalization to pre-tokenized input (no re-splitting; drops empties)."""
         n = max(self.min_token_len, 1)
+        kept = [t for t in tokens if len(t) >= n and not t.startswith(RESERVED_PREFIX)]
         if self.lowercase:
-            return [t.lower().replace("’", "'") for t in tokens if len(t) >= n]
-        return [t.replace("’", "'") for t in tokens if len(t) >= n]
+            return [t.lower().replace("’", "'") for t in kept]
+        return [t.replace("’", "'") for t in kept]
 
 
 class Vocabulary:

@@ -29,6 +29,10 @@ _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
     ("--retire-min-mass", "retire_min_mass", float, "retire clusters whose mass falls below"),
     ("--max-active-clusters", "max_active_clusters", int, "evict the lightest clusters beyond"),
     ("--seed", "seed", int, "random seed (runs are reproducible per seed)"),
+    ("--topics", "topics", int, "hdp: number of topics L"),
+    ("--zeta", "zeta", float, "hdp: Dirichlet prior ζ of categories on topics"),
+    ("--gamma", "gamma", float, "hdp: category concentration γ"),
+    ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α"),
 ]
 _FIELD_FLAGS = ["id", "text", "tokens", "embedding", "label", "context", "ts"]
 
@@ -39,9 +43,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument(
         "--model",
-        choices=["dpmm", "svi"],
-        help="inference engine: dpmm (collapsed CRP seating + Gibbs, default) or svi "
-        "(streaming variational, natural-gradient steps)",
+        choices=["dpmm", "svi", "hdp"],
+        help="inference engine: dpmm (collapsed CRP seating + Gibbs, default), svi "
+        "(streaming variational, natural-gradient steps) or hdp (category/topic HDP, "
+        "experimental)",
     )
     for flag, _, typ, help_ in _MODEL_FLAGS:
         g.add_argument(flag, type=typ, help=help_)

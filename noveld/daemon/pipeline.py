@@ -21,8 +21,9 @@ from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
-from noveld.models.base import DocBatch
+from noveld.models.base import ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
+from noveld.models.hdp import HDP, HDPConfig, topic_token
 from noveld.models.novelty import Confirmation, NoveltyTracker
 from noveld.models.svi import SVI, SVIConfig
 from noveld.schema import (
@@ -143,9 +144,24 @@ class BatchReport:
     invalid_reasons: dict[str, int] = field(default_factory=dict)
 
 
-def make_model(settings: Settings) -> DPMM:
+def make_model(settings: Settings) -> ClusterModel:
     """The configured inference engine."""
     m = settings.model
+    if m.kind == "hdp":
+        return HDP(
+            HDPConfig(
+                topics=m.topics,
+                beta=m.beta,
+                zeta=m.zeta,
+                table_alpha=m.table_alpha,
+                gamma=m.gamma,
+                sweeps=m.rejuvenation_sweeps,
+                deterministic=m.deterministic,
+                half_life_docs=m.half_life_docs,
+                retire_min_mass=m.retire_min_mass,
+                max_active_clusters=m.max_active_clusters,
+            )
+        )
     if m.kind == "svi":
         base = replace(model_config(settings), rejuvenation_sweeps=m.local_sweeps)
         return SVI(
@@ -213,6 +229,8 @@ class Pipeline:
         loaded = self.store.load(fingerprint)
         self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
         self.vocab = Vocabulary.from_list(self.state.vocab)
+        if isinstance(self.model, HDP):
+            self._bind_topic_words(self.model)
         self.featurizer = Featurizer(self.tokenizer, self.vocab)
         nov = self.settings.novelty
         self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, nov.exemplars)
@@ -221,6 +239,18 @@ class Pipeline:
         self.known_labels: dict[int, str] = {
             int(u): str(label) for u, label in self.state.novelty.get("known", {}).items()
         }
+
+    def _bind_topic_words(self, model: HDP) -> None:
+        """Give the hdp topics their reserved vocabulary entries (namespace-wide ids, interned
+        through the store like any new word) and tell the model their ids."""
+        wanted = [topic_token(t) for t in range(model.config.topics)]
+        missing = [w for w in wanted if w not in self.vocab]
+        if missing:
+            known = len(self.state.vocab)
+            shared = self.store.intern(self.state, known, missing)
+            self.vocab.extend(shared)
+        ids = [self.vocab.get(w) for w in wanted]
+        model.bind_topic_words([int(i) for i in ids if i is not None])
 
     def next_offset(self, topic: str, partition: int) -> int:
         """Where to resume reading a topic-partition (the committed next offset)."""
@@ -280,7 +310,9 @@ class Pipeline:
                 first_index,
                 [u for u, _, _ in result.retired] + [u for u, _, _ in result.merged],
                 _BatchFeatures(batch),
-                self._fit_test(batch) if self.settings.novelty.refound else None,
+                self._fit_test(batch)
+                if self.settings.novelty.refound and self.model.supports_refound
+                else None,
             )
             events = [self._born_event(c) for c in confirmed]
             events += self._retired_events(result.retired, positions[-1])
@@ -370,11 +402,7 @@ class Pipeline:
 
     def top_terms(self, uid: int, n: int) -> list[tuple[str, float]]:
         """The ``n`` most probable words of a cluster with their share of its tokens."""
-        stats = self.state.stats
-        slots = np.flatnonzero((stats.uid[: stats.kmax] == uid) & stats.alive[: stats.kmax])
-        if slots.shape[0] == 0:
-            return []
-        ws, cs = stats.word_counts(int(slots[0]))
+        ws, cs = self.model.term_weights(self.state.stats, uid)
         total = float(cs.sum())
         if total <= 0:
             return []
@@ -428,9 +456,11 @@ class Pipeline:
     def _fit_test(self, batch: DocBatch) -> Callable[[int, np.ndarray, np.ndarray], bool]:
         """The novelty tracker's question about a candidate's member, put to the live model."""
         stats, size = self.state.stats, len(batch)
+        model = self.model
+        assert isinstance(model, DPMM)
 
         def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
-            return self.model.still_belongs(words, counts, uid, stats, batch.vocab_size, size)
+            return model.still_belongs(words, counts, uid, stats, batch.vocab_size, size)
 
         return fits
 

@@ -25,7 +25,7 @@ class _Section(BaseModel):
 class ModelSettings(_Section):
     """Which model and its hyperparameters (DESIGN §5)."""
 
-    kind: Literal["dpmm", "svi"] = Field("dpmm", description="inference engine")
+    kind: Literal["dpmm", "svi", "hdp"] = Field("dpmm", description="inference engine")
     alpha: float = Field(0.03, gt=0, description="DP concentration (per document if scaled)")
     beta: float = Field(0.01, gt=0, description="symmetric Dirichlet prior on cluster words")
     alpha_scaling: Literal["none", "batch"] = "batch"
@@ -42,6 +42,10 @@ class ModelSettings(_Section):
     corpus_size: float = Field(0.0, ge=0, description="svi: effective corpus size D (0 = seen)")
     local_step: Literal["cvb0", "vb"] = Field("cvb0", description="svi: local step")
     local_sweeps: int = Field(0, ge=0, description="svi: extra local-step passes per batch")
+    topics: int = Field(50, ge=1, le=10_000, description="hdp: number of topics L")
+    zeta: float = Field(0.1, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
+    gamma: float = Field(1.0, gt=0, description="hdp: category concentration γ")
+    table_alpha: float = Field(1.0, gt=0, description="hdp: per-document table concentration α")
     seed: int = 0
 
 
@@ -191,12 +195,15 @@ def load_settings(
     return Settings.model_validate(merged)
 
 
-def _svi_fingerprint(settings: Settings) -> dict[str, Any]:
-    """The step-size schedule and corpus size shape the stored expected counts of ``svi``."""
+def _kind_fingerprint(settings: Settings) -> dict[str, Any]:
+    """Model-specific settings that shape the stored statistics: ``svi``'s step-size schedule
+    and corpus size; ``hdp``'s topic count and priors."""
     m = settings.model
-    if m.kind != "svi":
-        return {}
-    return {"kappa": m.kappa, "tau0": m.tau0, "corpus_size": m.corpus_size}
+    if m.kind == "svi":
+        return {"kappa": m.kappa, "tau0": m.tau0, "corpus_size": m.corpus_size}
+    if m.kind == "hdp":
+        return {"topics": m.topics, "zeta": m.zeta, "gamma": m.gamma, "table_alpha": m.table_alpha}
+    return {}
 
 
 def model_fingerprint(settings: Settings) -> dict[str, Any]:
@@ -211,11 +218,7 @@ def model_fingerprint(settings: Settings) -> dict[str, Any]:
         "alpha_scaling": m.alpha_scaling,
         "discount": m.discount,
         "half_life_docs": m.half_life_docs,
-        **(
-            {"kappa": m.kappa, "tau0": m.tau0, "corpus_size": m.corpus_size}
-            if m.kind == "svi"
-            else {}
-        ),
+        **_kind_fingerprint(settings),
         "lowercase": settings.tokenizer.lowercase,
         "min_token_len": settings.tokenizer.min_token_len,
     }

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from noveld.models.suffstats import MultinomialStats
 
 
 @dataclass(frozen=True)
@@ -97,3 +102,30 @@ class BatchResult:
     log_predictive_per_token: float = float("nan")
     extra: dict[str, float] = field(default_factory=dict)
     merged: list[tuple[int, int, bool]] = field(default_factory=list)
+
+
+class ClusterModel(Protocol):
+    """What the pipeline needs of an inference engine (``dpmm``, ``svi``, ``hdp``)."""
+
+    kind: str
+    #: whether :meth:`still_belongs`-style re-founding of novelty candidates is defined
+    supports_refound: bool
+
+    def new_state(self) -> MultinomialStats:
+        """Empty statistics."""
+        ...
+
+    def partial_fit(
+        self,
+        batch: DocBatch,
+        stats: MultinomialStats,
+        rng: np.random.Generator,
+        known: np.ndarray | None = None,
+        pinned: Collection[int] = (),
+    ) -> BatchResult:
+        """One mini-batch: assignments, births, retirements and the statistics delta."""
+        ...
+
+    def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
+        """(word ids, weights) describing cluster ``uid``, for top terms."""
+        ...

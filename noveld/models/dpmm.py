@@ -206,6 +206,7 @@ class DPMM:
     """The ``dpmm`` model: one-pass CRP seating with collapsed Gibbs rejuvenation of the batch."""
 
     kind = "dpmm"
+    supports_refound = True
 
     def __init__(self, config: DPMMConfig) -> None:
         self.config = config
@@ -319,6 +320,13 @@ class DPMM:
             k = kern.choose(lp, kmax, lp_new, 0.0, True, out, stats.uid)
             res[d] = -1 if k < 0 else stats.uid[k]
         return res
+
+    def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
+        """The cluster's word counts (true units); empty for an unknown uid."""
+        hit = np.flatnonzero((stats.uid[: stats.kmax] == uid) & stats.alive[: stats.kmax])
+        if hit.shape[0] == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return stats.word_counts(int(hit[0]))
 
     def still_belongs(
         self,

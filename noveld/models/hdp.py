@@ -1,117 +1,314 @@
-"""The two-level category/topic HDP with known labels (LBPL-NTM, paper 000 §3; DESIGN §5.3):
-state and the per-batch step. Pure: arrays in, arrays out.
+"""The ``hdp`` model: two-level category/topic HDP with known labels (LBPL-NTM, paper 000 §3;
+DESIGN §5.3). Pure: arrays in, arrays out.
 
-Experimental and not wired into the daemon yet (issue #4): it still needs its statistics in the
-state store, and it is far from the targets — a first measurement on news.jsonl (dense counts,
-topics learned from scratch in the stream) gave NMI 0.11 with the defaults and 0.58 at best
-(300 topics, ζ = 0.001, γ = 20, MAP) at ~500 docs/s.
+L topics ``φ_l ~ Dir(β)`` over words; categories ``θ_k ~ Dir(ζ)`` over topics; each document is a
+restaurant of the Chinese restaurant franchise whose tables serve categories (eqs. 3–7, the
+sampler in :mod:`noveld.models.kernels.hdp`). A document's category is the one generating most
+of its words; documents with a known label sit at one table of their label's category.
+
+State lives in the same :class:`MultinomialStats` pool as ``dpmm``'s, so the stores, the delta
+log, replay and replicas work unchanged:
+
+- topic ``l`` is a cluster with uid :func:`topic_uid` (its own uid slot) whose word counts are
+  ``n_lw`` and whose token total is ``n_l``;
+- category ``k`` is a cluster with an ordinary uid whose *words* are the topics' reserved
+  vocabulary entries (:func:`topic_token`): its count of topic ``l``'s token is ``O_kl``, its
+  token total ``O_k``, and its document mass ``m`` counts its tables ``m_k``.
+
+Each batch is densified (topic–word counts of the batch's words only, category–topic counts),
+sampled over its own variables, and written back as an additive :class:`StatsDelta` that the
+writer applies through the same :func:`apply_additions` a replica uses — replay is exact.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from noveld.featurize import RESERVED_PREFIX
+from noveld.models.base import BatchResult, DocBatch, StatsDelta
+from noveld.models.dpmm import (
+    DPMM,
+    DPMMConfig,
+    apply_additions,
+    decay_factor,
+    finish_delta,
+)
 from noveld.models.kernels import hdp as kern
+from noveld.models.kernels import multinomial as mkern
+from noveld.models.suffstats import MultinomialStats
+
+TOPIC_SLOT = (1 << 20) - 2  # uid slot of topics (known labels use 2^20 − 1)
+TOPIC_PREFIX = RESERVED_PREFIX + "topic/"  # vocabulary entries no input token can be
+
+
+def topic_uid(topic: int) -> int:
+    """Cluster uid of topic ``topic``: fixed, so every replica and restart agrees."""
+    return (TOPIC_SLOT << 40) | topic
+
+
+def topic_token(topic: int) -> str:
+    """The reserved vocabulary entry standing for topic ``topic`` in category–topic counts."""
+    return f"{TOPIC_PREFIX}{topic}"
+
+
+def is_topic(uids: np.ndarray) -> np.ndarray:
+    """Which of ``uids`` are topics."""
+    mask: np.ndarray = (uids >> 40) == TOPIC_SLOT
+    return mask
 
 
 @dataclass(frozen=True)
 class HDPConfig:
-    """Hyperparameters: L topics, Dirichlet priors β (topic–word) and ζ (category–topic), the
-    table and category concentrations α and γ, Gibbs sweeps per batch."""
+    """Hyperparameters (all in the model fingerprint): L topics, Dirichlet priors β (topic–word)
+    and ζ (category–topic), the per-document table concentration α and the category
+    concentration γ, Gibbs sweeps per batch, forgetting and retirement as in ``dpmm``."""
 
     topics: int = 50
     beta: float = 0.01
     zeta: float = 0.1
-    alpha: float = 1.0
+    table_alpha: float = 1.0
     gamma: float = 1.0
     sweeps: int = 2
-    deterministic: bool = False
-
-
-@dataclass
-class HDPState:
-    """Global counts: topic–word ``nlw``/``nl``, category–topic ``okl``/``ok``, tables ``mk``."""
-
-    topics: int
-    nlw: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    nl: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    okl: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    ok: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    mk: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
-    uid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    ctl: np.ndarray = field(default_factory=lambda: np.zeros(2, dtype=np.int64))
-
-    def __post_init__(self) -> None:
-        if self.nl.shape[0] == 0:
-            self.nlw = np.zeros((self.topics, 0))
-            self.nl = np.zeros(self.topics)
-            self.okl = np.zeros((0, self.topics))
-
-    def reserve(self, categories: int, vocab_size: int) -> None:
-        """Room for ``categories`` more categories and a vocabulary of ``vocab_size``."""
-        if vocab_size > self.nlw.shape[1]:
-            grown = np.zeros((self.topics, max(vocab_size, 2 * self.nlw.shape[1])))
-            grown[:, : self.nlw.shape[1]] = self.nlw
-            self.nlw = grown
-        need = int(self.ctl[0]) + categories
-        if need > self.okl.shape[0]:
-            n = max(need, 2 * self.okl.shape[0], 64)
-            okl = np.zeros((n, self.topics))
-            okl[: self.okl.shape[0]] = self.okl
-            self.okl = okl
-            self.ok = np.concatenate([self.ok, np.zeros(n - self.ok.shape[0])])
-            self.mk = np.concatenate([self.mk, np.zeros(n - self.mk.shape[0])])
-            self.alive = np.concatenate([self.alive, np.zeros(n - self.alive.shape[0], np.bool_)])
-            self.uid = np.concatenate([self.uid, np.full(n - self.uid.shape[0], -1, np.int64)])
+    deterministic: bool = True
+    half_life_docs: float = 0.0
+    retire_min_mass: float = 0.05
+    max_active_clusters: int = 5000
+    prune_below: float = DPMMConfig.prune_below
 
 
 class HDP:
-    """One mini-batch at a time: CRF seating plus Gibbs sweeps over the batch (paper 000 eqs.
-    3–7); a document's category is the one generating most of its words."""
+    """One mini-batch at a time: CRF seating plus Gibbs sweeps of t, y and k over the batch
+    (paper 000 eqs. 3–7); earlier batches are fixed and enter only through their counts."""
 
     kind = "hdp"
+    supports_refound = False
 
     def __init__(self, config: HDPConfig) -> None:
         self.config = config
+        self.topic_words: np.ndarray | None = None
 
-    def new_state(self) -> HDPState:
-        return HDPState(self.config.topics)
+    def new_state(self) -> MultinomialStats:
+        """Empty statistics."""
+        return MultinomialStats()
+
+    def bind_topic_words(self, ids: list[int]) -> None:
+        """Vocabulary ids of the reserved topic entries (``topic_token(l)`` for l < L)."""
+        if len(ids) != self.config.topics:
+            raise ValueError(f"need {self.config.topics} topic word ids, got {len(ids)}")
+        self.topic_words = np.asarray(ids, dtype=np.int64)
 
     def partial_fit(
         self,
-        docs: list[np.ndarray],
-        vocab_size: int,
-        state: HDPState,
+        batch: DocBatch,
+        stats: MultinomialStats,
         rng: np.random.Generator,
         known: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Categories (slots) of the batch's documents; ``docs`` are token-id arrays (repeats
-        kept), ``known[d]`` a category slot to fix document d to (−1: none)."""
+        pinned: Collection[int] = (),
+    ) -> BatchResult:
+        """Seat a batch in the franchise; return categories, births and the additive delta.
+
+        ``known[d] ≥ 0`` is the uid of document d's known category: all its words sit at one
+        table serving it. Categories in ``pinned`` are never retired.
+        """
+        if self.topic_words is None:
+            raise RuntimeError("hdp: bind_topic_words must be called before partial_fit")
         cfg = self.config
-        lengths = np.array([len(d) for d in docs], dtype=np.int64)
-        ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        tokens = np.concatenate(docs).astype(np.int64) if docs else np.zeros(0, np.int64)
+        nb = len(batch)
+        n_topics = cfg.topics
+        f = decay_factor(cfg.half_life_docs, nb)
+        g = stats.scale * f
+        kmax = stats.kmax
+        uids = stats.uid[:kmax]
+        alive = stats.alive[:kmax]
+        topic_mask = is_topic(uids)
+        cat_slots = np.flatnonzero(alive & ~topic_mask)
+        # --- densify: topics × batch words, topic totals, categories × topics
+        tokens = np.repeat(batch.words, batch.counts).astype(np.int64)
+        doc_ptr = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(batch.lengths, out=doc_ptr[1:])
+        bwords, tok_local = np.unique(tokens, return_inverse=True)
+        row_of_slot = np.full(kmax, -1, dtype=np.int64)
+        topic_slots = np.flatnonzero(alive & topic_mask)
+        topic_of_slot = uids[topic_slots] & ((1 << 40) - 1)
+        row_of_slot[topic_slots] = topic_of_slot
+        nlw = np.zeros((n_topics, bwords.shape[0]))
+        kern.gather_postings(bwords, stats.head, stats.nxt, stats.pk, stats.pc, row_of_slot, g, nlw)
+        nl = np.zeros(n_topics)
+        nl[topic_of_slot] = stats.ntok[topic_slots] * g
+        # categories: the live ones, then known categories not in the pool yet, then room for
+        # one new category per token and sweep
+        cat_uids = uids[cat_slots].tolist()
+        local_of_uid = {int(u): i for i, u in enumerate(cat_uids)}
+        if known is not None:
+            for u in dict.fromkeys(known[known >= 0].tolist()):
+                if int(u) not in local_of_uid:
+                    local_of_uid[int(u)] = len(cat_uids)
+                    cat_uids.append(int(u))
+        n_existing = len(cat_uids)
         n_tok = tokens.shape[0]
-        state.reserve(2 * n_tok * (1 + cfg.sweeps) + 1, vocab_size)
-        if known is None:
-            known = np.full(len(docs), -1, dtype=np.int64)
+        cap = n_existing + n_tok * (1 + cfg.sweeps) + 1
+        okl = np.zeros((cap, n_topics))
+        row_of_slot[:] = -1
+        row_of_slot[cat_slots] = np.arange(cat_slots.shape[0])
+        kern.gather_postings(
+            self.topic_words, stats.head, stats.nxt, stats.pk, stats.pc, row_of_slot, g, okl
+        )
+        ok = np.zeros(cap)
+        ok[: cat_slots.shape[0]] = stats.ntok[cat_slots] * g
+        mk = np.zeros(cap)
+        mk[: cat_slots.shape[0]] = stats.m[cat_slots] * g
+        cat_alive = np.zeros(cap, dtype=np.bool_)
+        cat_alive[:n_existing] = True
+        cat_uid = np.full(cap, -1, dtype=np.int64)
+        cat_uid[:n_existing] = cat_uids
+        first_new_uid = int(stats.ictl[mkern.NEXT_UID])
+        ctl = np.array([n_existing, first_new_uid], dtype=np.int64)
+        known_local = np.full(nb, -1, dtype=np.int64)
+        if known is not None:
+            for d in np.flatnonzero(known >= 0).tolist():
+                known_local[d] = local_of_uid[int(known[d])]
+        # --- sample
         tok_y = np.zeros(n_tok, dtype=np.int64)
         tok_t = np.zeros(n_tok, dtype=np.int64)
         tab_doc = np.zeros(n_tok * (1 + cfg.sweeps) + 1, dtype=np.int64)
         tab_k = np.zeros_like(tab_doc)
         tab_size = np.zeros_like(tab_doc)
         uniforms = rng.random(4 * n_tok * (1 + cfg.sweeps) + 1)
+        vocab_size = max(batch.vocab_size - n_topics, 1)  # the topic entries are not words
         kern.hdp_batch(
-            ptr, tokens, known.astype(np.int64), cfg.sweeps, uniforms,
-            cfg.deterministic, cfg.beta, vocab_size * cfg.beta, cfg.zeta, cfg.alpha, cfg.gamma,
-            state.nlw, state.nl, state.okl, state.ok, state.mk, state.alive, state.uid,
-            state.ctl, tok_y, tok_t, tab_doc, tab_k, tab_size,
+            doc_ptr, tok_local, known_local, cfg.sweeps, uniforms, cfg.deterministic,
+            cfg.beta, vocab_size * cfg.beta, cfg.zeta, cfg.table_alpha, cfg.gamma,
+            nlw, nl, okl, ok, mk, cat_alive, cat_uid, ctl, tok_y, tok_t, tab_doc, tab_k,
+            tab_size,
         )  # fmt: skip
-        out = np.empty(len(docs), dtype=np.int64)
-        for d in range(len(docs)):
-            cats = tab_k[tok_t[ptr[d] : ptr[d + 1]]]
-            out[d] = np.bincount(cats).argmax() if cats.shape[0] else -1
+        # --- what the batch added, in true units
+        tok_cat = tab_k[tok_t]
+        assign_local = np.empty(nb, dtype=np.int64)
+        for d in range(nb):
+            cats = tok_cat[doc_ptr[d] : doc_ptr[d + 1]]
+            assign_local[d] = np.bincount(cats).argmax() if cats.shape[0] else 0
+        assignments = cat_uid[assign_local]
+        open_tables = np.flatnonzero(tab_size > 0)
+        tab_uids = cat_uid[tab_k[open_tables]]
+        born_local = [k for k in range(n_existing, int(ctl[0])) if np.any(tab_k[open_tables] == k)]
+        born = self._births(born_local, assign_local, tab_doc, tab_k, open_tables, cat_uid)
+        delta = self._delta(batch, tokens, tok_y, cat_uid[tok_cat], tab_uids, f, born, nb)
+        apply_additions(stats, delta)
+        retired = self._retire(stats, pinned)
+        delta = replace(delta, retired_uids=np.array([u for u, _, _ in retired], np.int64))
+        finish_delta(stats, delta, cfg.half_life_docs, cfg.prune_below)
+        return BatchResult(assignments, born, retired, delta)
+
+    def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
+        """Expected word counts of category ``uid``: ``Σ_l O_kl φ_l(w)`` (topics' words only)."""
+        slot = _slot_of(stats, uid)
+        if slot < 0 or self.topic_words is None:
+            return np.zeros(0, np.int64), np.zeros(0)
+        tw, tc = stats.word_counts(slot)
+        topic_of_word = {int(w): i for i, w in enumerate(self.topic_words.tolist())}
+        acc: dict[int, float] = {}
+        for w, o in zip(tw.tolist(), tc.tolist(), strict=True):
+            tslot = _slot_of(stats, topic_uid(topic_of_word.get(int(w), -1)))
+            if tslot < 0:
+                continue
+            ws, cs = stats.word_counts(tslot)
+            total = float(cs.sum())
+            if total <= 0:
+                continue
+            for x, c in zip(ws.tolist(), (o * cs / total).tolist(), strict=True):
+                acc[x] = acc.get(x, 0.0) + c
+        words = np.fromiter(acc.keys(), dtype=np.int64, count=len(acc))
+        weights = np.fromiter(acc.values(), dtype=np.float64, count=len(acc))
+        return words, weights
+
+    # ---- internals ------------------------------------------------------------------------
+    @staticmethod
+    def _births(
+        born_local: list[int],
+        assign_local: np.ndarray,
+        tab_doc: np.ndarray,
+        tab_k: np.ndarray,
+        open_tables: np.ndarray,
+        cat_uid: np.ndarray,
+    ) -> list[tuple[int, int, float]]:
+        """(uid, founding document, score) of the categories opened in this batch: the first
+        document it is the category of, else the first with a table serving it. The score is
+        the share of the batch's tables the new category serves (no single seating margin
+        exists when a document's words may sit at several tables)."""
+        out: list[tuple[int, int, float]] = []
+        n_tables = max(int(open_tables.shape[0]), 1)
+        for k in born_local:
+            docs = np.flatnonzero(assign_local == k)
+            serving = open_tables[tab_k[open_tables] == k]
+            d = int(docs[0]) if docs.shape[0] else int(tab_doc[serving].min())
+            out.append((int(cat_uid[k]), d, float(serving.shape[0]) / n_tables))
+        return sorted(out, key=lambda b: b[1])
+
+    def _delta(
+        self,
+        batch: DocBatch,
+        tokens: np.ndarray,
+        tok_y: np.ndarray,
+        tok_cat_uid: np.ndarray,
+        tab_uids: np.ndarray,
+        f: float,
+        born: list[tuple[int, int, float]],
+        n_docs: int,
+    ) -> StatsDelta:
+        """Additions of one batch: per token, +1 to (topic y, word) and to (category, topic
+        y's entry); +1 table per open table to its category's ``m``."""
+        assert self.topic_words is not None
+        n_tok = tokens.shape[0]
+        topic_uids = np.array([topic_uid(int(y)) for y in tok_y.tolist()], dtype=np.int64)
+        unit_uids = np.concatenate([tab_uids, topic_uids, tok_cat_uid]).astype(np.int64)
+        unit_m = np.concatenate([np.ones(tab_uids.shape[0]), np.zeros(2 * n_tok)])
+        unit_n = np.concatenate([np.zeros(tab_uids.shape[0]), np.ones(2 * n_tok)])
+        e_uids = np.concatenate([topic_uids, tok_cat_uid]).astype(np.int64)
+        e_words = np.concatenate([tokens, self.topic_words[tok_y]]).astype(np.int64)
+        delta = DPMM._delta_from_entries(
+            batch,
+            unit_uids,
+            unit_m,
+            unit_n,
+            e_uids,
+            e_words,
+            np.ones(2 * n_tok),
+            f,
+            born,
+            [],
+            [],
+            MultinomialStats(),
+        )
+        return replace(delta, n_docs=n_docs)
+
+    def _retire(
+        self, stats: MultinomialStats, pinned: Collection[int]
+    ) -> list[tuple[int, float, str]]:
+        """Categories (never topics or known ones) whose decayed table mass fell below
+        ``retire_min_mass``, then the lightest beyond ``max_active_clusters``. Like ``dpmm``'s,
+        but decided before the retirement is applied, so the delta can carry it."""
+        cfg = self.config
+        kmax = stats.kmax
+        slots = np.flatnonzero(stats.alive[:kmax] & ~is_topic(stats.uid[:kmax]))
+        if pinned:
+            slots = slots[~np.isin(stats.uid[slots], np.fromiter(pinned, dtype=np.int64))]
+        mass = stats.mass(slots)
+        faded = slots[mass < cfg.retire_min_mass]
+        keep = slots[~np.isin(slots, faded)]
+        excess = keep.shape[0] - cfg.max_active_clusters
+        evicted = keep[np.lexsort((keep, stats.mass(keep)))[:excess]] if excess > 0 else keep[:0]
+        out = [(int(stats.uid[k]), float(stats.mass(np.array([k]))[0]), "faded") for k in faded]
+        out += [
+            (int(stats.uid[k]), float(stats.mass(np.array([k]))[0]), "evicted") for k in evicted
+        ]
         return out
+
+
+def _slot_of(stats: MultinomialStats, uid: int) -> int:
+    """Slot of a live cluster uid, or −1."""
+    kmax = stats.kmax
+    hit = np.flatnonzero((stats.uid[:kmax] == uid) & stats.alive[:kmax])
+    return int(hit[0]) if hit.shape[0] else -1

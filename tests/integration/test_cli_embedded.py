@@ -80,7 +80,7 @@ def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_
     assert state_show(st)["docs"] == 6000
 
 
-@pytest.mark.parametrize("model", ["dpmm", "svi"])
+@pytest.mark.parametrize("model", ["dpmm", "svi", "hdp"])
 def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: str) -> None:
     """G11: same input, seed and settings → same state hash and event ids (sampled seating)."""
     runs = []
@@ -152,7 +152,7 @@ def _kill_resume(
 
 @pytest.mark.faults
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["dpmm", "svi"])
+@pytest.mark.parametrize("model", ["dpmm", "svi", "hdp"])
 def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
     big_stream: Path, tmp_path: Path, model: str
 ) -> None:

@@ -78,34 +78,3 @@ def test_table_category_weights_are_the_dirichlet_multinomial_marginal(
         + float(np.sum(gammaln(zeta + c) - gammaln(zeta)))
     )
     assert new == pytest.approx(expected_new, rel=1e-10)
-
-
-def test_batch_sampler_keeps_counts_consistent_and_respects_known_categories() -> None:
-    """After CRF seating + sweeps from an empty state: every token is counted once in the
-    topic–word and category–topic tables, mk counts tables, and documents with a known
-    category have all their words there. Same seed, same result."""
-    from noveld.models.hdp import HDP, HDPConfig
-
-    rng = np.random.default_rng(4)
-    vocab = 30
-    docs = [rng.integers(0, vocab, size=rng.integers(1, 9)) for _ in range(40)]
-    runs = []
-    for _ in range(2):
-        model = HDP(HDPConfig(topics=5, sweeps=2, alpha=0.5, gamma=2.0))
-        state = model.new_state()
-        state.reserve(1, vocab)
-        state.alive[0], state.uid[0], state.ctl[:] = True, 0, (1, 1)  # a known category
-        known = np.full(len(docs), -1, dtype=np.int64)
-        known[:5] = 0
-        cats = model.partial_fit(docs, vocab, state, np.random.default_rng(9), known)
-        runs.append(cats.tolist())
-        n_tok = sum(len(d) for d in docs)
-        assert state.nlw.sum() == pytest.approx(n_tok) and state.nl.sum() == pytest.approx(n_tok)
-        np.testing.assert_allclose(state.nlw.sum(axis=1), state.nl)
-        np.testing.assert_allclose(state.okl.sum(axis=1), state.ok)
-        assert state.okl.sum() == pytest.approx(n_tok)
-        assert np.all(state.nlw >= 0) and np.all(state.okl >= 0) and np.all(state.mk >= 0)
-        assert cats[:5].tolist() == [0] * 5
-        assert state.ok[0] >= sum(len(d) for d in docs[:5])
-        assert int(state.ctl[0]) > 1  # unlabelled documents opened categories of their own
-    assert runs[0] == runs[1]

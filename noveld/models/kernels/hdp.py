@@ -319,3 +319,31 @@ def hdp_batch(
                     if tok_t[i] == t:
                         _move_token(tok_word[i], tok_y[i], kc, 1.0, nlw, nl, okl, ok)
     return n_tab
+
+
+@njit(cache=True)
+def gather_postings(
+    words: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    row_of_slot: np.ndarray,
+    scale: float,
+    out: np.ndarray,
+) -> None:
+    """Densify part of a :class:`MultinomialStats` pool: ``out[row_of_slot[k], j] = n_k,words[j]``
+    (true units) for the slots ``k`` with a row (``row_of_slot[k] ≥ 0``), walking only the
+    postings of ``words``. ``out`` must start at zero."""
+    nv = head.shape[0]
+    n_slots = row_of_slot.shape[0]
+    for j in range(words.shape[0]):
+        w = words[j]
+        if w < 0 or w >= nv:
+            continue
+        e = head[w]
+        while e >= 0:
+            k = pk[e]
+            if k < n_slots and row_of_slot[k] >= 0 and pc[e] > 0.0:
+                out[row_of_slot[k], j] += pc[e] * scale
+            e = nxt[e]

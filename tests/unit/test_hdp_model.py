@@ -1,0 +1,155 @@
+"""The ``hdp`` model on the shared statistics pool: count algebra of the CRF state, known
+categories, determinism, and exact replay of its deltas (what the stores and replicas do)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from noveld.models.base import DocBatch
+from noveld.models.dpmm import replay_delta
+from noveld.models.hdp import HDP, HDPConfig, is_topic, topic_uid
+from noveld.models.suffstats import MultinomialStats
+from noveld.state.base import NamespaceState, state_digest
+
+TOPICS = 5
+WORDS = 30  # real words get ids TOPICS .. TOPICS + WORDS − 1; ids 0 .. TOPICS − 1 are topics
+
+
+def make_model(**kw: object) -> HDP:
+    cfg = dict(topics=TOPICS, sweeps=2, table_alpha=0.5, gamma=2.0, deterministic=False)
+    cfg.update(kw)
+    model = HDP(HDPConfig(**cfg))  # type: ignore[arg-type]
+    model.bind_topic_words(list(range(TOPICS)))
+    return model
+
+
+def batches(seed: int, n_batches: int = 4, size: int = 20) -> list[DocBatch]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_batches):
+        docs = [
+            (TOPICS + rng.integers(0, WORDS, size=rng.integers(1, 9))).tolist() for _ in range(size)
+        ]
+        out.append(DocBatch.from_docs(docs, TOPICS + WORDS))
+    return out
+
+
+def table(stats: MultinomialStats) -> dict[int, tuple[float, float, dict[int, float]]]:
+    out = {}
+    for k in stats.active_slots().tolist():
+        ws, cs = stats.word_counts(k)
+        out[int(stats.uid[k])] = (
+            float(stats.mass(np.array([k]))[0]),
+            float(stats.ntok[k] * stats.scale),
+            dict(zip(ws.tolist(), cs.tolist(), strict=True)),
+        )
+    return out
+
+
+def test_counts_are_consistent_after_each_batch() -> None:
+    """Every token is counted once as (topic, word) and once as (category, topic); a category's
+    mass counts its tables, at least one per document it holds; topics hold words only and
+    categories topic entries only."""
+    model = make_model()
+    stats = model.new_state()
+    tokens = docs = 0
+    for i, b in enumerate(batches(1)):
+        res = model.partial_fit(b, stats, np.random.default_rng(i))
+        tokens += int(b.lengths.sum())
+        docs += len(b)
+        t = table(stats)
+        topics = {u: v for u, v in t.items() if is_topic(np.array([u]))[0]}
+        cats = {u: v for u, v in t.items() if u not in topics}
+        assert sum(v[1] for v in topics.values()) == pytest.approx(tokens)
+        assert sum(v[1] for v in cats.values()) == pytest.approx(tokens)
+        for _, n, words in topics.values():
+            assert min(words) >= TOPICS and sum(words.values()) == pytest.approx(n)
+            assert all(c > 0 for c in words.values())
+        for _, n, words in cats.values():
+            assert max(words) < TOPICS and sum(words.values()) == pytest.approx(n)
+        assert sum(v[0] for v in cats.values()) >= docs  # tables
+        assert set(res.assignments.tolist()) <= set(cats)
+        assert res.delta.documents() == len(b)
+        # a topic's word total per topic equals the categories' count of that topic's entry
+        for y in range(TOPICS):
+            per_cat = sum(v[2].get(y, 0.0) for v in cats.values())
+            assert per_cat == pytest.approx(topics.get(topic_uid(y), (0, 0.0, {}))[1])
+
+
+def test_known_documents_sit_in_their_category_and_it_is_never_born() -> None:
+    model = make_model()
+    stats = model.new_state()
+    b = batches(2, 1)[0]
+    known = np.full(len(b), -1, dtype=np.int64)
+    known[:6] = 777
+    res = model.partial_fit(b, stats, np.random.default_rng(0), known, frozenset({777}))
+    assert res.assignments[:6].tolist() == [777] * 6
+    assert 777 not in {u for u, _, _ in res.born}
+    assert all(u != 777 for u, _, _ in res.retired)
+    # every token of the known documents is counted under 777
+    t = table(stats)
+    assert t[777][1] >= float(b.lengths[:6].sum())
+
+
+def test_births_are_new_categories_founded_by_their_first_document() -> None:
+    model = make_model()
+    stats = model.new_state()
+    res = model.partial_fit(batches(3, 1)[0], stats, np.random.default_rng(0))
+    assert res.born, "an empty pool must open categories"
+    founders = [d for _, d, _ in res.born]
+    assert founders == sorted(founders)
+    for uid, d, score in res.born:
+        assert 0 < score <= 1
+        if uid in res.assignments.tolist():
+            assert int(np.flatnonzero(res.assignments == uid)[0]) == d
+
+
+def test_same_seed_same_result_and_different_seed_differs() -> None:
+    def run(seed: int) -> tuple[str, list[int]]:
+        model = make_model()
+        st = NamespaceState({}, model.new_state())
+        out: list[int] = []
+        for i, b in enumerate(batches(4)):
+            out += model.partial_fit(
+                b, st.stats, np.random.default_rng([seed, i])
+            ).assignments.tolist()
+        return state_digest(st), out
+
+    assert run(1) == run(1)
+    assert run(1)[0] != run(2)[0]
+
+
+@pytest.mark.parametrize("half_life", [0.0, 30.0])
+def test_replaying_the_deltas_rebuilds_the_writer_state_exactly(half_life: float) -> None:
+    """The writer applies its own batch through the replay path, so a process that replays the
+    delta log (a restart, a replica) holds bit-identical statistics."""
+    model = make_model(half_life_docs=half_life)
+    live = NamespaceState({}, model.new_state())
+    replayed = NamespaceState({}, MultinomialStats())
+    for i, b in enumerate(batches(5, 6)):
+        res = model.partial_fit(b, live.stats, np.random.default_rng(i))
+        replay_delta(replayed.stats, res.delta, half_life)
+        assert state_digest(replayed) == state_digest(live)
+    assert int(replayed.stats.ictl[3]) == int(live.stats.ictl[3])  # the uid counter too
+
+
+def test_topic_entries_are_required_before_fitting() -> None:
+    model = HDP(HDPConfig(topics=3))
+    with pytest.raises(RuntimeError, match="bind_topic_words"):
+        model.partial_fit(batches(6, 1)[0], model.new_state(), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="3 topic word ids"):
+        model.bind_topic_words([0, 1])
+
+
+def test_term_weights_mix_the_categorys_topics() -> None:
+    model = make_model()
+    stats = model.new_state()
+    res = model.partial_fit(batches(7, 1)[0], stats, np.random.default_rng(0))
+    uid = int(res.assignments[0])
+    words, weights = model.term_weights(stats, uid)
+    assert words.shape == weights.shape and words.shape[0] > 0
+    assert np.all(words >= TOPICS)  # real words, never topic entries
+    slot = int(np.flatnonzero(stats.uid[: stats.kmax] == uid)[0])
+    assert weights.sum() == pytest.approx(float(stats.ntok[slot] * stats.scale))
+    assert model.term_weights(stats, 123456789)[0].shape == (0,)
