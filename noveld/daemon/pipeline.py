@@ -190,6 +190,7 @@ def model_config(settings: Settings) -> DPMMConfig:
         max_active_clusters=m.max_active_clusters,
         discount=m.discount,
         merge=m.merge,
+        split=m.split,
     )
 
 

@@ -36,6 +36,7 @@ class ModelSettings(_Section):
     retire_min_mass: float = Field(0.05, ge=0)
     max_active_clusters: int = Field(5000, ge=1)
     merge: bool = Field(True, description="merge new clusters into others when that is MAP")
+    split: bool = Field(True, description="dpmm: split a batch's burst out of an old cluster")
     use_labels: bool = Field(False, description="documents' labels are known categories")
     kappa: float = Field(0.8, gt=0.5, le=1.0, description="svi: step-size exponent κ")
     tau0: float = Field(1.0, ge=0, description="svi: step-size delay τ₀")

@@ -38,6 +38,7 @@ class DPMMConfig:
     prune_below: float = 0.01
     merge: bool = True
     merge_scope: Literal["births", "all"] = "births"
+    split: bool = True
 
     def __post_init__(self) -> None:
         if self.alpha <= 0 or self.beta <= 0:
@@ -281,6 +282,8 @@ class DPMM:
             margin,
             forced,
         )
+        if cfg.split:
+            self._split_bursts(batch, assign, stats, forced)
         born = self._births(assign, stats, margin)
         uids = stats.uid[assign]
         own_births = {u for u, _, _ in born}
@@ -544,6 +547,59 @@ class DPMM:
                 by_uid[dst] = (min(ds, dd), max(ss, sd))
             by_uid.pop(src, None)
         return sorted(((u, d, s) for u, (d, s) in by_uid.items()), key=lambda b: b[1])
+
+    def _split_bursts(
+        self, batch: DocBatch, assign: np.ndarray, stats: MultinomialStats, forced: np.ndarray
+    ) -> int:
+        """Give a burst its own cluster: the batch's documents seated in an older cluster move,
+        as a group, to a new one when that raises the collapsed posterior
+        (:func:`kern.split_gain`, exact). Returns how many groups moved.
+
+        One at a time, documents of a new story that arrive together each join the closest old
+        cluster (a lone document rarely outweighs an old cluster's mass); as a group they often
+        explain each other better than the old cluster explains them. Clusters are tried in uid
+        order so that slot layout (restarts, replicas) cannot change the outcome; known
+        categories and groups holding a labelled document are left alone.
+        """
+        cfg = self.config
+        nb = len(batch)
+        g = stats.scale
+        weight = 1.0 / g
+        theta = math.exp(self.log_alpha(nb))
+        n_live = int(stats.alive[: stats.kmax].sum())
+        slots = np.unique(assign)
+        slots = slots[~stats.fresh[slots]]
+        slots = slots[np.argsort(stats.uid[slots], kind="stable")]
+        pinned = self._pinned
+        moved = 0
+        for k in slots.tolist():
+            docs = np.flatnonzero(assign == k)
+            if docs.shape[0] < 2 or int(stats.uid[k]) in pinned or np.any(forced[docs] >= 0):
+                continue
+            gain = kern.split_gain(
+                k, docs, batch.ptr, batch.words, batch.counts, batch.lengths, stats.m,
+                stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, g, cfg.beta,
+                batch.vocab_size * cfg.beta, math.log(theta + cfg.discount * n_live),
+                cfg.discount,
+            )  # fmt: skip
+            if not gain > 0.0:
+                continue
+            stats.reserve(1, int(batch.ptr[docs + 1].sum() - batch.ptr[docs].sum()), 0)
+            new = kern.open_cluster(
+                stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl
+            )
+            for d in docs.tolist():
+                w, c = batch.doc(d)
+                nd = int(batch.lengths[d])
+                for dst, sign in ((k, -1.0), (new, 1.0)):
+                    kern.add_document(
+                        dst, w, c, nd, sign * weight, stats.m, stats.ntok, stats.head,
+                        stats.nxt, stats.pk, stats.pc, stats.ictl,
+                    )  # fmt: skip
+            assign[docs] = new
+            n_live += 1
+            moved += 1
+        return moved
 
     def _merge(
         self, batch: DocBatch, assign: np.ndarray, stats: MultinomialStats

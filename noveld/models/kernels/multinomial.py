@@ -718,3 +718,92 @@ def move_cluster(
     m[src] = 0.0
     ntok[src] = 0.0
     return n
+
+
+@njit(cache=True)
+def split_gain(
+    k: int,
+    docs: np.ndarray,
+    ptr: np.ndarray,
+    words: np.ndarray,
+    counts: np.ndarray,
+    lengths: np.ndarray,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    scale: float,
+    beta: float,
+    vbeta: float,
+    log_new: float,
+    discount: float,
+) -> float:
+    """Log posterior ratio of splitting the batch documents ``docs`` out of cluster ``k`` (where
+    they are counted) into a cluster of their own: the negated :func:`merge_gains` of the group
+    G and the rest R = k − G::
+
+        gain = lgΓ(Vβ) + lgΓ(Vβ+n_R+n_G) − lgΓ(Vβ+n_R) − lgΓ(Vβ+n_G)
+               − Σ_{w∈G} [lgΓ(β+r_w+g_w) − lgΓ(β+r_w) − lgΓ(β+g_w) + lgΓ(β)]
+               − lgΓ(m_R+m_G−d) − lgΓ(1−d) + lgΓ(m_R−d) + lgΓ(m_G−d) + log(θ + K d)
+
+    (paper 004 eq. 3's Dirichlet–multinomial marginal, Pitman–Yor partition prior; ``log_new``
+    is ``log(θ + K d)`` with K the live clusters before the split). −inf when R would be empty.
+    """
+    n_g_tok = 0
+    n_entries = 0
+    for i in range(docs.shape[0]):
+        d = docs[i]
+        n_g_tok += lengths[d]
+        n_entries += ptr[d + 1] - ptr[d]
+    gw = np.empty(n_entries, dtype=np.int64)
+    gc = np.empty(n_entries)
+    j = 0
+    for i in range(docs.shape[0]):
+        d = docs[i]
+        for e in range(ptr[d], ptr[d + 1]):
+            gw[j] = words[e]
+            gc[j] = counts[e]
+            j += 1
+    order = np.argsort(gw, kind="mergesort")
+    m_g = float(docs.shape[0])
+    m_all = m[k] * scale
+    n_all = ntok[k] * scale
+    m_r = m_all - m_g
+    n_r = n_all - n_g_tok
+    if m_r < 0.5 or m_r - discount <= 0.0:
+        return -np.inf
+    lgb = math.lgamma(beta)
+    lik = (
+        math.lgamma(vbeta)
+        + math.lgamma(vbeta + n_all)
+        - math.lgamma(vbeta + max(n_r, 0.0))
+        - math.lgamma(vbeta + n_g_tok)
+    )
+    nv = head.shape[0]
+    i = 0
+    while i < n_entries:
+        w = gw[order[i]]
+        g = 0.0
+        while i < n_entries and gw[order[i]] == w:
+            g += gc[order[i]]
+            i += 1
+        total = 0.0
+        if w < nv:
+            e = head[w]
+            while e >= 0:
+                if pk[e] == k:
+                    total = pc[e] * scale
+                    break
+                e = nxt[e]
+        r = max(total - g, 0.0)
+        lik -= math.lgamma(beta + r + g) - math.lgamma(beta + r) - math.lgamma(beta + g) + lgb
+    prior = (
+        -math.lgamma(m_all - discount)
+        - math.lgamma(1.0 - discount)
+        + math.lgamma(m_r - discount)
+        + math.lgamma(m_g - discount)
+        + log_new
+    )
+    return lik + prior

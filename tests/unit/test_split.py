@@ -1,0 +1,156 @@
+"""Burst splits (``DPMM._split_bursts``): the split gain kernel against a dense log-joint
+oracle, the move itself, and exact replay of a batch that split."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_merge import log_joint
+
+from noveld.models.base import DocBatch
+from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
+from noveld.models.kernels import multinomial as kern
+from noveld.models.suffstats import MultinomialStats
+from noveld.state.base import NamespaceState, state_digest
+
+VOCAB = 12
+
+
+def counts_of(docs: list[list[int]]) -> np.ndarray:
+    n = np.zeros(VOCAB)
+    for d in docs:
+        np.add.at(n, d, 1.0)
+    return n
+
+
+def pool(clusters: list[list[list[int]]]) -> MultinomialStats:
+    words = []
+    for docs in clusters:
+        n = counts_of(docs)
+        w = np.flatnonzero(n)
+        words.append((w, n[w]))
+    return MultinomialStats.from_clusters(
+        list(range(len(clusters))),
+        [float(len(c)) for c in clusters],
+        [float(sum(len(d) for d in c)) for c in clusters],
+        words,
+        1.0,
+        len(clusters),
+        sum(len(c) for c in clusters),
+        VOCAB,
+    )
+
+
+doc = st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=5)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rest=st.lists(doc, min_size=1, max_size=4),
+    group=st.lists(doc, min_size=2, max_size=4),
+    others=st.lists(st.lists(doc, min_size=1, max_size=3), max_size=3),
+    d=st.sampled_from([0.0, 0.5]),
+)
+def test_split_gain_equals_the_log_joint_difference(
+    rest: list[list[int]], group: list[list[int]], others: list[list[list[int]]], d: float
+) -> None:
+    beta, theta = 0.1, 0.7
+    clusters = [rest + group, *others]
+    stats = pool(clusters)
+    batch = DocBatch.from_docs(group, VOCAB)
+    k_live = len(clusters)
+    gain = kern.split_gain(
+        0, np.arange(len(group)), batch.ptr, batch.words, batch.counts, batch.lengths,
+        stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, 1.0, beta,
+        VOCAB * beta, math.log(theta + d * k_live), d,
+    )  # fmt: skip
+    m_before = np.array([len(c) for c in clusters], dtype=float)
+    n_before = np.vstack([counts_of(c) for c in clusters])
+    m_after = np.append(np.array([len(rest)], dtype=float), m_before[1:])
+    m_after = np.append(m_after, float(len(group)))
+    n_after = np.vstack([counts_of(rest), *n_before[1:], counts_of(group)])
+    expected = log_joint(m_after, n_after, beta, theta, d) - log_joint(
+        m_before, n_before, beta, theta, d
+    )
+    assert gain == pytest.approx(expected, rel=1e-9, abs=1e-8)
+
+
+def test_split_gain_is_minus_infinity_when_nothing_would_remain() -> None:
+    group = [[1, 2], [2, 3]]
+    stats = pool([group])
+    batch = DocBatch.from_docs(group, VOCAB)
+    gain = kern.split_gain(
+        0, np.arange(2), batch.ptr, batch.words, batch.counts, batch.lengths, stats.m,
+        stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, 1.0, 0.1, 1.2, 0.0, 0.0,
+    )  # fmt: skip
+    assert gain == -np.inf
+
+
+OLD = [[0, 1, 2, 3]] * 8  # an old story
+BURST = [[3, 8, 9, 10], [8, 9, 10, 11], [3, 8, 9, 11]]  # a new one sharing word 3
+
+
+def model() -> DPMM:
+    return DPMM(DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", discount=0.0))
+
+
+def test_a_burst_seated_in_an_old_cluster_moves_out_as_a_group() -> None:
+    stats = pool([OLD + BURST])
+    batch = DocBatch.from_docs(BURST, VOCAB)
+    assign = np.zeros(len(BURST), dtype=np.int64)
+    forced = np.full(len(BURST), -1, dtype=np.int64)
+    m = model()
+    assert m._split_bursts(batch, assign, stats, forced) == 1
+    new = int(assign[0])
+    assert new != 0 and assign.tolist() == [new] * 3 and stats.fresh[new]
+    assert int(stats.uid[new]) == 1  # the next uid
+    ws, cs = stats.word_counts(0)
+    assert dict(zip(ws[cs > 0].tolist(), cs[cs > 0].tolist(), strict=True)) == {
+        w: 8.0 for w in range(4)
+    }
+    ws, cs = stats.word_counts(new)
+    got = dict(zip(ws[cs > 0].tolist(), cs[cs > 0].tolist(), strict=True))
+    assert got == {3: 2.0, 8: 3.0, 9: 3.0, 10: 2.0, 11: 2.0}
+    assert stats.m[0] == 8 and stats.m[new] == 3 and stats.ntok[new] == 12
+
+
+def test_documents_that_fit_the_old_cluster_stay_and_labelled_groups_are_kept() -> None:
+    m = model()
+    same = [[0, 1, 2], [1, 2, 3]]
+    stats = pool([OLD + same])
+    assign = np.zeros(2, dtype=np.int64)
+    batch = DocBatch.from_docs(same, VOCAB)
+    assert m._split_bursts(batch, assign, stats, np.full(2, -1, dtype=np.int64)) == 0
+    stats = pool([OLD + BURST])
+    assign = np.zeros(3, dtype=np.int64)
+    forced = np.array([-1, 0, -1], dtype=np.int64)  # one document has a known label
+    assert m._split_bursts(DocBatch.from_docs(BURST, VOCAB), assign, stats, forced) == 0
+    assert assign.tolist() == [0, 0, 0]
+
+
+def test_a_batch_that_split_is_born_and_replays_exactly() -> None:
+    m = DPMM(
+        DPMMConfig(alpha=0.002, beta=0.05, alpha_scaling="none", discount=0.0, deterministic=True)
+    )
+    live = NamespaceState({}, m.new_state())
+    replayed = NamespaceState({}, MultinomialStats())
+    rng = np.random.default_rng(0)
+    r1 = m.partial_fit(DocBatch.from_docs(OLD, VOCAB), live.stats, rng)
+    replay_delta(replayed.stats, r1.delta, 0.0)
+    r2 = m.partial_fit(DocBatch.from_docs(BURST, VOCAB), live.stats, rng)
+    replay_delta(replayed.stats, r2.delta, 0.0)
+    old_uid = int(r1.assignments[0])
+    assert len({*r2.assignments.tolist()}) == 1 and int(r2.assignments[0]) != old_uid
+    assert [(u, d) for u, d, _ in r2.born] == [(int(r2.assignments[0]), 0)]
+    assert state_digest(replayed) == state_digest(live)
+    # without the split the burst stays in the old story's cluster
+    no_split = DPMM(replace(m.config, split=False))
+    stats = no_split.new_state()
+    no_split.partial_fit(DocBatch.from_docs(OLD, VOCAB), stats, rng)
+    r = no_split.partial_fit(DocBatch.from_docs(BURST, VOCAB), stats, rng)
+    assert r.assignments.tolist() == [old_uid] * 3 and r.born == []
