@@ -364,16 +364,24 @@ class DPMM:
         vbeta = vocab_size * cfg.beta
         cw, cc = stats.word_counts(k)
         have = dict(zip(cw.tolist(), cc.tolist(), strict=True))
+        # the same terms, in the same order, as kern.score_document on the counts without the
+        # document, so that exact ties break as seating would break them
         loo = math.log(max(m_rest - cfg.discount, 1e-3)) - kern.log_rising(
             max(stats.ntok[k] * g - nd, 0.0) + vbeta, nd
         )
         for w, c in zip(words.tolist(), counts.tolist(), strict=True):
-            x = max(have.get(w, 0.0) - c, 0.0)
+            x = have.get(w, 0.0) - c
             if x > 0.0:
-                loo += kern.log_rising(x + cfg.beta, c) - kern.log_rising(cfg.beta, c)
-        lp[k] = loo
-        best = int(np.argmax(lp[:kmax]))
-        return best == k and loo > lp_new  # a tie goes to a new cluster, as in seating
+                if c == 1:
+                    loo += math.log1p(x / cfg.beta)
+                else:
+                    loo += kern.log_rising(x + cfg.beta, c) - kern.log_rising(cfg.beta, c)
+        if not loo > lp_new:  # a tie goes to a new cluster, as in seating
+            return False
+        lp[k] = -np.inf
+        rivals = np.flatnonzero(lp[:kmax] >= loo)
+        # k is chosen unless another cluster scores higher, or as high with an older uid
+        return all(lp[j] == loo and int(stats.uid[j]) > uid for j in rivals.tolist())
 
     def seating_probabilities(
         self,

@@ -393,7 +393,8 @@ def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, swe
             discount=discount,
             rejuvenation_sweeps=sweeps,
             deterministic=True,
-            merge=False,  # the oracle is of seating; merges are tested on their own
+            merge=False,  # the oracle is of seating; merges and splits are tested on their own
+            split=False,
         )
     )
     stats = model.new_state()
