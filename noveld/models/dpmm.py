@@ -20,6 +20,7 @@ from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
 
 AlphaScaling = Literal["none", "batch"]
+SPLIT_ROUNDS = 3  # burst-split rounds per batch at most (each stops early when nothing moves)
 
 
 @dataclass(frozen=True)
@@ -559,20 +560,34 @@ class DPMM:
     def _split_bursts(
         self, batch: DocBatch, assign: np.ndarray, stats: MultinomialStats, forced: np.ndarray
     ) -> int:
-        """Give a burst its own cluster: the batch's documents seated in an older cluster move,
-        as a group, to a new one when that raises the collapsed posterior
-        (:func:`kern.split_gain`, exact). Returns how many groups moved.
+        """Give bursts their own clusters; returns how many groups moved.
 
-        One at a time, documents of a new story that arrive together each join the closest old
-        cluster (a lone document rarely outweighs an old cluster's mass); as a group they often
-        explain each other better than the old cluster explains them. Clusters are tried in uid
-        order so that slot layout (restarts, replicas) cannot change the outcome; known
-        categories and groups holding a labelled document are left alone.
+        Seated one at a time, each document of a new story that arrives in a burst joins the
+        closest old cluster (a lone document rarely outweighs an old cluster's mass); as a group
+        they explain each other. Up to :data:`SPLIT_ROUNDS` rounds of: (1) for each older
+        cluster holding two or more of the batch's documents, in uid order (so slot layout —
+        restarts, replicas — cannot change the outcome), move the best subgroup of them
+        (:func:`kern.best_split_group`) to a new cluster when that raises the collapsed
+        posterior (:func:`kern.split_gain`, exact); (2) re-seat the batch's other documents
+        in older clusters, each moving only if its MAP cluster is one opened in this batch.
+        Known categories and groups holding a labelled document are left alone.
         """
+        moved = 0
+        for _ in range(SPLIT_ROUNDS):
+            n = self._split_round(batch, assign, stats, forced)
+            if n == 0:
+                break
+            moved += n
+            self._reseat_into_new(batch, assign, stats, forced)
+        return moved
+
+    def _split_round(
+        self, batch: DocBatch, assign: np.ndarray, stats: MultinomialStats, forced: np.ndarray
+    ) -> int:
+        """Step (1) of :meth:`_split_bursts`."""
         cfg = self.config
         nb = len(batch)
         g = stats.scale
-        weight = 1.0 / g
         theta = math.exp(self.log_alpha(nb))
         n_live = int(stats.alive[: stats.kmax].sum())
         slots = np.unique(assign)
@@ -584,30 +599,67 @@ class DPMM:
             docs = np.flatnonzero(assign == k)
             if docs.shape[0] < 2 or int(stats.uid[k]) in pinned or np.any(forced[docs] >= 0):
                 continue
-            gain = kern.split_gain(
+            keep = np.empty(docs.shape[0], dtype=np.bool_)
+            gain = kern.best_split_group(
                 k, docs, batch.ptr, batch.words, batch.counts, batch.lengths, stats.m,
                 stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, g, cfg.beta,
                 batch.vocab_size * cfg.beta, math.log(theta + cfg.discount * n_live),
-                cfg.discount,
+                cfg.discount, keep,
             )  # fmt: skip
             if not gain > 0.0:
                 continue
-            stats.reserve(1, int(batch.ptr[docs + 1].sum() - batch.ptr[docs].sum()), 0)
+            group = docs[keep]
+            stats.reserve(1, int((batch.ptr[group + 1] - batch.ptr[group]).sum()), 0)
             new = kern.open_cluster(
                 stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl
             )
-            for d in docs.tolist():
-                w, c = batch.doc(d)
-                nd = int(batch.lengths[d])
-                for dst, sign in ((k, -1.0), (new, 1.0)):
-                    kern.add_document(
-                        dst, w, c, nd, sign * weight, stats.m, stats.ntok, stats.head,
-                        stats.nxt, stats.pk, stats.pc, stats.ictl,
-                    )  # fmt: skip
-            assign[docs] = new
+            for d in group.tolist():
+                self._move_document(batch, d, k, new, stats)
+            assign[group] = new
             n_live += 1
             moved += 1
         return moved
+
+    def _reseat_into_new(
+        self, batch: DocBatch, assign: np.ndarray, stats: MultinomialStats, forced: np.ndarray
+    ) -> None:
+        """Step (2) of :meth:`_split_bursts`: one MAP Gibbs step for each batch document in an
+        older cluster, taken only when it lands in a cluster opened in this batch."""
+        nb = len(batch)
+        lp = np.empty(stats.m.shape[0])
+        out = np.empty(2)
+        for d in range(nb):
+            cur = int(assign[d])
+            if stats.fresh[cur] or forced[d] >= 0 or int(stats.uid[cur]) in self._pinned:
+                continue
+            w, c = batch.doc(d)
+            nd = int(batch.lengths[d])
+            kern.add_document(
+                cur, w, c, nd, -1.0 / stats.scale, stats.m, stats.ntok, stats.head, stats.nxt,
+                stats.pk, stats.pc, stats.ictl,
+            )  # fmt: skip
+            lp_new = self._score(stats, w, c, nd, lp, batch.vocab_size, nb)
+            k = kern.choose(lp, stats.kmax, lp_new, 0.0, True, out, stats.uid)
+            dst = k if k >= 0 and stats.fresh[k] else cur
+            kern.add_document(
+                dst, w, c, nd, 1.0 / stats.scale, stats.m, stats.ntok, stats.head, stats.nxt,
+                stats.pk, stats.pc, stats.ictl,
+            )  # fmt: skip
+            assign[d] = dst
+
+    @staticmethod
+    def _move_document(
+        batch: DocBatch, d: int, src: int, dst: int, stats: MultinomialStats
+    ) -> None:
+        """Move batch document ``d``'s counts from cluster slot ``src`` to ``dst``."""
+        w, c = batch.doc(d)
+        nd = int(batch.lengths[d])
+        weight = 1.0 / stats.scale
+        for slot, sign in ((src, -1.0), (dst, 1.0)):
+            kern.add_document(
+                slot, w, c, nd, sign * weight, stats.m, stats.ntok, stats.head, stats.nxt,
+                stats.pk, stats.pc, stats.ictl,
+            )  # fmt: skip
 
     def _merge(
         self, batch: DocBatch, assign: np.ndarray, stats: MultinomialStats

@@ -154,3 +154,66 @@ def test_a_batch_that_split_is_born_and_replays_exactly() -> None:
     no_split.partial_fit(DocBatch.from_docs(OLD, VOCAB), stats, rng)
     r = no_split.partial_fit(DocBatch.from_docs(BURST, VOCAB), stats, rng)
     assert r.assignments.tolist() == [old_uid] * 3 and r.born == []
+
+
+def greedy_reference(
+    stats: MultinomialStats, batch: DocBatch, beta: float, log_new: float, d: float
+) -> tuple[list[int], float]:
+    """Backward selection with the plain kernel: the specification of best_split_group."""
+    docs = list(range(len(batch)))
+
+    def gain(group: list[int]) -> float:
+        value = kern.split_gain(
+            0, np.array(group, dtype=np.int64), batch.ptr, batch.words, batch.counts,
+            batch.lengths, stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc,
+            1.0, beta, VOCAB * beta, log_new, d,
+        )  # fmt: skip
+        return float(value)
+
+    best = gain(docs)
+    while not best > 0 and len(docs) > 2:
+        scored = [(gain(docs[:i] + docs[i + 1 :]), i) for i in range(len(docs))]
+        top = max(g for g, _ in scored)
+        i = next(i for g, i in scored if g == top)
+        docs, best = docs[:i] + docs[i + 1 :], top
+    return docs, best
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rest=st.lists(doc, min_size=1, max_size=6),
+    group=st.lists(doc, min_size=2, max_size=7),
+    d=st.sampled_from([0.0, 0.5]),
+)
+def test_best_split_group_is_the_greedy_backward_selection(
+    rest: list[list[int]], group: list[list[int]], d: float
+) -> None:
+    beta, log_new = 0.1, math.log(0.7)
+    stats = pool([rest + group])
+    batch = DocBatch.from_docs(group, VOCAB)
+    keep = np.empty(len(group), dtype=np.bool_)
+    gain = kern.best_split_group(
+        0, np.arange(len(group)), batch.ptr, batch.words, batch.counts, batch.lengths,
+        stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, 1.0, beta,
+        VOCAB * beta, log_new, d, keep,
+    )  # fmt: skip
+    chosen, expected = greedy_reference(stats, batch, beta, log_new, d)
+    assert gain == pytest.approx(expected, rel=1e-9, abs=1e-8)
+    got = np.flatnonzero(keep).tolist()
+    exact = kern.split_gain(
+        0, np.array(got, dtype=np.int64), batch.ptr, batch.words, batch.counts, batch.lengths,
+        stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, 1.0, beta,
+        VOCAB * beta, log_new, d,
+    )  # fmt: skip
+    assert gain == pytest.approx(exact, rel=1e-9, abs=1e-8)
+    if got != chosen:  # only an exact tie between two removals may pick another subgroup
+        assert exact == pytest.approx(expected, rel=1e-9, abs=1e-8)
+
+
+def test_a_mixed_group_leaves_the_old_storys_documents_behind() -> None:
+    stats = pool([[*OLD, [0, 1, 2], *BURST]])
+    batch = DocBatch.from_docs([[0, 1, 2], *BURST], VOCAB)
+    assign = np.zeros(4, dtype=np.int64)
+    moved = model()._split_bursts(batch, assign, stats, np.full(4, -1, dtype=np.int64))
+    assert moved == 1 and assign[0] == 0  # the old story's document stays
+    assert len(set(assign[1:].tolist())) == 1 and assign[1] != 0  # the burst moves together

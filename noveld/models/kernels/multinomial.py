@@ -807,3 +807,143 @@ def split_gain(
         + log_new
     )
     return lik + prior
+
+
+@njit(cache=True)
+def _split_word_term(beta: float, lgb: float, total: float, g: float) -> float:
+    """A word's term of :func:`split_gain`: −[lgΓ(β+t) − lgΓ(β+t−g) − lgΓ(β+g) + lgΓ(β)]."""
+    if g <= 0.0:
+        return 0.0
+    r = max(total - g, 0.0)
+    return -(math.lgamma(beta + r + g) - math.lgamma(beta + r) - math.lgamma(beta + g) + lgb)
+
+
+@njit(cache=True)
+def _split_rest_terms(
+    m_all: float,
+    n_all: float,
+    m_g: float,
+    n_g: float,
+    vbeta: float,
+    log_new: float,
+    discount: float,
+) -> float:
+    """The token-total and partition-prior terms of :func:`split_gain` (−inf: nothing left)."""
+    m_r = m_all - m_g
+    n_r = max(n_all - n_g, 0.0)
+    if m_r < 0.5 or m_r - discount <= 0.0:
+        return -np.inf
+    return (
+        math.lgamma(vbeta)
+        + math.lgamma(vbeta + n_all)
+        - math.lgamma(vbeta + n_r)
+        - math.lgamma(vbeta + n_g)
+        - math.lgamma(m_all - discount)
+        - math.lgamma(1.0 - discount)
+        + math.lgamma(m_r - discount)
+        + math.lgamma(m_g - discount)
+        + log_new
+    )
+
+
+@njit(cache=True)
+def best_split_group(
+    k: int,
+    docs: np.ndarray,
+    ptr: np.ndarray,
+    words: np.ndarray,
+    counts: np.ndarray,
+    lengths: np.ndarray,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    scale: float,
+    beta: float,
+    vbeta: float,
+    log_new: float,
+    discount: float,
+    keep: np.ndarray,
+) -> float:
+    """Greedy backward selection of the subgroup of ``docs`` to split out of cluster ``k``.
+
+    Starts from the whole group; while its :func:`split_gain` is not positive and more than two
+    documents remain, drops the document whose removal gives the highest gain (a mixed group —
+    a new story's documents plus a few of the old story's — splits once the old ones are left
+    behind). ``keep[i]`` says whether ``docs[i]`` is in the returned group; returns its gain.
+    Each candidate removal is scored incrementally (only its own words' terms change), so a
+    round costs O(group entries), not O(group size × group entries).
+    """
+    n = docs.shape[0]
+    n_entries = 0
+    for i in range(n):
+        n_entries += ptr[docs[i] + 1] - ptr[docs[i]]
+    ew = np.empty(n_entries, dtype=np.int64)
+    for i in range(n):
+        d = docs[i]
+        for e in range(ptr[d], ptr[d + 1]):
+            n_entries -= 1
+            ew[n_entries] = words[e]
+    uniq = np.unique(ew)
+    n_u = uniq.shape[0]
+    total = np.zeros(n_u)
+    nv = head.shape[0]
+    for u in range(n_u):
+        w = uniq[u]
+        if w < nv:
+            e = head[w]
+            while e >= 0:
+                if pk[e] == k:
+                    total[u] = pc[e] * scale
+                    break
+                e = nxt[e]
+    g = np.zeros(n_u)
+    m_g = 0.0
+    n_g = 0.0
+    for i in range(n):
+        keep[i] = True
+        d = docs[i]
+        m_g += 1.0
+        n_g += lengths[d]
+        for e in range(ptr[d], ptr[d + 1]):
+            g[np.searchsorted(uniq, words[e])] += counts[e]
+    lgb = math.lgamma(beta)
+    term = np.empty(n_u)
+    acc = 0.0
+    for u in range(n_u):
+        term[u] = _split_word_term(beta, lgb, total[u], g[u])
+        acc += term[u]
+    m_all = m[k] * scale
+    n_all = ntok[k] * scale
+    best = acc + _split_rest_terms(m_all, n_all, m_g, n_g, vbeta, log_new, discount)
+    size = n
+    while not best > 0.0 and size > 2:
+        drop, drop_gain = -1, -np.inf
+        for i in range(n):
+            if not keep[i]:
+                continue
+            d = docs[i]
+            s = acc
+            for e in range(ptr[d], ptr[d + 1]):
+                u = np.searchsorted(uniq, words[e])
+                s += _split_word_term(beta, lgb, total[u], g[u] - counts[e]) - term[u]
+            gain = s + _split_rest_terms(
+                m_all, n_all, m_g - 1.0, n_g - lengths[d], vbeta, log_new, discount
+            )
+            if gain > drop_gain:
+                drop, drop_gain = i, gain
+        keep[drop] = False
+        size -= 1
+        d = docs[drop]
+        m_g -= 1.0
+        n_g -= lengths[d]
+        for e in range(ptr[d], ptr[d + 1]):
+            u = np.searchsorted(uniq, words[e])
+            g[u] -= counts[e]
+            acc -= term[u]
+            term[u] = _split_word_term(beta, lgb, total[u], g[u])
+            acc += term[u]
+        best = drop_gain
+    return best
