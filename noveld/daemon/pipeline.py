@@ -155,6 +155,7 @@ def make_model(settings: Settings) -> ClusterModel:
                 zeta=m.zeta,
                 table_alpha=m.table_alpha,
                 gamma=m.gamma,
+                resample_concentrations=m.resample_concentrations,
                 sweeps=m.rejuvenation_sweeps,
                 deterministic=m.deterministic,
                 half_life_docs=m.half_life_docs,

@@ -47,6 +47,9 @@ class ModelSettings(_Section):
     zeta: float = Field(0.1, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
     gamma: float = Field(1.0, gt=0, description="hdp: category concentration γ")
     table_alpha: float = Field(1.0, gt=0, description="hdp: per-document table concentration α")
+    resample_concentrations: bool = Field(
+        True, description="hdp: draw α and γ each batch by the auxiliary-variable method"
+    )
     seed: int = 0
 
 

@@ -22,6 +22,7 @@ writer applies through the same :func:`apply_additions` a replica uses — repla
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 
@@ -54,6 +55,57 @@ def topic_token(topic: int) -> str:
     return f"{TOPIC_PREFIX}{topic}"
 
 
+#: Gamma(shape, rate) prior of both concentrations (mean 10, as vague as the literature's usual
+#: Gamma(1, 0.1)); the auxiliary-variable updates below draw from their posteriors
+CONCENTRATION_PRIOR = (1.0, 0.1)
+CONCENTRATION_ITERS = 20  # auxiliary-variable iterations per batch
+
+
+def resample_dp_concentration(
+    value: float, clusters: int, items: float, rng: np.random.Generator, iters: int
+) -> float:
+    """γ | K clusters among n items: Escobar & West (1995) auxiliary variable, ``iters`` steps.
+
+    η ~ Beta(γ+1, n); with odds π/(1−π) = (a+K−1) / (n (b − log η)),
+    γ ~ π Gamma(a+K, b − log η) + (1−π) Gamma(a+K−1, b − log η). Its stationary law is
+    p(γ | K, n) ∝ p(γ) γ^K Γ(γ)/Γ(γ+n) (the CRP's likelihood of K clusters).
+    """
+    a, b = CONCENTRATION_PRIOR
+    if clusters < 1 or items <= 0:
+        return value
+    for _ in range(iters):
+        eta = rng.beta(value + 1.0, items)
+        rate = b - math.log(max(eta, 1e-300))
+        odds = (a + clusters - 1.0) / (items * rate)
+        shape = a + clusters if rng.random() < odds / (1.0 + odds) else a + clusters - 1.0
+        value = float(rng.gamma(shape, 1.0 / rate))
+    return max(value, 1e-6)
+
+
+def resample_group_concentration(
+    value: float,
+    tables: np.ndarray,
+    customers: np.ndarray,
+    rng: np.random.Generator,
+    iters: int,
+) -> float:
+    """α | tables m_j and customers n_j of groups j (documents): Teh et al. (2006, HDP,
+    appendix A) auxiliary variables w_j ~ Beta(α+1, n_j), s_j ~ Bernoulli(n_j / (n_j + α));
+    α ~ Gamma(a + Σm_j − Σs_j, b − Σ log w_j)."""
+    a, b = CONCENTRATION_PRIOR
+    keep = customers > 0
+    tables, customers = tables[keep], customers[keep].astype(np.float64)
+    if tables.shape[0] == 0:
+        return value
+    for _ in range(iters):
+        w = rng.beta(value + 1.0, customers)
+        s = rng.random(customers.shape[0]) < customers / (customers + value)
+        shape = a + float(tables.sum()) - float(s.sum())
+        rate = b - float(np.log(np.maximum(w, 1e-300)).sum())
+        value = float(rng.gamma(max(shape, 1e-6), 1.0 / rate))
+    return max(value, 1e-6)
+
+
 def is_topic(uids: np.ndarray) -> np.ndarray:
     """Which of ``uids`` are topics."""
     mask: np.ndarray = (uids >> 40) == TOPIC_SLOT
@@ -71,6 +123,7 @@ class HDPConfig:
     zeta: float = 0.1
     table_alpha: float = 1.0
     gamma: float = 1.0
+    resample_concentrations: bool = True
     sweeps: int = 2
     deterministic: bool = True
     half_life_docs: float = 0.0
@@ -89,6 +142,7 @@ class HDP:
     def __init__(self, config: HDPConfig) -> None:
         self.config = config
         self.topic_words: np.ndarray | None = None
+        self.last_concentrations = (config.table_alpha, config.gamma)  # (α, γ) of the last batch
 
     def new_state(self) -> MultinomialStats:
         """Empty statistics."""
@@ -178,12 +232,24 @@ class HDP:
         tab_size = np.zeros_like(tab_doc)
         uniforms = rng.random(4 * n_tok * (1 + cfg.sweeps) + 1)
         vocab_size = max(batch.vocab_size - n_topics, 1)  # the topic entries are not words
-        kern.hdp_batch(
-            doc_ptr, tok_local, known_local, cfg.sweeps, uniforms, cfg.deterministic,
-            cfg.beta, vocab_size * cfg.beta, cfg.zeta, cfg.table_alpha, cfg.gamma,
-            nlw, nl, okl, ok, mk, cat_alive, cat_uid, ctl, tok_y, tok_t, tab_doc, tab_k,
-            tab_size,
-        )  # fmt: skip
+        alpha, gamma = cfg.table_alpha, cfg.gamma
+        if cfg.resample_concentrations:  # γ | categories and tables so far
+            gamma = resample_dp_concentration(
+                gamma, n_existing, float(mk.sum()), rng, CONCENTRATION_ITERS
+            )
+        n_tab = 0
+        for first, last in ((0, 0), (1, cfg.sweeps)):
+            if first > last:
+                break
+            n_tab = kern.hdp_batch(
+                doc_ptr, tok_local, known_local, last, uniforms, cfg.deterministic,
+                cfg.beta, vocab_size * cfg.beta, cfg.zeta, alpha, gamma,
+                nlw, nl, okl, ok, mk, cat_alive, cat_uid, ctl, tok_y, tok_t, tab_doc, tab_k,
+                tab_size, first, n_tab,
+            )  # fmt: skip
+            if cfg.resample_concentrations and first == 0:  # α | the batch's seating
+                alpha = self._resample_alpha(alpha, doc_ptr, tab_doc, tab_size, n_tab, rng)
+        self.last_concentrations = (alpha, gamma)
         # --- what the batch added, in true units
         tok_cat = tab_k[tok_t]
         assign_local = np.empty(nb, dtype=np.int64)
@@ -225,6 +291,23 @@ class HDP:
         return words, weights
 
     # ---- internals ------------------------------------------------------------------------
+    @staticmethod
+    def _resample_alpha(
+        alpha: float,
+        doc_ptr: np.ndarray,
+        tab_doc: np.ndarray,
+        tab_size: np.ndarray,
+        n_tab: int,
+        rng: np.random.Generator,
+    ) -> float:
+        """α given each document's open tables and tokens after the first pass."""
+        n_docs = doc_ptr.shape[0] - 1
+        open_t = np.flatnonzero(tab_size[:n_tab] > 0)
+        tables = np.bincount(tab_doc[open_t], minlength=n_docs).astype(np.float64)
+        return resample_group_concentration(
+            alpha, tables, np.diff(doc_ptr), rng, CONCENTRATION_ITERS
+        )
+
     @staticmethod
     def _births(
         born_local: list[int],

@@ -3,12 +3,23 @@ categories, determinism, and exact replay of its deltas (what the stores and rep
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
+from scipy.special import gammaln
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import replay_delta
-from noveld.models.hdp import HDP, HDPConfig, is_topic, topic_uid
+from noveld.models.hdp import (
+    CONCENTRATION_PRIOR,
+    HDP,
+    HDPConfig,
+    is_topic,
+    resample_dp_concentration,
+    resample_group_concentration,
+    topic_uid,
+)
 from noveld.models.suffstats import MultinomialStats
 from noveld.state.base import NamespaceState, state_digest
 
@@ -153,3 +164,64 @@ def test_term_weights_mix_the_categorys_topics() -> None:
     slot = int(np.flatnonzero(stats.uid[: stats.kmax] == uid)[0])
     assert weights.sum() == pytest.approx(float(stats.ntok[slot] * stats.scale))
     assert model.term_weights(stats, 123456789)[0].shape == (0,)
+
+
+def _posterior_mean(log_density: Callable[[np.ndarray], np.ndarray]) -> float:
+    grid = np.linspace(1e-4, 200.0, 400_001)
+    logp = log_density(grid)
+    w = np.exp(logp - logp.max())
+    return float((grid * w).sum() / w.sum())
+
+
+@pytest.mark.parametrize(("k", "n"), [(5, 100), (40, 3000)])
+def test_dp_concentration_chain_targets_the_crp_posterior(k: int, n: int) -> None:
+    """Long-run mean of the Escobar–West chain = mean of p(γ) γ^K Γ(γ)/Γ(γ+n)."""
+    a, b = CONCENTRATION_PRIOR
+    exact = _posterior_mean(
+        lambda g: (a - 1) * np.log(g) - b * g + k * np.log(g) + gammaln(g) - gammaln(g + n)
+    )
+    rng = np.random.default_rng(0)
+    value, draws = 1.0, []
+    for _ in range(4000):
+        value = resample_dp_concentration(value, k, float(n), rng, 1)
+        draws.append(value)
+    assert np.mean(draws[500:]) == pytest.approx(exact, rel=0.05)
+
+
+def test_group_concentration_chain_targets_its_posterior() -> None:
+    """Teh et al.'s auxiliary variables: p(α | m_j, n_j) ∝ p(α) Π_j α^{m_j} Γ(α)/Γ(α+n_j)."""
+    a, b = CONCENTRATION_PRIOR
+    tables = np.array([1, 2, 1, 3, 1, 2, 1, 1], dtype=np.float64)
+    customers = np.array([4, 7, 3, 12, 5, 6, 2, 9])
+
+    def logp(x: np.ndarray) -> np.ndarray:
+        out = (a - 1) * np.log(x) - b * x
+        for m, n in zip(tables, customers, strict=True):
+            out = out + m * np.log(x) + gammaln(x) - gammaln(x + n)
+        return out
+
+    exact = _posterior_mean(logp)
+    rng = np.random.default_rng(1)
+    value, draws = 1.0, []
+    for _ in range(6000):
+        value = resample_group_concentration(value, tables, customers, rng, 1)
+        draws.append(value)
+    assert np.mean(draws[500:]) == pytest.approx(exact, rel=0.05)
+
+
+def test_concentrations_are_resampled_per_batch_and_reproducibly() -> None:
+    model = make_model(resample_concentrations=True, gamma=1.0, table_alpha=1.0)
+    stats = model.new_state()
+    seen = []
+    for i, b in enumerate(batches(8, 3)):
+        model.partial_fit(b, stats, np.random.default_rng(i))
+        seen.append(model.last_concentrations)
+    assert all(a > 0 and g > 0 for a, g in seen) and seen[-1] != (1.0, 1.0)
+    again = make_model(resample_concentrations=True, gamma=1.0, table_alpha=1.0)
+    stats = again.new_state()
+    for i, b in enumerate(batches(8, 3)):
+        again.partial_fit(b, stats, np.random.default_rng(i))
+    assert again.last_concentrations == seen[-1]
+    fixed = make_model(resample_concentrations=False, gamma=3.0, table_alpha=0.5)
+    fixed.partial_fit(batches(8, 1)[0], fixed.new_state(), np.random.default_rng(0))
+    assert fixed.last_concentrations == (0.5, 3.0)

@@ -157,6 +157,8 @@ def hdp_batch(
     tab_doc: np.ndarray,
     tab_k: np.ndarray,
     tab_size: np.ndarray,
+    first_sweep: int = 0,
+    n_tab_in: int = 0,
 ) -> int:
     """Seat a batch in the franchise, then ``n_sweeps`` Gibbs sweeps over its own variables:
     per word its table (eq. 3) and topic (eq. 7), then per table its category (eq. 6).
@@ -165,7 +167,9 @@ def hdp_batch(
     category (all its words at one table serving it). ``ctl = [kmax, next_uid]``; capacity
     must allow one new category per token. Tables are numbered within the batch; returns how many
     were used. In the first pass a word's topic is summed out of the table and category choices
-    (it has none yet). ``rng_u`` needs ``4 × tokens × (1 + n_sweeps)`` uniforms.
+    (it has none yet). ``rng_u`` needs ``4 × tokens × (1 + n_sweeps)`` uniforms. With
+    ``first_sweep = s > 0`` the call continues an earlier one (which used ``n_tab_in`` tables)
+    at sweep ``s``: the caller may change α or γ in between.
     """
     n_topics = nl.shape[0]
     n_docs = doc_ptr.shape[0] - 1
@@ -174,9 +178,9 @@ def hdp_batch(
     wts = np.empty(max(n_topics, tok_word.shape[0], okl.shape[0]) + 1)
     tabs = np.empty(tok_word.shape[0], dtype=np.int64)
     ys = np.empty(tok_word.shape[0], dtype=np.int64)
-    n_tab = 0
-    ui = 0
-    for sweep in range(n_sweeps + 1):
+    n_tab = n_tab_in
+    ui = 4 * tok_word.shape[0] * first_sweep
+    for sweep in range(first_sweep, n_sweeps + 1):
         for d in range(n_docs):
             lo, hi = doc_ptr[d], doc_ptr[d + 1]
             for i in range(lo, hi):
