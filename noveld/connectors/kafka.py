@@ -50,6 +50,7 @@ class KafkaSource:
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self.expected: dict[str, int] = {}
+        self.rebalances = 0  # assignment callbacks seen (a fenced consumer waits for one)
         self._ends: dict[TopicPartition, int] = {}
         self._ends_at = float("-inf")
         self.consumer = KafkaConsumer(
@@ -66,6 +67,7 @@ class KafkaSource:
     def assigned(self, partitions: Sequence[TopicPartition]) -> None:
         """Seek to the state's offsets and claim the partitions."""
         keys = [partition_name(tp.topic, tp.partition) for tp in partitions]
+        self.rebalances += 1
         self._on_assign(keys)
         for tp, key in zip(partitions, keys, strict=True):
             offset = self._stored_offset(key)
@@ -76,6 +78,7 @@ class KafkaSource:
     def revoked(self, partitions: Sequence[TopicPartition]) -> None:
         """Forget partitions another member now owns."""
         keys = [partition_name(tp.topic, tp.partition) for tp in partitions]
+        self.rebalances += 1
         for key in keys:
             self.expected.pop(key, None)
         self._on_revoke(keys)
@@ -95,6 +98,26 @@ class KafkaSource:
     def poll_idle(self, timeout_ms: int) -> None:
         """Poll while paused: heartbeats and rebalances go on, no records are returned."""
         self.consumer.poll(timeout_ms=timeout_ms, max_records=1)
+
+    def await_rebalance(self, timeout_s: float, turn: Callable[[], None] | None = None) -> bool:
+        """Consume nothing until the group's next rebalance reaches this member (True) or
+        ``timeout_s`` passes (False).
+
+        A member whose commit was fenced lost a partition to another replica but may not know
+        it yet (e.g. it was paused past its session timeout): it would fetch the lost partition
+        again and be refused again. Polling while paused keeps heartbeats going, which is how the
+        rejoin (and the assignment callback) arrives."""
+        seen = self.rebalances
+        self.pause()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while self.rebalances == seen and time.monotonic() < deadline:
+                self.poll_idle(200)
+                if turn is not None:
+                    turn()
+        finally:
+            self.resume()
+        return self.rebalances != seen
 
     def resync(self) -> None:
         """Seek every assigned partition back to the offset stored with the state (after the

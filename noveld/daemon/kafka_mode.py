@@ -66,6 +66,8 @@ def ride_out_outage(
 
 # After this many refused commits in a row without a rebalance in between, stop (exit 4)
 MAX_REFUSED_IN_A_ROW = 5
+# After a refused commit, wait up to the session timeout plus this for the group to rebalance
+REBALANCE_GRACE_S = 5.0
 
 
 def run_kafka(
@@ -137,7 +139,17 @@ def run_kafka(
                     # group rebalance that caused it reaches this consumer at its next poll
                     refused_in_a_row += 1
                     pipeline.reload()
+                    if metrics is not None:
+                        metrics.ready = False
+                    # until the rebalance that fenced us arrives, our assignment is stale:
+                    # reading on would only be refused again
+                    rebalanced = source.await_rebalance(
+                        k.session_timeout_ms / 1000 + REBALANCE_GRACE_S,
+                        metrics.turn if metrics is not None else None,
+                    )
                     source.resync()
+                    if rebalanced:
+                        refused_in_a_row = 0
                     if progress_out is not None:
                         progress_out.write(
                             "noveld: reloaded the shared state; continuing with the partitions "

@@ -142,7 +142,11 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
         assert any(int(epochs_after[k]) > int(v) for k, v in epochs_before.items())
         a.send_signal(signal.SIGCONT)
         time.sleep(TEST_SESSION_TIMEOUT_MS / 1000)  # A wakes up, is refused or rejoins
-        assert a.poll() is None and b.poll() is None  # nobody crashed
+        if a.poll() is not None or b.poll() is not None:  # nobody crashed
+            crashed = a if a.poll() is not None else b
+            raise AssertionError(
+                f"replica exited {crashed.poll()}: {crashed.communicate()[1][-3000:]}"
+            )
         fenced = fenced_total(ports[0])
         feeder.join()
         wait_until(
