@@ -43,10 +43,14 @@ class ModelSettings(_Section):
     corpus_size: float = Field(0.0, ge=0, description="svi: effective corpus size D (0 = seen)")
     local_step: Literal["cvb0", "vb"] = Field("cvb0", description="svi: local step")
     local_sweeps: int = Field(0, ge=0, description="svi: extra local-step passes per batch")
-    topics: int = Field(50, ge=1, le=10_000, description="hdp: number of topics L")
-    zeta: float = Field(0.1, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
-    gamma: float = Field(1.0, gt=0, description="hdp: category concentration γ")
-    table_alpha: float = Field(1.0, gt=0, description="hdp: per-document table concentration α")
+    topics: int = Field(
+        1000, ge=1, le=10_000, description="hdp: number of topics L (more than live categories)"
+    )
+    zeta: float = Field(1e-4, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
+    gamma: float = Field(10.0, gt=0, description="hdp: category concentration γ (start value)")
+    table_alpha: float = Field(
+        1.0, gt=0, description="hdp: per-document table concentration α (start value)"
+    )
     resample_concentrations: bool = Field(
         True, description="hdp: draw α and γ each batch by the auxiliary-variable method"
     )

@@ -38,6 +38,8 @@ from noveld.models.dpmm import (
     finish_delta,
 )
 from noveld.models.kernels import hdp as kern
+from noveld.models.kernels import hdp_sampler as smp
+from noveld.models.kernels import hdp_scores as scores
 from noveld.models.kernels import multinomial as mkern
 from noveld.models.suffstats import MultinomialStats
 
@@ -55,14 +57,21 @@ def topic_token(topic: int) -> str:
     return f"{TOPIC_PREFIX}{topic}"
 
 
-#: Gamma(shape, rate) prior of both concentrations (mean 10, as vague as the literature's usual
-#: Gamma(1, 0.1)); the auxiliary-variable updates below draw from their posteriors
-CONCENTRATION_PRIOR = (1.0, 0.1)
+#: Gamma(shape, rate) priors of γ (categories) and α (tables per document): paper 000 §4.2's
+#: a_γ = 1, b_γ = 0.001 and a_α = 5, b_α = 0.1, read as rates (read as scales, b_γ = 0.001 would
+#: pin γ near zero); the auxiliary-variable updates below draw from their posteriors
+GAMMA_PRIOR = (1.0, 0.001)
+ALPHA_PRIOR = (5.0, 0.1)
 CONCENTRATION_ITERS = 20  # auxiliary-variable iterations per batch
 
 
 def resample_dp_concentration(
-    value: float, clusters: int, items: float, rng: np.random.Generator, iters: int
+    value: float,
+    clusters: int,
+    items: float,
+    rng: np.random.Generator,
+    iters: int,
+    prior: tuple[float, float] = GAMMA_PRIOR,
 ) -> float:
     """γ | K clusters among n items: Escobar & West (1995) auxiliary variable, ``iters`` steps.
 
@@ -70,7 +79,7 @@ def resample_dp_concentration(
     γ ~ π Gamma(a+K, b − log η) + (1−π) Gamma(a+K−1, b − log η). Its stationary law is
     p(γ | K, n) ∝ p(γ) γ^K Γ(γ)/Γ(γ+n) (the CRP's likelihood of K clusters).
     """
-    a, b = CONCENTRATION_PRIOR
+    a, b = prior
     if clusters < 1 or items <= 0:
         return value
     for _ in range(iters):
@@ -88,11 +97,12 @@ def resample_group_concentration(
     customers: np.ndarray,
     rng: np.random.Generator,
     iters: int,
+    prior: tuple[float, float] = ALPHA_PRIOR,
 ) -> float:
     """α | tables m_j and customers n_j of groups j (documents): Teh et al. (2006, HDP,
     appendix A) auxiliary variables w_j ~ Beta(α+1, n_j), s_j ~ Bernoulli(n_j / (n_j + α));
     α ~ Gamma(a + Σm_j − Σs_j, b − Σ log w_j)."""
-    a, b = CONCENTRATION_PRIOR
+    a, b = prior
     keep = customers > 0
     tables, customers = tables[keep], customers[keep].astype(np.float64)
     if tables.shape[0] == 0:
@@ -116,14 +126,20 @@ def is_topic(uids: np.ndarray) -> np.ndarray:
 class HDPConfig:
     """Hyperparameters (all in the model fingerprint): L topics, Dirichlet priors β (topic–word)
     and ζ (category–topic), the per-document table concentration α and the category
-    concentration γ, Gibbs sweeps per batch, forgetting and retirement as in ``dpmm``."""
+    concentration γ (starting values when they are resampled), the blocked k-step, Gibbs sweeps
+    per batch, forgetting and retirement as in ``dpmm``.
 
-    topics: int = 50
+    Short texts want many topics and a small ζ: a category then keeps to a few topics of its
+    own (one per story, for news), and L should exceed the number of live categories
+    (docs/model.md, "hdp")."""
+
+    topics: int = 1000
     beta: float = 0.01
-    zeta: float = 0.1
+    zeta: float = 1e-4
     table_alpha: float = 1.0
-    gamma: float = 1.0
+    gamma: float = 10.0
     resample_concentrations: bool = True
+    blocked: bool = True
     sweeps: int = 2
     deterministic: bool = True
     half_life_docs: float = 0.0
@@ -171,84 +187,42 @@ class HDP:
             raise RuntimeError("hdp: bind_topic_words must be called before partial_fit")
         cfg = self.config
         nb = len(batch)
-        n_topics = cfg.topics
         f = decay_factor(cfg.half_life_docs, nb)
-        g = stats.scale * f
-        kmax = stats.kmax
-        uids = stats.uid[:kmax]
-        alive = stats.alive[:kmax]
-        topic_mask = is_topic(uids)
-        cat_slots = np.flatnonzero(alive & ~topic_mask)
-        # --- densify: topics × batch words, topic totals, categories × topics
         tokens = np.repeat(batch.words, batch.counts).astype(np.int64)
         doc_ptr = np.zeros(nb + 1, dtype=np.int64)
         np.cumsum(batch.lengths, out=doc_ptr[1:])
-        bwords, tok_local = np.unique(tokens, return_inverse=True)
-        row_of_slot = np.full(kmax, -1, dtype=np.int64)
-        topic_slots = np.flatnonzero(alive & topic_mask)
-        topic_of_slot = uids[topic_slots] & ((1 << 40) - 1)
-        row_of_slot[topic_slots] = topic_of_slot
-        nlw = np.zeros((n_topics, bwords.shape[0]))
-        kern.gather_postings(bwords, stats.head, stats.nxt, stats.pk, stats.pc, row_of_slot, g, nlw)
-        nl = np.zeros(n_topics)
-        nl[topic_of_slot] = stats.ntok[topic_slots] * g
-        # categories: the live ones, then known categories not in the pool yet, then room for
-        # one new category per token and sweep
-        cat_uids = uids[cat_slots].tolist()
-        local_of_uid = {int(u): i for i, u in enumerate(cat_uids)}
-        if known is not None:
-            for u in dict.fromkeys(known[known >= 0].tolist()):
-                if int(u) not in local_of_uid:
-                    local_of_uid[int(u)] = len(cat_uids)
-                    cat_uids.append(int(u))
-        n_existing = len(cat_uids)
+        bwords, tok_local, word_tokens = np.unique(tokens, return_inverse=True, return_counts=True)
         n_tok = tokens.shape[0]
-        cap = n_existing + n_tok * (1 + cfg.sweeps) + 1
-        okl = np.zeros((cap, n_topics))
-        row_of_slot[:] = -1
-        row_of_slot[cat_slots] = np.arange(cat_slots.shape[0])
-        kern.gather_postings(
-            self.topic_words, stats.head, stats.nxt, stats.pk, stats.pc, row_of_slot, g, okl
-        )
-        ok = np.zeros(cap)
-        ok[: cat_slots.shape[0]] = stats.ntok[cat_slots] * g
-        mk = np.zeros(cap)
-        mk[: cat_slots.shape[0]] = stats.m[cat_slots] * g
-        cat_alive = np.zeros(cap, dtype=np.bool_)
-        cat_alive[:n_existing] = True
-        cat_uid = np.full(cap, -1, dtype=np.int64)
-        cat_uid[:n_existing] = cat_uids
-        first_new_uid = int(stats.ictl[mkern.NEXT_UID])
-        ctl = np.array([n_existing, first_new_uid], dtype=np.int64)
-        known_local = np.full(nb, -1, dtype=np.int64)
-        if known is not None:
-            for d in np.flatnonzero(known >= 0).tolist():
-                known_local[d] = local_of_uid[int(known[d])]
-        # --- sample
+        vocab_size = max(batch.vocab_size - cfg.topics, 1)  # the topic entries are not words
+        alpha, gamma = cfg.table_alpha, cfg.gamma
+        uniforms = rng.random(smp.uniforms_needed(n_tok, nb, cfg.sweeps))
         tok_y = np.zeros(n_tok, dtype=np.int64)
         tok_t = np.zeros(n_tok, dtype=np.int64)
-        tab_doc = np.zeros(n_tok * (1 + cfg.sweeps) + 1, dtype=np.int64)
-        tab_k = np.zeros_like(tab_doc)
-        tab_size = np.zeros_like(tab_doc)
-        uniforms = rng.random(4 * n_tok * (1 + cfg.sweeps) + 1)
-        vocab_size = max(batch.vocab_size - n_topics, 1)  # the topic entries are not words
-        alpha, gamma = cfg.table_alpha, cfg.gamma
-        if cfg.resample_concentrations:  # γ | categories and tables so far
-            gamma = resample_dp_concentration(
-                gamma, n_existing, float(mk.sum()), rng, CONCENTRATION_ITERS
-            )
-        n_tab = 0
-        for first, last in ((0, 0), (1, cfg.sweeps)):
-            if first > last:
+        tabs = tuple(np.zeros(n_tok * (1 + cfg.sweeps) + nb, dtype=np.int64) for _ in range(3))
+        log_pred = np.full(nb, np.nan)  # each unlabelled document's first-pass log predictive
+        room = nb + 64
+        while True:
+            loc = _BatchState.gather(self.topic_words, stats, f, bwords, word_tokens, known,
+                                     cfg.topics, vocab_size * cfg.beta, room, nb)  # fmt: skip
+            if cfg.resample_concentrations:  # γ | categories and tables so far
+                gamma = resample_dp_concentration(
+                    cfg.gamma, loc.n_existing, float(loc.mk.sum()), rng, CONCENTRATION_ITERS
+                )
+            n_tab = self._sample(loc, doc_ptr, tok_local, uniforms, vocab_size, alpha, gamma,
+                                 tok_y, tok_t, tabs, 0, 0, 0, log_pred)  # fmt: skip
+            if n_tab >= 0 and cfg.sweeps > 0:
+                if cfg.resample_concentrations:  # α | the batch's seating
+                    alpha = self._resample_alpha(alpha, doc_ptr, tabs[0], tabs[2], n_tab, rng)
+                n_tab = self._sample(loc, doc_ptr, tok_local, uniforms, vocab_size, alpha,
+                                     gamma, tok_y, tok_t, tabs, cfg.sweeps, 1, n_tab,
+                                     log_pred)  # fmt: skip
+            if n_tab >= 0:
                 break
-            n_tab = kern.hdp_batch(
-                doc_ptr, tok_local, known_local, last, uniforms, cfg.deterministic,
-                cfg.beta, vocab_size * cfg.beta, cfg.zeta, alpha, gamma,
-                nlw, nl, okl, ok, mk, cat_alive, cat_uid, ctl, tok_y, tok_t, tab_doc, tab_k,
-                tab_size, first, n_tab,
-            )  # fmt: skip
-            if cfg.resample_concentrations and first == 0:  # α | the batch's seating
-                alpha = self._resample_alpha(alpha, doc_ptr, tab_doc, tab_size, n_tab, rng)
+            room *= 2  # more categories opened than there was room for: redo with more
+        tab_doc, tab_k, tab_size = tabs
+        cat_uid = loc.uid
+        n_existing = loc.n_existing
+        ctl = loc.ctl
         self.last_concentrations = (alpha, gamma)
         # --- what the batch added, in true units
         tok_cat = tab_k[tok_t]
@@ -259,14 +233,18 @@ class HDP:
         assignments = cat_uid[assign_local]
         open_tables = np.flatnonzero(tab_size > 0)
         tab_uids = cat_uid[tab_k[open_tables]]
-        born_local = [k for k in range(n_existing, int(ctl[0])) if np.any(tab_k[open_tables] == k)]
+        serving = set(tab_k[open_tables].tolist())
+        born_local = [k for k in range(n_existing, int(ctl[scores.CATS])) if k in serving]
         born = self._births(born_local, assign_local, tab_doc, tab_k, open_tables, cat_uid)
         delta = self._delta(batch, tokens, tok_y, cat_uid[tok_cat], tab_uids, f, born, nb)
         apply_additions(stats, delta)
         retired = self._retire(stats, pinned)
         delta = replace(delta, retired_uids=np.array([u for u, _, _ in retired], np.int64))
         finish_delta(stats, delta, cfg.half_life_docs, cfg.prune_below)
-        return BatchResult(assignments, born, retired, delta)
+        seated = ~np.isnan(log_pred)  # the unlabelled documents
+        tokens_seated = float(batch.lengths[seated].sum())
+        lpt = float(log_pred[seated].sum()) / tokens_seated if tokens_seated else float("nan")
+        return BatchResult(assignments, born, retired, delta, lpt)
 
     def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
         """Expected word counts of category ``uid``: ``Σ_l O_kl φ_l(w)`` (topics' words only)."""
@@ -291,6 +269,52 @@ class HDP:
         return words, weights
 
     # ---- internals ------------------------------------------------------------------------
+    def _sample(
+        self,
+        loc: _BatchState,
+        doc_ptr: np.ndarray,
+        tok_local: np.ndarray,
+        uniforms: np.ndarray,
+        vocab_size: int,
+        alpha: float,
+        gamma: float,
+        tok_y: np.ndarray,
+        tok_t: np.ndarray,
+        tabs: tuple[np.ndarray, ...],
+        n_sweeps: int,
+        first_sweep: int,
+        n_tab: int,
+        log_pred: np.ndarray,
+    ) -> int:
+        """One call of the batch sampler on the densified state (see :func:`smp.sample_batch`)."""
+        cfg = self.config
+        return int(
+            smp.sample_batch(
+                doc_ptr,
+                tok_local,
+                loc.known_local,
+                n_sweeps,
+                first_sweep,
+                uniforms,
+                cfg.deterministic,
+                cfg.blocked,
+                cfg.beta,
+                vocab_size * cfg.beta,
+                cfg.zeta,
+                alpha,
+                gamma,
+                loc.tw,
+                loc.cat,
+                loc.ix,
+                loc.ctl,
+                tok_y,
+                tok_t,
+                tabs,
+                n_tab,
+                log_pred,
+            )
+        )
+
     @staticmethod
     def _resample_alpha(
         alpha: float,
@@ -345,7 +369,7 @@ class HDP:
         y's entry); +1 table per open table to its category's ``m``."""
         assert self.topic_words is not None
         n_tok = tokens.shape[0]
-        topic_uids = np.array([topic_uid(int(y)) for y in tok_y.tolist()], dtype=np.int64)
+        topic_uids = (TOPIC_SLOT << 40) | tok_y.astype(np.int64)  # topic_uid, vectorised
         unit_uids = np.concatenate([tab_uids, topic_uids, tok_cat_uid]).astype(np.int64)
         unit_m = np.concatenate([np.ones(tab_uids.shape[0]), np.zeros(2 * n_tok)])
         unit_n = np.concatenate([np.zeros(tab_uids.shape[0]), np.ones(2 * n_tok)])
@@ -388,6 +412,102 @@ class HDP:
             (int(stats.uid[k]), float(stats.mass(np.array([k]))[0]), "evicted") for k in evicted
         ]
         return out
+
+
+@dataclass
+class _BatchState:
+    """The statistics one batch samples against, densified: topic–word counts of the batch's
+    words with each word's topic list, topic totals, and category–topic counts with room for
+    categories the batch opens, with both sparse indexes (layout:
+    :mod:`noveld.models.kernels.hdp_scores`). Local categories are ordered by uid (MAP ties:
+    the oldest)."""
+
+    tw: tuple[np.ndarray, ...]  # (nlw, nl, inv, Σ inv)
+    cat: tuple[np.ndarray, ...]  # (okl, ok, mk, alive, uid)
+    ix: tuple[np.ndarray, ...]  # (nz, nzlen, innz, cz, czlen, wz, wz_ptr, wzlen)
+    ctl: np.ndarray
+    known_local: np.ndarray
+    n_existing: int
+
+    @property
+    def uid(self) -> np.ndarray:
+        """Local category → uid."""
+        return self.cat[4]
+
+    @property
+    def mk(self) -> np.ndarray:
+        """Tables per local category."""
+        return self.cat[2]
+
+    @classmethod
+    def gather(
+        cls,
+        topic_words: np.ndarray,
+        stats: MultinomialStats,
+        decay: float,
+        bwords: np.ndarray,
+        word_tokens: np.ndarray,
+        known: np.ndarray | None,
+        n_topics: int,
+        vbeta: float,
+        room: int,
+        n_docs: int,
+    ) -> _BatchState:
+        """Densify what the batch needs (statistics decayed by ``decay``), with ``room`` more
+        categories than exist; ``word_tokens[j]`` is how many tokens batch word j has."""
+        g = stats.scale * decay
+        kmax = stats.kmax
+        uids = stats.uid[:kmax]
+        alive = stats.alive[:kmax]
+        topic_mask = is_topic(uids)
+        topic_of_slot = np.full(kmax, -1, dtype=np.int64)
+        topic_slots = np.flatnonzero(alive & topic_mask)
+        topic_numbers = uids[topic_slots] & ((1 << 40) - 1)
+        topic_of_slot[topic_slots] = topic_numbers
+        nl = np.zeros(n_topics)
+        nl[topic_numbers] = stats.ntok[topic_slots] * g
+        inv = 1.0 / (vbeta + nl)
+        cat_slots = np.flatnonzero(alive & ~topic_mask)
+        cat_uids = uids[cat_slots].tolist()
+        if known is not None:  # known categories not in the pool yet (opened empty)
+            cat_uids += sorted({int(u) for u in known[known >= 0].tolist()} - set(cat_uids))
+        cat_uids.sort()
+        local_of_uid = {u: i for i, u in enumerate(cat_uids)}
+        n_existing = len(cat_uids)
+        cap = n_existing + room
+        cat_of_slot = np.full(kmax, -1, dtype=np.int64)
+        rows = np.array([local_of_uid[int(u)] for u in uids[cat_slots].tolist()], dtype=np.int64)
+        cat_of_slot[cat_slots] = rows
+        nlw = np.zeros((bwords.shape[0], n_topics))
+        okl = np.zeros((cap, n_topics))
+        ix = kern.gather_indexed(bwords, topic_words, stats.head, stats.nxt, stats.pk, stats.pc,
+                                 topic_of_slot, cat_of_slot, g, word_tokens, nlw, okl)  # fmt: skip
+        ok = np.zeros(cap)
+        mk = np.zeros(cap)
+        ok[rows] = stats.ntok[cat_slots] * g
+        mk[rows] = stats.m[cat_slots] * g
+        cat_alive = np.zeros(cap, dtype=np.bool_)
+        cat_alive[:n_existing] = True
+        cat_uid = np.full(cap, -1, dtype=np.int64)
+        cat_uid[:n_existing] = cat_uids
+        known_local = np.full(n_docs, -1, dtype=np.int64)
+        if known is not None:
+            for d in np.flatnonzero(known >= 0).tolist():
+                known_local[d] = local_of_uid[int(known[d])]
+        empty = np.flatnonzero(nl < scores.EMPTY_BELOW)
+        ctl = np.zeros(scores.CTL_SIZE, dtype=np.int64)
+        ctl[scores.CATS] = n_existing
+        ctl[scores.NEXT_UID] = int(stats.ictl[mkern.NEXT_UID])
+        ctl[scores.N_EMPTY] = empty.shape[0]
+        ctl[scores.FIRST_EMPTY] = int(empty[0]) if empty.shape[0] else -1
+        return cls(
+            (nlw, nl, inv, np.array([inv.sum()])),
+            (okl, ok, mk, cat_alive, cat_uid),
+            ix,
+            ctl,
+            known_local,
+            n_existing,
+        )
 
 
 def _slot_of(stats: MultinomialStats, uid: int) -> int:

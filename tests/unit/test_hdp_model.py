@@ -12,7 +12,8 @@ from scipy.special import gammaln
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import replay_delta
 from noveld.models.hdp import (
-    CONCENTRATION_PRIOR,
+    ALPHA_PRIOR,
+    GAMMA_PRIOR,
     HDP,
     HDPConfig,
     is_topic,
@@ -176,7 +177,7 @@ def _posterior_mean(log_density: Callable[[np.ndarray], np.ndarray]) -> float:
 @pytest.mark.parametrize(("k", "n"), [(5, 100), (40, 3000)])
 def test_dp_concentration_chain_targets_the_crp_posterior(k: int, n: int) -> None:
     """Long-run mean of the Escobar–West chain = mean of p(γ) γ^K Γ(γ)/Γ(γ+n)."""
-    a, b = CONCENTRATION_PRIOR
+    a, b = GAMMA_PRIOR
     exact = _posterior_mean(
         lambda g: (a - 1) * np.log(g) - b * g + k * np.log(g) + gammaln(g) - gammaln(g + n)
     )
@@ -190,7 +191,7 @@ def test_dp_concentration_chain_targets_the_crp_posterior(k: int, n: int) -> Non
 
 def test_group_concentration_chain_targets_its_posterior() -> None:
     """Teh et al.'s auxiliary variables: p(α | m_j, n_j) ∝ p(α) Π_j α^{m_j} Γ(α)/Γ(α+n_j)."""
-    a, b = CONCENTRATION_PRIOR
+    a, b = ALPHA_PRIOR
     tables = np.array([1, 2, 1, 3, 1, 2, 1, 1], dtype=np.float64)
     customers = np.array([4, 7, 3, 12, 5, 6, 2, 9])
 
@@ -225,3 +226,46 @@ def test_concentrations_are_resampled_per_batch_and_reproducibly() -> None:
     fixed = make_model(resample_concentrations=False, gamma=3.0, table_alpha=0.5)
     fixed.partial_fit(batches(8, 1)[0], fixed.new_state(), np.random.default_rng(0))
     assert fixed.last_concentrations == (0.5, 3.0)
+
+
+def test_batch_state_densifies_and_indexes_the_pool_exactly() -> None:
+    """``_BatchState.gather`` (one walk of the postings) equals the counts read slot by slot,
+    and its indexes list exactly the nonzero topic of each word and category."""
+    from noveld.models.hdp import _BatchState
+
+    model = make_model()
+    stats = model.new_state()
+    for i, b in enumerate(batches(9, 3)):
+        model.partial_fit(b, stats, np.random.default_rng(i))
+    bwords = np.arange(TOPICS, TOPICS + WORDS, dtype=np.int64)
+    tokens = np.full(WORDS, 2, dtype=np.int64)
+    loc = _BatchState.gather(
+        np.arange(TOPICS, dtype=np.int64), stats, 1.0, bwords, tokens, None, TOPICS, 0.3, 7, 5
+    )
+    nlw, nl, inv, inv_sum = loc.tw
+    okl, ok, mk, alive, uid = loc.cat
+    nz, nzlen, innz, cz, czlen, wz, wz_ptr, wzlen = loc.ix
+    t = table(stats)
+    cats = sorted(u for u in t if not is_topic(np.array([u]))[0])
+    assert uid[: len(cats)].tolist() == cats and loc.n_existing == len(cats)
+    assert okl.shape[0] == len(cats) + 7 and not alive[len(cats) :].any()
+    for y in range(TOPICS):
+        m, n, words = t.get(topic_uid(y), (0.0, 0.0, {}))
+        assert nl[y] == pytest.approx(n) and inv[y] == pytest.approx(1 / (0.3 + n))
+        for j, w in enumerate(bwords.tolist()):
+            assert nlw[j, y] == pytest.approx(words.get(w, 0.0))
+    assert inv_sum[0] == pytest.approx(inv.sum())
+    for r, u in enumerate(cats):
+        m, n, topics = t[u]
+        assert mk[r] == pytest.approx(m) and ok[r] == pytest.approx(n)
+        assert {y for y in range(TOPICS) if topics.get(y, 0) > 0} == set(nz[r, : nzlen[r]])
+        for y in range(TOPICS):
+            assert okl[r, y] == pytest.approx(topics.get(y, 0.0))
+            assert innz[r, y] == (topics.get(y, 0.0) > 0)
+    for y in range(TOPICS):
+        assert set(cz[y, : czlen[y]].tolist()) == set(np.flatnonzero(innz[:, y]).tolist())
+    for j in range(WORDS):
+        assert set(wz[wz_ptr[j] : wz_ptr[j] + wzlen[j]].tolist()) == set(
+            np.flatnonzero(nlw[j] > 0).tolist()
+        )
+        assert wz_ptr[j + 1] - wz_ptr[j] == wzlen[j] + tokens[j] + 1  # room for the batch

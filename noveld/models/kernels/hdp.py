@@ -13,8 +13,8 @@ totals), ``mk`` (tables serving category k). Conditionals (paper 000):
   word by word), new ∝ ``γ Π f(y_n | θ_new)``
 - eq. 7: topic of a word ∝ ``f(l | θ_{k_t}) (β + n_lw)/(Vβ + n_l)``
 
-This module holds the conditionals, tested against closed forms; the per-batch sampler and the
-model around them are not built yet (issue #4).
+This module holds the conditionals, tested against closed forms, and the densifying gather; the
+per-batch sampler is :mod:`noveld.models.kernels.hdp_sampler`.
 """
 
 from __future__ import annotations
@@ -335,10 +335,11 @@ def gather_postings(
     row_of_slot: np.ndarray,
     scale: float,
     out: np.ndarray,
+    by_word: bool = False,
 ) -> None:
     """Densify part of a :class:`MultinomialStats` pool: ``out[row_of_slot[k], j] = n_k,words[j]``
-    (true units) for the slots ``k`` with a row (``row_of_slot[k] ≥ 0``), walking only the
-    postings of ``words``. ``out`` must start at zero."""
+    (true units; ``out[j, row_of_slot[k]]`` with ``by_word``) for the slots ``k`` with a row
+    (``row_of_slot[k] ≥ 0``), walking only the postings of ``words``. ``out`` starts at zero."""
     nv = head.shape[0]
     n_slots = row_of_slot.shape[0]
     for j in range(words.shape[0]):
@@ -349,5 +350,77 @@ def gather_postings(
         while e >= 0:
             k = pk[e]
             if k < n_slots and row_of_slot[k] >= 0 and pc[e] > 0.0:
-                out[row_of_slot[k], j] += pc[e] * scale
+                if by_word:
+                    out[j, row_of_slot[k]] += pc[e] * scale
+                else:
+                    out[row_of_slot[k], j] += pc[e] * scale
             e = nxt[e]
+
+
+@njit(cache=True)
+def gather_indexed(
+    words: np.ndarray,
+    topic_words: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    topic_of_slot: np.ndarray,
+    cat_of_slot: np.ndarray,
+    scale: float,
+    word_tokens: np.ndarray,
+    nlw: np.ndarray,
+    okl: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """Densify a batch's counts from the pool and index them in one walk of the postings of
+    its words and of the topic entries (layout: :mod:`noveld.models.kernels.hdp_scores`):
+    ``nlw[j, y] = n_{y, words[j]}`` with each word's topics (room for ``word_tokens[j]`` more:
+    a token adds at most one), and ``okl[k, y] = O_ky`` with each category's topics and each
+    topic's categories. ``topic_of_slot`` / ``cat_of_slot`` map pool slots to topic numbers /
+    local categories (−1: neither); ``nlw`` and ``okl`` start at zero."""
+    cap, n_topics = okl.shape
+    n_words = words.shape[0]
+    nv = head.shape[0]
+    n_slots = topic_of_slot.shape[0]
+    wzlen = np.zeros(n_words, dtype=np.int64)
+    for j in range(n_words):
+        w = words[j]
+        e = head[w] if 0 <= w < nv else -1
+        while e >= 0:
+            k = pk[e]
+            if k < n_slots and topic_of_slot[k] >= 0 and pc[e] > 0.0:
+                if nlw[j, topic_of_slot[k]] == 0.0:
+                    wzlen[j] += 1
+                nlw[j, topic_of_slot[k]] += pc[e] * scale
+            e = nxt[e]
+    wz_ptr = np.zeros(n_words + 1, dtype=np.int64)
+    for j in range(n_words):
+        wz_ptr[j + 1] = wz_ptr[j] + wzlen[j] + word_tokens[j] + 1
+    wz = np.zeros(wz_ptr[n_words], dtype=np.int64)
+    for j in range(n_words):
+        q = wz_ptr[j]
+        for y in range(n_topics):
+            if nlw[j, y] > 0.0:
+                wz[q] = y
+                q += 1
+    nz = np.zeros((cap, n_topics), dtype=np.int64)
+    nzlen = np.zeros(cap, dtype=np.int64)
+    innz = np.zeros((cap, n_topics), dtype=np.bool_)
+    cz = np.zeros((n_topics, cap), dtype=np.int64)
+    czlen = np.zeros(n_topics, dtype=np.int64)
+    for y in range(topic_words.shape[0]):
+        w = topic_words[y]
+        e = head[w] if 0 <= w < nv else -1
+        while e >= 0:
+            k = pk[e]
+            if k < n_slots and cat_of_slot[k] >= 0 and pc[e] > 0.0:
+                r = cat_of_slot[k]
+                okl[r, y] += pc[e] * scale
+                if not innz[r, y]:
+                    innz[r, y] = True
+                    nz[r, nzlen[r]] = y
+                    nzlen[r] += 1
+                    cz[y, czlen[y]] = r
+                    czlen[y] += 1
+            e = nxt[e]
+    return nz, nzlen, innz, cz, czlen, wz, wz_ptr, wzlen

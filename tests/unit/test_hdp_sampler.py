@@ -1,0 +1,243 @@
+"""The hdp batch sampler's sparse predictives against dense numpy oracles (paper 000 eqs. 4–7):
+the blocked table predictive, its upper bound, the MAP category and topic choices, and the
+bookkeeping of a token move."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from noveld.models.kernels import hdp_sampler as smp
+from noveld.models.kernels import hdp_scores as sc
+
+BETA, ZETA, GAMMA = 0.01, 0.05, 3.0
+N_WORDS, N_TOPICS, N_CATS, ROOM = 12, 9, 6, 4
+VBETA = 40 * BETA  # a vocabulary of 40 words; the batch holds 12 of them
+
+
+def numpy_indexes(
+    nlw: np.ndarray, okl: np.ndarray, n_cats: int, tokens: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """The sampler's sparse indexes built the slow way (layout: kernels/hdp_scores.py)."""
+    cap, n_topics = okl.shape
+    innz = np.zeros((cap, n_topics), dtype=np.bool_)
+    innz[:n_cats] = okl[:n_cats] > 0
+    nz = np.zeros((cap, n_topics), dtype=np.int64)
+    nzlen = innz.sum(axis=1).astype(np.int64)
+    cz = np.zeros((n_topics, cap), dtype=np.int64)
+    czlen = innz.sum(axis=0).astype(np.int64)
+    for k in range(cap):
+        nz[k, : nzlen[k]] = np.flatnonzero(innz[k])
+    for y in range(n_topics):
+        cz[y, : czlen[y]] = np.flatnonzero(innz[:, y])
+    have = (nlw > 0).sum(axis=1)
+    wz_ptr = np.concatenate([[0], np.cumsum(have + tokens + 1)]).astype(np.int64)
+    wz = np.zeros(int(wz_ptr[-1]), dtype=np.int64)
+    for w in range(nlw.shape[0]):
+        wz[wz_ptr[w] : wz_ptr[w] + have[w]] = np.flatnonzero(nlw[w] > 0)
+    return nz, nzlen, innz, cz, czlen, wz, wz_ptr, have.astype(np.int64)
+
+
+class State:
+    """A random but consistent batch state: topics 6..8 unused (truly empty), some categories
+    on one topic, some spread, one with no table. Counts are real numbers (as under
+    forgetting), so that no two candidates tie exactly; ties are broken by rules the oracle
+    need not copy."""
+
+    def __init__(self, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        used = 6
+        self.nlw = np.zeros((N_WORDS, N_TOPICS))
+        self.nlw[:, :used] = rng.uniform(0.5, 4.0, size=(N_WORDS, used)) * (
+            rng.random((N_WORDS, used)) < 0.35
+        )
+        self.nl = self.nlw.sum(axis=0) + np.where(np.arange(N_TOPICS) < used, 5.0, 0.0)
+        cap = N_CATS + ROOM
+        self.okl = np.zeros((cap, N_TOPICS))
+        for k in range(N_CATS):
+            main = rng.integers(0, used)
+            self.okl[k, main] = rng.uniform(1.0, 30.0)
+            if rng.random() < 0.5:
+                other = rng.integers(0, used)
+                self.okl[k, other] += rng.uniform(1.0, 10.0)
+        self.ok = self.okl.sum(axis=1)
+        self.mk = np.where(self.ok > 0, rng.integers(1, 8, size=cap).astype(float), 0.0)
+        self.mk[N_CATS - 1] = 0.0  # a category with no table cannot be chosen
+        self.alive = np.zeros(cap, dtype=np.bool_)
+        self.alive[:N_CATS] = True
+        self.uid = np.arange(cap, dtype=np.int64)
+        self.inv = 1.0 / (VBETA + self.nl)
+        self.tokens = rng.integers(1, 4, size=N_WORDS)  # the batch's tokens of each word
+        self.ix = numpy_indexes(self.nlw, self.okl, N_CATS, self.tokens)
+        self.tw = (self.nlw, self.nl, self.inv, np.array([self.inv.sum()]))
+        self.cat = (self.okl, self.ok, self.mk, self.alive, self.uid)
+        empty = np.flatnonzero(self.nl < sc.EMPTY_BELOW)
+        self.ctl = np.array([N_CATS, 100, 0, empty.shape[0], empty[0]], dtype=np.int64)
+
+    def phi(self) -> np.ndarray:
+        """φ[l, w] = (β + n_lw)/(Vβ + n_l), dense."""
+        return (BETA + self.nlw.T) / (VBETA + self.nl)[:, None]
+
+
+def dense_block(s: State, ws: list[int], k: int) -> float:
+    """Oracle of block_log_predictive: every topic scored; the unused topics form one class."""
+    phi = s.phi()
+    okl_k = s.okl[k] if k >= 0 else np.zeros(N_TOPICS)
+    ok_k = s.ok[k] if k >= 0 else 0.0
+    own = np.zeros(N_TOPICS)
+    empty = s.nl < sc.EMPTY_BELOW
+    out = 0.0
+    for i, w in enumerate(ws):
+        weights = (ZETA + okl_k + own) * phi[:, w]
+        out += math.log(weights.sum() / (N_TOPICS * ZETA + ok_k + i))
+        unclaimed = np.flatnonzero(empty & (own == 0))
+        cand = np.where(empty & (own == 0), -1.0, weights)
+        best = int(np.argmax(cand))
+        if unclaimed.shape[0] and weights[unclaimed].sum() > cand[best]:
+            best = int(unclaimed[0])
+        own[best] += 1
+    return out
+
+
+def scratch(n: int, cap: int) -> tuple[np.ndarray, ...]:
+    return (
+        np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+        np.empty(n), np.empty(n), np.empty((cap, 2 * n)),
+    )  # fmt: skip
+
+
+def word_summaries(s: State, ws: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    n = len(ws)
+    sums = np.array([sc.phi_sum(w, s.tw, s.ix, BETA) for w in ws])
+    best = np.array([sc.best_used_topic(w, s.tw, s.ix, BETA, int(s.ctl[3])) for w in ws])
+    empties = np.flatnonzero(s.nl < sc.EMPTY_BELOW)[:n]
+    return sums, best, np.asarray(empties, dtype=np.int64), int(s.ctl[3])
+
+
+docs = st.lists(st.integers(0, N_WORDS - 1), min_size=1, max_size=7)
+
+
+@given(st.integers(0, 100_000), docs)
+@settings(deadline=None, max_examples=150)
+def test_block_predictive_matches_the_dense_oracle(seed: int, ws: list[int]) -> None:
+    s = State(seed)
+    sums, best, empties, n_empty = word_summaries(s, ws)
+    np.testing.assert_allclose(sums, s.phi()[:, ws].sum(axis=0), rtol=1e-12)
+    arr = np.array(ws, dtype=np.int64)
+    for k in [-1, *range(N_CATS)]:
+        got = sc.block_log_predictive(
+            arr, k, ZETA, BETA, s.tw, s.cat, s.ix, sums, best, empties, n_empty,
+            np.empty(len(ws), np.int64), np.empty(len(ws)),
+        )  # fmt: skip
+        assert math.isclose(got, dense_block(s, ws, k), rel_tol=1e-10, abs_tol=1e-10)
+
+
+@given(st.integers(0, 100_000), docs)
+@settings(deadline=None, max_examples=150)
+def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(seed: int, ws: list[int]) -> None:
+    s = State(seed)
+    arr = np.array(ws, dtype=np.int64)
+    n = len(ws)
+    sums, _, empties, n_empty = word_summaries(s, ws)
+    exact = np.full(N_CATS + 1, -np.inf)
+    for k in range(N_CATS):
+        if s.mk[k] > 0:
+            exact[k] = math.log(s.mk[k]) + dense_block(s, ws, k)
+    exact[N_CATS] = math.log(GAMMA) + dense_block(s, ws, -1)
+    phi = s.phi()
+    top = np.array([max(BETA / VBETA, phi[:, w].max()) for w in ws]) * (1 + 1e-9)
+    outside = max(
+        max(ZETA * t for t in top),
+        max(n_empty * ZETA * phi[e, w] for w in ws for e in empties[: min(n, n_empty)]),
+    )
+    for out_arg in (outside * (1 + 1e-9), np.inf):  # the tight bound, and the loose one
+        bound = np.empty(N_CATS + ROOM)
+        sc.upper_bound_log_predictive(
+            arr, ZETA, BETA, s.tw, s.cat, s.ix, N_CATS, sums, top, out_arg,
+            np.empty((N_CATS + ROOM, 2 * n)), bound,
+        )  # fmt: skip
+        for k in range(N_CATS):
+            assert bound[k] >= exact[k] - 1e-9, (k, bound[k], exact[k])
+    logw = np.empty(N_CATS + ROOM + 1)
+    total = np.empty(1)
+    got = sc.choose_block_category(
+        arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS, scratch(n, N_CATS + ROOM),
+        logw, 0.5, True, total,
+    )  # fmt: skip
+    assert got == int(np.argmax(exact))  # pruning by the bound never changes the argmax
+    lse = float(np.logaddexp.reduce(exact))  # the marginal: evaluated exactly, pruned bounded
+    assert lse - 1e-9 <= total[0] <= lse + math.log(N_CATS + 1) + 1e-9
+    sampled = np.empty(1)
+    sc.choose_block_category(
+        arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS, scratch(n, N_CATS + ROOM),
+        logw, 0.5, False, sampled,
+    )  # fmt: skip
+    assert math.isclose(sampled[0], lse, rel_tol=1e-10)  # sampling scores every category
+
+
+@given(st.integers(0, 100_000), st.integers(0, N_WORDS - 1), st.integers(0, N_CATS - 1))
+@settings(deadline=None, max_examples=200)
+def test_map_topic_is_the_dense_argmax_with_unused_topics_as_one_class(
+    seed: int, w: int, k: int
+) -> None:
+    s = State(seed)
+    weights = (ZETA + s.okl[k]) * s.phi()[:, w]
+    empty = s.nl < sc.EMPTY_BELOW
+    used = np.where(empty, -1.0, weights)
+    expected = int(np.argmax(used))
+    if weights[empty].sum() > used[expected]:
+        expected = int(np.flatnonzero(empty)[0])
+    got = sc.draw_topic(w, k, ZETA, BETA, s.tw, s.cat, s.ix, s.ctl, np.empty(N_TOPICS), 0.5, True)
+    assert got == expected
+
+
+@given(st.integers(0, 100_000), st.integers(0, N_WORDS - 1), st.integers(0, N_CATS - 1))
+@settings(deadline=None, max_examples=50)
+def test_sampled_topic_follows_eq7(seed: int, w: int, k: int) -> None:
+    s = State(seed)
+    p = (ZETA + s.okl[k]) * s.phi()[:, w]
+    p = p / p.sum()
+    wts = np.empty(N_TOPICS)
+    us = (np.arange(4000) + 0.5) / 4000  # a uniform grid: frequencies are the probabilities
+    got = [sc.draw_topic(w, k, ZETA, BETA, s.tw, s.cat, s.ix, s.ctl, wts, u, False) for u in us]
+    freq = np.bincount(got, minlength=N_TOPICS) / len(us)
+    np.testing.assert_allclose(freq, p, atol=1.0 / 4000 * 2)
+
+
+@given(st.integers(0, 100_000), st.integers(0, 10_000))
+@settings(deadline=None, max_examples=60)
+def test_token_moves_keep_every_index_consistent(seed: int, moves_seed: int) -> None:
+    s = State(seed)
+    rng = np.random.default_rng(moves_seed)
+    held: list[tuple[int, int, int]] = []
+    for _ in range(40):
+        w = int(rng.integers(N_WORDS))
+        mine = [h for h in held if h[0] == w]
+        if mine and (rng.random() < 0.4 or len(mine) == s.tokens[w]):  # a token leaves
+            h = mine[int(rng.integers(len(mine)))]
+            held.remove(h)
+            smp.move_token(h[0], h[1], h[2], -1.0, VBETA, s.tw, s.cat, s.ix, s.ctl)
+        elif len(mine) < s.tokens[w]:  # one of the batch's tokens of w takes a topic
+            y, k = int(rng.integers(N_TOPICS)), int(rng.integers(N_CATS))
+            smp.move_token(w, y, k, 1.0, VBETA, s.tw, s.cat, s.ix, s.ctl)
+            held.append((w, y, k))
+        nz, nzlen, innz, cz, czlen, wz, wz_ptr, wzlen = s.ix
+        for kk in range(N_CATS):
+            listed = set(nz[kk, : nzlen[kk]].tolist())
+            assert set(np.flatnonzero(s.okl[kk] > 0).tolist()) <= listed
+            assert listed == set(np.flatnonzero(innz[kk]).tolist())
+        for ll in range(N_TOPICS):
+            assert set(cz[ll, : czlen[ll]].tolist()) == set(np.flatnonzero(innz[:, ll]).tolist())
+        for ww in range(N_WORDS):
+            listed = set(wz[wz_ptr[ww] : wz_ptr[ww] + wzlen[ww]].tolist())
+            assert set(np.flatnonzero(s.nlw[ww] > 0).tolist()) <= listed
+            assert wz_ptr[ww] + wzlen[ww] <= wz_ptr[ww + 1]
+        np.testing.assert_allclose(s.inv, 1.0 / (VBETA + s.nl), rtol=1e-12)
+        assert math.isclose(s.tw[3][0], s.inv.sum(), rel_tol=1e-9)
+        empty = np.flatnonzero(s.nl < sc.EMPTY_BELOW)
+        assert s.ctl[3] == empty.shape[0]
+        assert s.ctl[4] == (int(empty[0]) if empty.shape[0] else -1)
+        np.testing.assert_allclose(s.ok, s.okl.sum(axis=1), atol=1e-9)
