@@ -1,6 +1,6 @@
 """End-to-end throughput of `noveld run` (file → stdout), the way a user runs it.
 
-    python benchmarks/bench_e2e.py [--data FILE] [--repeat 3]
+    python benchmarks/bench_e2e.py [--data FILE] [--repeat 3] [--times 10] [--model hdp]
 
 Runs the CLI as a subprocess with events to /dev/null and reports wall-clock docs/s (process
 start-up and JIT cache load included, then excluded by subtracting an empty run) and peak RSS.
@@ -59,7 +59,9 @@ def main() -> None:
         action="store_true",
         help="also snapshot state (default interval) as a resumable run would",
     )
+    p.add_argument("--model", choices=["dpmm", "svi", "hdp"], default="dpmm")
     a = p.parse_args()
+    model = ["--model", a.model]
     if a.times > 1:
         big = tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False)  # noqa: SIM115
         data = a.data.read_bytes()
@@ -70,11 +72,11 @@ def main() -> None:
     with open(a.data, "rb") as fh:
         n = sum(1 for line in fh if line.strip())
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as empty:
-        startup = min(timed_run(Path(empty.name), [])[0] for _ in range(a.repeat))
-    best = min(timed_run(a.data, [], a.state_dir)[0] for _ in range(a.repeat))
+        startup = min(timed_run(Path(empty.name), model)[0] for _ in range(a.repeat))
+    best = min(timed_run(a.data, model, a.state_dir)[0] for _ in range(a.repeat))
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"machine: {machine()}")
-    print(f"data: {a.data} ({n:,} docs)")
+    print(f"data: {a.data} ({n:,} docs), model {a.model}")
     print(f"process start-up (empty input): {startup:.2f} s")
     print(
         f"wall clock: {best:.2f} s → {n / best:,.0f} docs/s including start-up, "

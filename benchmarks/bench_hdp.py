@@ -1,10 +1,11 @@
 """Model-only quality and throughput of the ``hdp`` model (issue #4).
 
-    python benchmarks/bench_hdp.py [--data FILE] [--topics 50] [--zeta 0.1] [--gamma 1]
-                                   [--table-alpha 1] [--sweeps 2] [--sampled]
+    python benchmarks/bench_hdp.py [--data FILE] [--topics 1000] [--zeta 1e-4] [--gamma 10]
+                                   [--table-alpha 1] [--sweeps 2] [--sampled] [--repeat 3]
 
 Featurizes the labelled file up front (not timed), runs ``HDP.partial_fit`` over batches of 256
-in stream order and prints NMI of the document categories, categories and model-only docs/s.
+in stream order and prints NMI of the document categories, categories, model-only docs/s (best
+of ``--repeat`` runs: this shared machine varies by ±30 %) and batch latency percentiles.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main() -> None:
     p.add_argument("--table-alpha", type=float, default=HDPConfig.table_alpha)
     p.add_argument("--sweeps", type=int, default=HDPConfig.sweeps)
     p.add_argument("--sampled", action="store_true", help="sample instead of MAP")
+    p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
     rows = load_texts(a.data)
     docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
@@ -56,18 +58,29 @@ def main() -> None:
     )
     model = HDP(cfg)
     model.bind_topic_words(list(range(a.topics)))
-    stats = model.new_state()
     model.partial_fit(batches[0], model.new_state(), np.random.default_rng(0))  # JIT warm-up
-    out: list[int] = []
-    t0 = time.perf_counter()
-    for i, b in enumerate(batches):
-        out += model.partial_fit(b, stats, np.random.default_rng(i)).assignments.tolist()
-    seconds = time.perf_counter() - t0
+    best: tuple[float, list[int], np.ndarray] | None = None
+    for _ in range(a.repeat):
+        stats = model.new_state()
+        out: list[int] = []
+        lat = []
+        t0 = time.perf_counter()
+        for i, b in enumerate(batches):
+            t = time.perf_counter()
+            out += model.partial_fit(b, stats, np.random.default_rng(i)).assignments.tolist()
+            lat.append(time.perf_counter() - t)
+        rate = len(out) / (time.perf_counter() - t0)
+        if best is None or rate > best[0]:
+            best = (rate, out, np.array(lat))
+    assert best is not None
+    rate, out, lats = best
     nmi = clustering_scores([str(r["label"]) for r in rows], out)["nmi"]
     print(f"machine: {machine()}")
     print(
-        f"{a.data.name} {cfg}: NMI {nmi:.4f}, categories {len(set(out))}, "
-        f"{len(out) / seconds:,.0f} docs/s"
+        f"{a.data.name} L={cfg.topics} ζ={cfg.zeta} sweeps={cfg.sweeps} "
+        f"{'sampled' if a.sampled else 'MAP'}: NMI {nmi:.4f}, categories {len(set(out))}, "
+        f"{rate:,.0f} docs/s, batch p50 {np.median(lats) * 1e3:.1f} ms "
+        f"p99 {np.percentile(lats, 99) * 1e3:.1f} ms"
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -19,8 +19,17 @@ DEFAULT_PATTERN = r"[^\W_]+(?:['’][^\W_]+)*"
 """Unicode word tokens: letters/digits, with inner apostrophes kept ("don't", "o’neill")."""
 
 
-#: vocabulary entries starting with this are the model's own (hdp topics), never input tokens
+#: vocabulary entries starting with this are the model's own (hdp topics, context values),
+#: never input tokens
 RESERVED_PREFIX = "\x00"
+CONTEXT_PREFIX = RESERVED_PREFIX + "ctx/"  # a context value: CONTEXT_PREFIX + field + SEP + value
+CONTEXT_FIELD_PREFIX = RESERVED_PREFIX + "ctxf/"  # a context field's total: prefix + field
+CONTEXT_SEP = "\x1f"
+
+
+def context_tokens(field: str, value: str) -> tuple[str, str]:
+    """The vocabulary entries of one context observation: (its value's, its field's)."""
+    return f"{CONTEXT_PREFIX}{field}{CONTEXT_SEP}{value}", f"{CONTEXT_FIELD_PREFIX}{field}"
 
 
 @dataclass(frozen=True)
@@ -68,9 +77,23 @@ class Vocabulary:
     def __init__(self) -> None:
         self._index: dict[str, int] = {}
         self._words: list[str] = []
+        self.reserved = 0  # entries that are not words (hdp topics, context values and fields)
+        self._values_of: dict[str, int] = {}  # context field -> distinct values seen
 
     def __len__(self) -> int:
         return len(self._words)
+
+    def _count(self, word: str, sign: int) -> None:
+        """Keep the reserved-entry and per-field value counts as words come and go."""
+        if word.startswith(RESERVED_PREFIX):
+            self.reserved += sign
+            if word.startswith(CONTEXT_PREFIX):
+                f = word[len(CONTEXT_PREFIX) :].split(CONTEXT_SEP, 1)[0]
+                self._values_of[f] = self._values_of.get(f, 0) + sign
+
+    def context_values(self, field: str) -> int:
+        """How many distinct values of context ``field`` the vocabulary holds."""
+        return self._values_of.get(field, 0)
 
     def __contains__(self, word: object) -> bool:
         return word in self._index
@@ -97,6 +120,8 @@ class Vocabulary:
             for t in tokens:
                 if index[t] == len(words):
                     words.append(t)
+                    if t.startswith(RESERVED_PREFIX):
+                        self._count(t, 1)
         return out
 
     def extend(self, words: Iterable[str]) -> None:
@@ -106,6 +131,7 @@ class Vocabulary:
                 raise ValueError(f"word already in the vocabulary: {w!r}")
             self._index[w] = len(self._words)
             self._words.append(w)
+            self._count(w, 1)
 
     def words_since(self, n: int) -> list[str]:
         """The words with ids ≥ ``n``, in id order."""
@@ -115,6 +141,7 @@ class Vocabulary:
         """Forget the words with ids ≥ ``n`` (ids handed out locally but not yet shared)."""
         for w in self._words[n:]:
             del self._index[w]
+            self._count(w, -1)
         del self._words[n:]
 
     def to_list(self) -> list[str]:
@@ -130,16 +157,22 @@ class Vocabulary:
                 raise ValueError(f"duplicate word in vocabulary list: {w!r}")
             vocab._index[w] = len(vocab._words)
             vocab._words.append(w)
+            vocab._count(w, 1)
         return vocab
 
 
-def batch_from_flat(flat_ids: np.ndarray, lengths: np.ndarray, vocab_size: int) -> DocBatch:
-    """CSR ``DocBatch`` from all documents' word ids concatenated and each document's length."""
+def batch_from_flat(
+    flat_ids: np.ndarray, lengths: np.ndarray, vocab_size: int, reserved: int = 0
+) -> DocBatch:
+    """CSR ``DocBatch`` from all documents' word ids concatenated and each document's length;
+    ``reserved`` of the ``vocab_size`` entries are not words."""
     n = int(lengths.shape[0])
     lengths = lengths.astype(np.int64, copy=False)
     if flat_ids.shape[0] == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return DocBatch(np.zeros(n + 1, dtype=np.int64), empty, empty.copy(), lengths, vocab_size)
+        return DocBatch(
+            np.zeros(n + 1, dtype=np.int64), empty, empty.copy(), lengths, vocab_size, reserved
+        )
     flat = flat_ids.astype(np.int64, copy=False)
     doc_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
     stride = max(vocab_size, int(flat.max()) + 1)
@@ -147,7 +180,9 @@ def batch_from_flat(flat_ids: np.ndarray, lengths: np.ndarray, vocab_size: int) 
     per_doc = np.bincount(keys // stride, minlength=n)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per_doc, out=ptr[1:])
-    return DocBatch(ptr, keys % stride, counts.astype(np.int64, copy=False), lengths, vocab_size)
+    return DocBatch(
+        ptr, keys % stride, counts.astype(np.int64, copy=False), lengths, vocab_size, reserved
+    )
 
 
 def build_batch(docs: list[list[int]], vocab_size: int) -> DocBatch:
@@ -162,12 +197,14 @@ class Featurizer:
 
     ``tokens`` wins over ``text``. Documents left with no tokens (including embedding-only ones)
     are not in the batch; their indices are returned so the caller can DLQ them as
-    ``empty_content``.
+    ``empty_content``. With ``context`` each document's categorical ``context`` fields become
+    reserved vocabulary entries (:func:`context_tokens`), in the batch's ``ctx_*`` arrays.
     """
 
-    def __init__(self, tokenizer: Tokenizer, vocabulary: Vocabulary) -> None:
+    def __init__(self, tokenizer: Tokenizer, vocabulary: Vocabulary, context: bool = False) -> None:
         self.tokenizer = tokenizer
         self.vocabulary = vocabulary
+        self.context = context
 
     def tokens_of(self, doc: Document) -> list[str]:
         """The normalized tokens of one document (empty if it has no text or tokens)."""
@@ -204,16 +241,48 @@ class Featurizer:
                 empty.append(i)
         vocab = self.vocabulary
         if grow:
-            return batch_from_flat(
+            batch = batch_from_flat(
                 np.array(vocab.ids(flat), dtype=np.int64),
                 np.array(lengths, dtype=np.int64),
                 len(vocab),
-            ), empty
-        get = vocab.get
-        ids = np.array([-1 if (j := get(t)) is None else j for t in flat], dtype=np.int64)
-        known = ids >= 0
-        doc_of = np.repeat(np.arange(len(lengths)), lengths)
-        new_len = np.bincount(doc_of[known], minlength=len(lengths))
-        empty.extend(kept[d] for d in np.flatnonzero(new_len == 0).tolist())
-        empty.sort()
-        return batch_from_flat(ids[known], new_len[new_len > 0], len(vocab)), empty
+                vocab.reserved,
+            )
+            keep = kept
+        else:
+            get = vocab.get
+            ids = np.array([-1 if (j := get(t)) is None else j for t in flat], dtype=np.int64)
+            known = ids >= 0
+            doc_of = np.repeat(np.arange(len(lengths)), lengths)
+            new_len = np.bincount(doc_of[known], minlength=len(lengths))
+            empty.extend(kept[d] for d in np.flatnonzero(new_len == 0).tolist())
+            empty.sort()
+            keep = [kept[d] for d in np.flatnonzero(new_len > 0).tolist()]
+            batch = batch_from_flat(ids[known], new_len[new_len > 0], len(vocab), vocab.reserved)
+        if self.context:
+            batch = self._with_context(batch, [docs[i] for i in keep], grow)
+        return batch, empty
+
+    def _with_context(self, batch: DocBatch, docs: list[Document], grow: bool) -> DocBatch:
+        """``batch`` with its documents' context fields (in field-name order) as value and field
+        entries, and each field's number of distinct values once they are counted."""
+        vocab = self.vocabulary
+        ptr = np.zeros(len(docs) + 1, dtype=np.int64)
+        pairs: list[tuple[str, str, str]] = []
+        for d, doc in enumerate(docs):
+            for f in sorted(doc.context):
+                value_tok, field_tok = context_tokens(f, doc.context[f])
+                if grow or (value_tok in vocab and field_tok in vocab):
+                    pairs.append((f, value_tok, field_tok))
+            ptr[d + 1] = len(pairs)
+        value_ids = vocab.ids([p[1] for p in pairs], grow)
+        field_ids = vocab.ids([p[2] for p in pairs], grow)
+        card = np.array([vocab.context_values(p[0]) for p in pairs], dtype=np.float64)
+        return replace(
+            batch,
+            vocab_size=len(vocab),
+            reserved=vocab.reserved,
+            ctx_ptr=ptr,
+            ctx_value=np.array(value_ids, dtype=np.int64),
+            ctx_field=np.array(field_ids, dtype=np.int64),
+            ctx_card=card,
+        )

@@ -37,6 +37,12 @@ Which story a document belongs to
     For speed the weights are refreshed in blocks of a few documents (one at a time at the
     start, later at most ``burst_docs/4``, ``lifetime/8`` and 256) and at every birth.
 
+Context (optional)
+    With ``n_sources > 0`` each story has a home source drawn uniformly from ``n_sources``
+    and each document carries ``"context": {"source": "src<j>"}``: its story's home source with
+    probability ``source_fidelity``, else a uniformly drawn one — a categorical field
+    correlated with, but not identical to, the story (DESIGN §4 ``context``).
+
 Documents
     Length ``max(2, Poisson(doc_len_mean))``; words i.i.d. from the story's ``φ_k``. Output
     records are ``{"id": "d000000", "text": "...", "label": "s0", "ts": 1700000000.0}`` in
@@ -145,6 +151,8 @@ class SynthConfig:
     specific_mass: float = 0.7
     burst_docs: float = 100.0
     burst_strength: float = 1.0
+    n_sources: int = 0
+    source_fidelity: float = 0.9
 
     def __post_init__(self) -> None:
         """Reject settings the process cannot run with (ValueError, with the reason)."""
@@ -164,6 +172,8 @@ class SynthConfig:
             (0.0 < self.specific_mass < 1.0, "specific_mass must be in (0, 1)"),
             (self.burst_docs > 0, "burst_docs must be > 0"),
             (self.burst_strength >= 0, "burst_strength must be >= 0"),
+            (self.n_sources >= 0, "n_sources must be >= 0"),
+            (0.0 <= self.source_fidelity <= 1.0, "source_fidelity must be in [0, 1]"),
         ]
         for ok, message in checks:
             if not ok:
@@ -210,6 +220,7 @@ def _streams(seed: int) -> dict[str, np.random.Generator]:
         "pick",
         "residual",
         "gap",
+        "source",
     )
     children = np.random.SeedSequence(seed).spawn(len(names))
     return {name: np.random.default_rng(s) for name, s in zip(names, children, strict=True)}
@@ -372,9 +383,14 @@ class _Sequencer:
         return flat[:n]
 
 
-def _chunks(cfg: SynthConfig) -> Iterator[tuple[int, IntArray, npt.NDArray[np.int64], list[str]]]:
-    """(first stream index, story ids, timestamps in ms, texts) for successive chunks."""
+Chunk = tuple[int, IntArray, npt.NDArray[np.int64], list[str], list[str] | None]
+
+
+def _chunks(cfg: SynthConfig) -> Iterator[Chunk]:
+    """(first stream index, story ids, timestamps in ms, texts, sources or None) for successive
+    chunks."""
     rngs = _streams(cfg.seed)
+    home = rngs["source"].integers(0, max(cfg.n_sources, 1), cfg.n_stories)
     words = pseudo_words(cfg.vocab_size, rngs["vocab"])
     word_arr = np.array(words, dtype=object)
     stories = _Stories(cfg, rngs["stories"])
@@ -396,14 +412,29 @@ def _chunks(cfg: SynthConfig) -> Iterator[tuple[int, IntArray, npt.NDArray[np.in
         gaps = 1 + np.floor(rngs["gap"].exponential(999.0, n)).astype(np.int64)
         stamps = ms + np.cumsum(gaps)
         ms = int(stamps[-1])
-        yield start, story, stamps, texts
+        sources = None
+        if cfg.n_sources > 0:
+            u = rngs["source"].random(n)
+            other = rngs["source"].integers(0, cfg.n_sources, n)
+            src = np.where(u < cfg.source_fidelity, home[story], other)
+            sources = [f"src{j}" for j in src.tolist()]
+        yield start, story, stamps, texts, sources
 
 
 def generate(cfg: SynthConfig) -> Iterator[dict[str, Any]]:
-    """Yield ``{"id", "text", "label", "ts"}`` records in stream order, deterministic per seed."""
-    for start, story, stamps, texts in _chunks(cfg):
+    """Yield ``{"id", "text", "label", "ts"}`` records (and ``context`` with ``n_sources``) in
+    stream order, deterministic per seed."""
+    for start, story, stamps, texts, sources in _chunks(cfg):
         for j, (k, ms, text) in enumerate(zip(story.tolist(), stamps.tolist(), texts, strict=True)):
-            yield {"id": f"d{start + j:06d}", "text": text, "label": f"s{k}", "ts": ms / 1000}
+            rec: dict[str, Any] = {
+                "id": f"d{start + j:06d}",
+                "text": text,
+                "label": f"s{k}",
+                "ts": ms / 1000,
+            }
+            if sources is not None:
+                rec["context"] = {"source": sources[j]}
+            yield rec
 
 
 def write_jsonl(cfg: SynthConfig, path_or_stream: str | os.PathLike[str] | IO[str]) -> int:
@@ -421,10 +452,13 @@ def write_jsonl(cfg: SynthConfig, path_or_stream: str | os.PathLike[str] | IO[st
 
 def _write(cfg: SynthConfig, out: IO[str]) -> int:
     n = 0
-    for start, story, stamps, texts in _chunks(cfg):
+    for start, story, stamps, texts, sources in _chunks(cfg):
+        ctx = [""] * len(texts) if sources is None else [
+            f', "context": {{"source": "{x}"}}' for x in sources
+        ]  # fmt: skip
         lines = [
             f'{{"id": "d{start + j:06d}", "text": "{text}", "label": "s{k}", '
-            f'"ts": {ms / 1000!r}}}\n'
+            f'"ts": {ms / 1000!r}{ctx[j]}}}\n'
             for j, (k, ms, text) in enumerate(
                 zip(story.tolist(), stamps.tolist(), texts, strict=True)
             )

@@ -29,10 +29,11 @@ _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
     ("--retire-min-mass", "retire_min_mass", float, "retire clusters whose mass falls below"),
     ("--max-active-clusters", "max_active_clusters", int, "evict the lightest clusters beyond"),
     ("--seed", "seed", int, "random seed (runs are reproducible per seed)"),
-    ("--topics", "topics", int, "hdp: number of topics L"),
+    ("--topics", "topics", int, "hdp: number of topics L (keep above the live categories)"),
     ("--zeta", "zeta", float, "hdp: Dirichlet prior ζ of categories on topics"),
-    ("--gamma", "gamma", float, "hdp: category concentration γ"),
-    ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α"),
+    ("--gamma", "gamma", float, "hdp: category concentration γ (start value when resampled)"),
+    ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α (start)"),
+    ("--context-prior", "context_prior", float, "hdp: Dirichlet prior η of context values"),
 ]
 _FIELD_FLAGS = ["id", "text", "tokens", "embedding", "label", "context", "ts"]
 
@@ -45,8 +46,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--model",
         choices=["dpmm", "svi", "hdp"],
         help="inference engine: dpmm (collapsed CRP seating + Gibbs, default), svi "
-        "(streaming variational, natural-gradient steps) or hdp (category/topic HDP, "
-        "experimental)",
+        "(streaming variational, natural-gradient steps) or hdp (two-level category/topic "
+        "HDP with known labels and context)",
     )
     for flag, _, typ, help_ in _MODEL_FLAGS:
         g.add_argument(flag, type=typ, help=help_)
@@ -71,6 +72,20 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         default=None,
         help="treat documents' label field as known categories (semi-supervised: labelled "
         "documents are seated in their category; new clusters are novel)",
+    )
+    ctx = g.add_mutually_exclusive_group()
+    ctx.add_argument(
+        "--use-context",
+        dest="use_context",
+        action="store_true",
+        default=None,
+        help="hdp: documents' context fields are evidence of their category (default)",
+    )
+    ctx.add_argument(
+        "--ignore-context",
+        dest="use_context",
+        action="store_false",
+        help="hdp: cluster on content only",
     )
     b = p.add_argument_group("batching and novelty")
     b.add_argument("--batch-size", type=int, help="documents per mini-batch (default 256)")
@@ -112,6 +127,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     for _, key, _, _ in _MODEL_FLAGS:
         put("model", key, getattr(ns, key, None))
     put("model", "use_labels", getattr(ns, "use_labels", None))
+    put("model", "use_context", getattr(ns, "use_context", None))
     put("model", "deterministic", getattr(ns, "deterministic", None))
     put("batch", "max_docs", getattr(ns, "batch_size", None))
     put("novelty", "min_size", getattr(ns, "novelty_min_size", None))

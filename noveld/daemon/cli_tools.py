@@ -87,6 +87,7 @@ def _synth_config(ns: argparse.Namespace) -> Any:
             "doc_len_mean": ns.doc_len,
             "birth_rate": ns.birth_rate,
             "seed": ns.stream_seed,
+            "n_sources": ns.sources,
         }.items()
         if v is not None
     }
@@ -162,6 +163,11 @@ def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None)
     g.add_argument("--vocab", type=int, help="vocabulary size")
     g.add_argument("--doc-len", type=float, help="mean document length in tokens")
     g.add_argument("--birth-rate", type=float, help="probability that a document opens a new story")
+    g.add_argument(
+        "--sources",
+        type=int,
+        help="add a context field 'source' with this many values, 90%% the story's own",
+    )
     g.add_argument(
         "--stream-seed",
         dest="stream_seed",

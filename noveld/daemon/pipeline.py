@@ -156,6 +156,7 @@ def make_model(settings: Settings) -> ClusterModel:
                 table_alpha=m.table_alpha,
                 gamma=m.gamma,
                 resample_concentrations=m.resample_concentrations,
+                context_prior=m.context_prior,
                 sweeps=m.rejuvenation_sweeps,
                 deterministic=m.deterministic,
                 half_life_docs=m.half_life_docs,
@@ -233,7 +234,10 @@ class Pipeline:
         self.vocab = Vocabulary.from_list(self.state.vocab)
         if isinstance(self.model, HDP):
             self._bind_topic_words(self.model)
-        self.featurizer = Featurizer(self.tokenizer, self.vocab)
+        m = self.settings.model
+        self.featurizer = Featurizer(
+            self.tokenizer, self.vocab, context=m.kind == "hdp" and m.use_context
+        )
         nov = self.settings.novelty
         self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, nov.exemplars)
         self.tracker.load_json(self.state.novelty)

@@ -54,6 +54,12 @@ class ModelSettings(_Section):
     resample_concentrations: bool = Field(
         True, description="hdp: draw α and γ each batch by the auxiliary-variable method"
     )
+    use_context: bool = Field(
+        True, description="hdp: documents' context fields are categorical evidence of category"
+    )
+    context_prior: float = Field(
+        0.1, gt=0, description="hdp: Dirichlet prior η of a category's context values"
+    )
     seed: int = 0
 
 
@@ -205,12 +211,19 @@ def load_settings(
 
 def _kind_fingerprint(settings: Settings) -> dict[str, Any]:
     """Model-specific settings that shape the stored statistics: ``svi``'s step-size schedule
-    and corpus size; ``hdp``'s topic count and priors."""
+    and corpus size; ``hdp``'s topic count, priors and context use."""
     m = settings.model
     if m.kind == "svi":
         return {"kappa": m.kappa, "tau0": m.tau0, "corpus_size": m.corpus_size}
     if m.kind == "hdp":
-        return {"topics": m.topics, "zeta": m.zeta, "gamma": m.gamma, "table_alpha": m.table_alpha}
+        return {
+            "topics": m.topics,
+            "zeta": m.zeta,
+            "gamma": m.gamma,
+            "table_alpha": m.table_alpha,
+            "use_context": m.use_context,
+            "context_prior": m.context_prior,
+        }
     return {}
 
 

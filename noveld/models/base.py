@@ -16,7 +16,13 @@ if TYPE_CHECKING:
 class DocBatch:
     """A featurized mini-batch in CSR form: document ``d`` has unique word ids
     ``words[ptr[d]:ptr[d+1]]`` with their in-document ``counts``; ``lengths`` are token counts.
-    ``vocab_size`` is the vocabulary size after featurizing the batch (V in Vβ).
+    ``vocab_size`` is the vocabulary size after featurizing the batch; ``reserved`` of those
+    entries are not words (hdp topics, context values), so V in Vβ is their difference.
+
+    Optional categorical context (DESIGN §4, used by ``hdp``): document d's fields are entries
+    ``ctx_ptr[d]:ctx_ptr[d+1]`` of ``ctx_value`` (vocabulary id of "field = value"),
+    ``ctx_field`` (vocabulary id of the field) and ``ctx_card`` (distinct values of the field
+    seen so far).
     """
 
     ptr: np.ndarray
@@ -24,9 +30,19 @@ class DocBatch:
     counts: np.ndarray
     lengths: np.ndarray
     vocab_size: int
+    reserved: int = 0
+    ctx_ptr: np.ndarray | None = None
+    ctx_value: np.ndarray | None = None
+    ctx_field: np.ndarray | None = None
+    ctx_card: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.lengths.shape[0])
+
+    @property
+    def n_words(self) -> int:
+        """V: vocabulary entries that are words."""
+        return max(self.vocab_size - self.reserved, 1)
 
     @property
     def nnz(self) -> int:

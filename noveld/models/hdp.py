@@ -136,6 +136,7 @@ class HDPConfig:
     topics: int = 1000
     beta: float = 0.01
     zeta: float = 1e-4
+    context_prior: float = 0.1  # η of each category's Dirichlet–categorical context fields
     table_alpha: float = 1.0
     gamma: float = 10.0
     resample_concentrations: bool = True
@@ -193,7 +194,7 @@ class HDP:
         np.cumsum(batch.lengths, out=doc_ptr[1:])
         bwords, tok_local, word_tokens = np.unique(tokens, return_inverse=True, return_counts=True)
         n_tok = tokens.shape[0]
-        vocab_size = max(batch.vocab_size - cfg.topics, 1)  # the topic entries are not words
+        vocab_size = batch.n_words  # V: the topic and context entries are not words
         alpha, gamma = cfg.table_alpha, cfg.gamma
         uniforms = rng.random(smp.uniforms_needed(n_tok, nb, cfg.sweeps))
         tok_y = np.zeros(n_tok, dtype=np.int64)
@@ -203,7 +204,8 @@ class HDP:
         room = nb + 64
         while True:
             loc = _BatchState.gather(self.topic_words, stats, f, bwords, word_tokens, known,
-                                     cfg.topics, vocab_size * cfg.beta, room, nb)  # fmt: skip
+                                     cfg.topics, vocab_size * cfg.beta, room, nb,
+                                     batch)  # fmt: skip
             if cfg.resample_concentrations:  # γ | categories and tables so far
                 gamma = resample_dp_concentration(
                     cfg.gamma, loc.n_existing, float(loc.mk.sum()), rng, CONCENTRATION_ITERS
@@ -236,7 +238,8 @@ class HDP:
         serving = set(tab_k[open_tables].tolist())
         born_local = [k for k in range(n_existing, int(ctl[scores.CATS])) if k in serving]
         born = self._births(born_local, assign_local, tab_doc, tab_k, open_tables, cat_uid)
-        delta = self._delta(batch, tokens, tok_y, cat_uid[tok_cat], tab_uids, f, born, nb)
+        ctx_uids = cat_uid[tab_k[loc.cx[5]]]  # the category carrying each document's context
+        delta = self._delta(batch, tokens, tok_y, cat_uid[tok_cat], tab_uids, f, born, nb, ctx_uids)
         apply_additions(stats, delta)
         retired = self._retire(stats, pinned)
         delta = replace(delta, retired_uids=np.array([u for u, _, _ in retired], np.int64))
@@ -312,6 +315,8 @@ class HDP:
                 tabs,
                 n_tab,
                 log_pred,
+                cfg.context_prior,
+                loc.cx,
             )
         )
 
@@ -364,17 +369,29 @@ class HDP:
         f: float,
         born: list[tuple[int, int, float]],
         n_docs: int,
+        ctx_uids: np.ndarray,
     ) -> StatsDelta:
         """Additions of one batch: per token, +1 to (topic y, word) and to (category, topic
-        y's entry); +1 table per open table to its category's ``m``."""
+        y's entry); +1 table per open table to its category's ``m``; per context field of a
+        document, +1 to (its category, the value's entry) and (its category, the field's)."""
         assert self.topic_words is not None
         n_tok = tokens.shape[0]
         topic_uids = (TOPIC_SLOT << 40) | tok_y.astype(np.int64)  # topic_uid, vectorised
         unit_uids = np.concatenate([tab_uids, topic_uids, tok_cat_uid]).astype(np.int64)
         unit_m = np.concatenate([np.ones(tab_uids.shape[0]), np.zeros(2 * n_tok)])
         unit_n = np.concatenate([np.zeros(tab_uids.shape[0]), np.ones(2 * n_tok)])
-        e_uids = np.concatenate([topic_uids, tok_cat_uid]).astype(np.int64)
-        e_words = np.concatenate([tokens, self.topic_words[tok_y]]).astype(np.int64)
+        ctx_cat = np.zeros(0, dtype=np.int64)
+        ctx_words = np.zeros(0, dtype=np.int64)
+        if (
+            batch.ctx_ptr is not None
+            and batch.ctx_value is not None
+            and batch.ctx_field is not None
+        ):
+            per_doc = np.repeat(ctx_uids, np.diff(batch.ctx_ptr))
+            ctx_cat = np.concatenate([per_doc, per_doc])
+            ctx_words = np.concatenate([batch.ctx_value, batch.ctx_field])
+        e_uids = np.concatenate([topic_uids, tok_cat_uid, ctx_cat]).astype(np.int64)
+        e_words = np.concatenate([tokens, self.topic_words[tok_y], ctx_words]).astype(np.int64)
         delta = DPMM._delta_from_entries(
             batch,
             unit_uids,
@@ -382,7 +399,7 @@ class HDP:
             unit_n,
             e_uids,
             e_words,
-            np.ones(2 * n_tok),
+            np.ones(e_uids.shape[0]),
             f,
             born,
             [],
@@ -428,6 +445,7 @@ class _BatchState:
     ctl: np.ndarray
     known_local: np.ndarray
     n_existing: int
+    cx: tuple[np.ndarray, ...]  # (ctx_ptr, value column, field column, U, counts, context table)
 
     @property
     def uid(self) -> np.ndarray:
@@ -452,9 +470,11 @@ class _BatchState:
         vbeta: float,
         room: int,
         n_docs: int,
+        batch: DocBatch,
     ) -> _BatchState:
         """Densify what the batch needs (statistics decayed by ``decay``), with ``room`` more
-        categories than exist; ``word_tokens[j]`` is how many tokens batch word j has."""
+        categories than exist; ``word_tokens[j]`` is how many tokens batch word j has. The
+        categories' counts of the batch's context entries are columns of ``cx[4]``."""
         g = stats.scale * decay
         kmax = stats.kmax
         uids = stats.uid[:kmax]
@@ -507,7 +527,40 @@ class _BatchState:
             ctl,
             known_local,
             n_existing,
+            _context_counts(batch, stats, g, cat_of_slot, cap, n_docs),
         )
+
+
+def _context_counts(
+    batch: DocBatch,
+    stats: MultinomialStats,
+    scale: float,
+    cat_of_slot: np.ndarray,
+    cap: int,
+    n_docs: int,
+) -> tuple[np.ndarray, ...]:
+    """The sampler's context bundle: each document's entries as columns of a dense
+    (category × the batch's context entries) count matrix, and a slot for the table carrying
+    each document's context."""
+    ctx_tab = np.zeros(n_docs, dtype=np.int64)
+    if batch.ctx_ptr is None or batch.ctx_value is None or batch.ctx_field is None:
+        none = np.zeros(0, dtype=np.int64)
+        return (
+            np.zeros(n_docs + 1, dtype=np.int64), none, none, np.zeros(0), np.zeros((cap, 0)),
+            ctx_tab,
+        )  # fmt: skip
+    cols = np.unique(np.concatenate([batch.ctx_value, batch.ctx_field]))
+    counts = np.zeros((cap, cols.shape[0]))
+    kern.gather_postings(cols, stats.head, stats.nxt, stats.pk, stats.pc, cat_of_slot, scale,
+                         counts)  # fmt: skip
+    return (
+        batch.ctx_ptr.astype(np.int64),
+        np.searchsorted(cols, batch.ctx_value).astype(np.int64),
+        np.searchsorted(cols, batch.ctx_field).astype(np.int64),
+        np.asarray(batch.ctx_card, dtype=np.float64),
+        counts,
+        ctx_tab,
+    )
 
 
 def _slot_of(stats: MultinomialStats, uid: int) -> int:

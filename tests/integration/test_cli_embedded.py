@@ -39,8 +39,9 @@ def state_show(state_dir: Path) -> dict[str, Any]:
 def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "stream.jsonl"
     out = noveld(
-        "generate", "--docs", "6000", "--stories", "25", "--stream-seed", "7", "--out", str(path)
-    )
+        "generate", "--docs", "6000", "--stories", "25", "--stream-seed", "7", "--sources", "5",
+        "--out", str(path),
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     return path
 
@@ -49,8 +50,9 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def big_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "big.jsonl"
     out = noveld(
-        "generate", "--docs", str(BIG), "--stories", "60", "--stream-seed", "3", "--out", str(path)
-    )
+        "generate", "--docs", str(BIG), "--stories", "60", "--stream-seed", "3", "--sources", "8",
+        "--out", str(path),
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     return path
 

@@ -15,6 +15,7 @@ from noveld.featurize import (
     Vocabulary,
     batch_from_flat,
     build_batch,
+    context_tokens,
 )
 from noveld.models.base import DocBatch
 from noveld.schema import Document
@@ -219,3 +220,51 @@ def test_featurize_matches_per_document_reference(texts: list[str]) -> None:
     ids = [ref_vocab.ids(tok.tokenize(t)) for t in texts]
     assert empty == [i for i, x in enumerate(ids) if not x]
     _assert_same_batch(batch, DocBatch.from_docs([x for x in ids if x], len(ref_vocab)))
+
+
+def test_context_fields_become_reserved_entries_with_field_cardinalities() -> None:
+    vocab = Vocabulary()
+    feat = Featurizer(Tokenizer(), vocab, context=True)
+    docs = [
+        Document(id="a", text="quake hits", context={"source": "ap", "section": "world"}),
+        Document(id="b", text="no content words ..."),
+        Document(id="c", text="!!!", context={"source": "x"}),  # empty: not in the batch
+        Document(id="d", text="quake again", context={"source": "reuters"}),
+    ]
+    batch, empty = feat.featurize(docs)
+    assert empty == [2]
+    assert batch.ctx_ptr is not None and batch.ctx_ptr.tolist() == [0, 2, 2, 3]
+    assert batch.ctx_value is not None and batch.ctx_field is not None
+    names = [vocab.word(int(i)) for i in batch.ctx_value]
+    assert names == [  # fields in name order, values after the batch's words
+        context_tokens("section", "world")[0],
+        context_tokens("source", "ap")[0],
+        context_tokens("source", "reuters")[0],
+    ]
+    assert [vocab.word(int(i)) for i in batch.ctx_field] == [
+        context_tokens("section", "world")[1],
+        context_tokens("source", "ap")[1],
+        context_tokens("source", "ap")[1],
+    ]
+    assert batch.ctx_card is not None and batch.ctx_card.tolist() == [1.0, 2.0, 2.0]
+    assert vocab.reserved == 5 and batch.reserved == 5  # 3 values + 2 fields
+    assert batch.n_words == len(vocab) - 5 == 6
+    assert vocab.context_values("source") == 2 and vocab.context_values("nope") == 0
+    again = Vocabulary.from_list(vocab.to_list())
+    assert again.reserved == 5 and again.context_values("source") == 2
+    again.truncate(len(vocab) - 1)  # the last entry added was the "source" field's
+    assert again.reserved == 4
+    seen, _ = Featurizer(Tokenizer(), vocab, context=True).featurize(
+        [Document(id="e", text="quake", context={"source": "new-one", "section": "world"})],
+        grow=False,
+    )  # read-only: an unseen value is dropped, a known one kept
+    assert seen.ctx_value is not None
+    assert [vocab.word(int(i)) for i in seen.ctx_value] == [context_tokens("section", "world")[0]]
+
+
+def test_featurizer_ignores_context_unless_asked() -> None:
+    vocab = Vocabulary()
+    batch, _ = Featurizer(Tokenizer(), vocab).featurize(
+        [Document(id="a", text="quake hits", context={"source": "ap"})]
+    )
+    assert batch.ctx_ptr is None and vocab.reserved == 0 and len(vocab) == 2

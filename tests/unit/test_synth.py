@@ -7,7 +7,7 @@ import io
 import itertools
 import json
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +181,16 @@ def test_write_jsonl_matches_generate(tmp_path: Path) -> None:
 def test_invalid_config_raises(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         SynthConfig(**bad)
+
+
+def test_sources_add_a_context_field_correlated_with_the_story() -> None:
+    plain = list(generate(SynthConfig(n_docs=3000, seed=5)))
+    with_src = list(generate(SynthConfig(n_docs=3000, seed=5, n_sources=6, source_fidelity=0.8)))
+    assert [{k: v for k, v in r.items() if k != "context"} for r in with_src] == plain
+    by_story: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in with_src:
+        by_story[r["label"]][r["context"]["source"]] += 1
+    home = sum(c.most_common(1)[0][1] for c in by_story.values())
+    assert 0.8 <= home / len(with_src) <= 0.9  # 80 % home source, plus a sixth of the rest
+    assert len({s for c in by_story.values() for s in c}) == 6
+    assert "context" not in plain[0]

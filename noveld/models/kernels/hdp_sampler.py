@@ -44,6 +44,7 @@ from noveld.models.kernels.hdp_scores import (
     OVERFLOW,
     Arrays,
     choose_block_category,
+    context_log_likelihood,
     draw_topic,
     pick,
     pick_log,
@@ -235,17 +236,41 @@ def _word_table(
 
 
 @njit(cache=True)
+def _context_weights(
+    d: int, kmax: int, eta: float, cx: Arrays, extra: np.ndarray, none: np.ndarray
+) -> np.ndarray:
+    """Document d's context log likelihood under each category and a new one, or ``none``
+    (zeros) when it has no context."""
+    if cx[0][d + 1] == cx[0][d]:
+        return none
+    for k in range(kmax):
+        extra[k] = context_log_likelihood(d, k, eta, cx)
+    extra[kmax] = context_log_likelihood(d, -1, eta, cx)
+    return extra
+
+
+@njit(cache=True)
+def _move_context(d: int, k: int, s: float, cx: Arrays) -> None:
+    """Add (s = 1) or remove (s = −1) document d's context observations in category k."""
+    ctx_ptr, col_v, col_f, cvk = cx[0], cx[1], cx[2], cx[4]
+    for j in range(ctx_ptr[d], ctx_ptr[d + 1]):
+        cvk[k, col_v[j]] += s
+        cvk[k, col_f[j]] += s
+
+
+@njit(cache=True)
 def _seat_document(
     d: int, lo: int, hi: int, tok_word: np.ndarray, known: np.ndarray, zeta: float,
     beta: float, vbeta: float, gamma: float, tw: Arrays, cat: Arrays, ix: Arrays,
     ctl: np.ndarray, tok_t: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: Arrays,
     ws: np.ndarray, wts: np.ndarray, rng_u: np.ndarray, ui: int, deterministic: bool,
-    n_tab: int, log_pred: np.ndarray,
+    n_tab: int, log_pred: np.ndarray, eta: float, cx: Arrays, extra: Arrays,
 ) -> tuple[int, int]:  # fmt: skip
     """First pass for document d: one table, its category by eq. 6 with the topics summed out
     (fixed for a known document), then each word's topic by eq. 7. An unlabelled document's
     log predictive given everything seated before it goes to ``log_pred[d]`` (eqs. 2 and 6:
-    ``log [Σ_k m_k p(d|k) + γ p(d|new)] − log(M + γ)``). Returns (tables used, next uniform);
+    ``log [Σ_k m_k p(d|k) + γ p(d|new)] − log(M + γ)``, with its context when it has one). The
+    table carries the document's context (``cx[5][d]``). Returns (tables used, next uniform);
     tables used −1 when out of category capacity."""
     tab_doc, tab_k, tab_size = tabs
     mk = cat[2]
@@ -257,8 +282,10 @@ def _seat_document(
     else:
         kmax = ctl[CATS]
         total = np.empty(1)
+        weights = _context_weights(d, kmax, eta, cx, extra[0], extra[1])
         kc = choose_block_category(ws[:n], zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax,
-                                   scratch, wts, rng_u[ui], deterministic, total)  # fmt: skip
+                                   scratch, wts, rng_u[ui], deterministic, total,
+                                   weights)  # fmt: skip
         log_pred[d] = total[0] - math.log(mk[:kmax].sum() + gamma)
         if kc == kmax:
             kc = _open_category(ctl, cat)
@@ -270,6 +297,8 @@ def _seat_document(
     tab_k[t] = kc
     tab_size[t] = n
     mk[kc] += 1.0
+    cx[5][d] = t
+    _move_context(d, kc, 1.0, cx)
     for i in range(lo, hi):
         w = tok_word[i]
         y = draw_topic(w, kc, zeta, beta, tw, cat, ix, ctl, wts, rng_u[ui], deterministic)
@@ -286,11 +315,12 @@ def _table_category(
     gamma: float, blocked: bool, tw: Arrays, cat: Arrays, ix: Arrays, ctl: np.ndarray,
     tok_t: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: Arrays, ws: np.ndarray,
     ys: np.ndarray, idx: np.ndarray, wts: np.ndarray, rng_u: np.ndarray, ui: int,
-    deterministic: bool,
+    deterministic: bool, d: int, eta: float, cx: Arrays, extra: Arrays,
 ) -> int:  # fmt: skip
-    """The k-step for open table t of the document spanning ``lo:hi``: take the table out,
+    """The k-step for open table t of document d, spanning ``lo:hi``: take the table out,
     draw its category — eq. 6 given its topics, or with ``blocked`` the category and topics
-    together — and put it back. Returns the next uniform (−1: out of category capacity)."""
+    together; times the document's context likelihood when t carries it — and put it back.
+    Returns the next uniform (−1: out of category capacity)."""
     tab_k = tabs[1]
     mk = cat[2]
     n = 0
@@ -303,12 +333,18 @@ def _table_category(
             move_token(tok_word[i], tok_y[i], tab_k[t], -1.0, vbeta, tw, cat, ix, ctl)
     mk[tab_k[t]] -= 1.0
     kmax = ctl[CATS]
+    weights = extra[1]
+    if cx[5][d] == t:
+        _move_context(d, tab_k[t], -1.0, cx)
+        weights = _context_weights(d, kmax, eta, cx, extra[0], extra[1])
     if blocked:
         kc = choose_block_category(ws[:n], zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax,
-                                   scratch, wts, rng_u[ui], deterministic,
-                                   np.empty(1))  # fmt: skip
+                                   scratch, wts, rng_u[ui], deterministic, np.empty(1),
+                                   weights)  # fmt: skip
     else:
         wts[kmax] = math.log(gamma) + table_category_logweights(ys[:n], zeta, cat, kmax, wts)
+        for k in range(kmax + 1):
+            wts[k] += weights[k]
         kc = pick_log(wts, kmax + 1, rng_u[ui], deterministic)
     ui += 1
     if kc == kmax:
@@ -317,6 +353,8 @@ def _table_category(
             return -1
     tab_k[t] = kc
     mk[kc] += 1.0
+    if cx[5][d] == t:
+        _move_context(d, kc, 1.0, cx)
     for q in range(n):
         i = idx[q]
         if blocked:
@@ -351,6 +389,8 @@ def sample_batch(
     tabs: Arrays,
     n_tab: int,
     log_pred: np.ndarray,
+    eta: float,
+    cx: Arrays,
 ) -> int:
     """Seat a batch (``first_sweep == 0``) and/or run Gibbs sweeps ``max(first_sweep, 1) ..
     n_sweeps`` over its variables: per word its table (eq. 3) and topic (eq. 7), then per table
@@ -363,6 +403,8 @@ def sample_batch(
     ties go to the oldest. ``rng_u`` holds :func:`uniforms_needed` uniforms; pass ``s`` uses
     the ``s``-th share, so one call may stop after the seating and another continue with new
     α or γ. The seating writes each unlabelled document's log predictive to ``log_pred[d]``.
+    Context (``cx = (ctx_ptr, value column, field column, U, counts[k, column], context
+    table)``, prior ``eta``) enters the category choice of the table carrying it.
     """
     okl = cat[0]
     n_docs = doc_ptr.shape[0] - 1
@@ -383,6 +425,7 @@ def sample_batch(
     open_tabs = np.empty(max_len, dtype=np.int64)
     per_pass = 5 * n_tok + n_docs
     inv, inv_sum = tw[2], tw[3]
+    extra = (np.empty(okl.shape[0] + 1), np.zeros(okl.shape[0] + 1))
     for sweep in range(first_sweep, n_sweeps + 1):
         ui = per_pass * sweep
         for d in range(n_docs):
@@ -392,7 +435,7 @@ def sample_batch(
                 n_tab, ui = _seat_document(
                     d, lo, hi, tok_word, known, zeta, beta, vbeta, gamma, tw, cat, ix, ctl,
                     tok_t, tok_y, tabs, scratch, ws, wts, rng_u, ui, deterministic, n_tab,
-                    log_pred,
+                    log_pred, eta, cx, extra,
                 )  # fmt: skip
                 if n_tab < 0:
                     return -1
@@ -427,7 +470,8 @@ def sample_batch(
                     continue
                 ui = _table_category(
                     t, lo, hi, tok_word, zeta, beta, vbeta, gamma, blocked, tw, cat, ix, ctl,
-                    tok_t, tok_y, tabs, scratch, ws, ys, idx, wts, rng_u, ui, deterministic,
+                    tok_t, tok_y, tabs, scratch, ws, ys, idx, wts, rng_u, ui, deterministic, d,
+                    eta, cx, extra,
                 )  # fmt: skip
                 if ui < 0:
                     return -1

@@ -215,10 +215,12 @@ def draw_topic(
 def choose_block_category(
     ws: np.ndarray, zeta: float, beta: float, vbeta: float, gamma: float, tw: Arrays,
     cat: Arrays, ix: Arrays, ctl: np.ndarray, kmax: int, scratch: Arrays, logw: np.ndarray,
-    u: float, deterministic: bool, log_total: np.ndarray,
+    u: float, deterministic: bool, log_total: np.ndarray, extra: np.ndarray,
 ) -> int:  # fmt: skip
     """Eq. 6 for a table of words ``ws`` with their topics summed out
-    (:func:`block_log_predictive`): a local category, or ``kmax`` for a new one.
+    (:func:`block_log_predictive`): a local category, or ``kmax`` for a new one. ``extra[k]``
+    (``extra[kmax]`` for a new category) is added to each log weight: the document's context
+    likelihood, or zeros.
 
     MAP scores every category by :func:`upper_bound_log_predictive` first and exactly only
     those whose bound reaches the best exact score so far (the result is the exact argmax,
@@ -244,11 +246,12 @@ def choose_block_category(
         y += 1
     n_empty = n_empty if m == min(n, n_empty) else m
     args = (zeta, beta, tw, cat, ix, phi_sums, best_used, empties, n_empty, own_t, own_c)
-    logw[kmax] = math.log(gamma) + block_log_predictive(ws, -1, *args)
+    logw[kmax] = math.log(gamma) + block_log_predictive(ws, -1, *args) + extra[kmax]
     if not deterministic:
         for k in range(kmax):
             live = alive[k] and mk[k] > 0.0
-            logw[k] = math.log(mk[k]) + block_log_predictive(ws, k, *args) if live else -np.inf
+            lw = math.log(mk[k]) + block_log_predictive(ws, k, *args) + extra[k]
+            logw[k] = lw if live else -np.inf
         log_total[0] = _log_sum_exp(logw, kmax + 1)
         return pick_log(logw, kmax + 1, u, False)
     outside = 0.0  # the most a topic outside a category can weigh for a word, own counts aside
@@ -263,6 +266,8 @@ def choose_block_category(
             outside = max(outside, n_empty * zeta * phi(w, empties[j], nlw, inv, beta))
     upper_bound_log_predictive(ws, zeta, beta, tw, cat, ix, kmax, phi_sums, phi_top,
                                outside * (1.0 + 1e-9), acc, logw)  # fmt: skip
+    for k in range(kmax):
+        logw[k] += extra[k]
     best, best_v = kmax, logw[kmax]
     first = -1
     for k in range(kmax):
@@ -272,7 +277,7 @@ def choose_block_category(
         k = first if q < 0 else q
         if k < 0 or (q >= 0 and k == first) or logw[k] < best_v:
             continue
-        v = math.log(mk[k]) + block_log_predictive(ws, k, *args)
+        v = math.log(mk[k]) + block_log_predictive(ws, k, *args) + extra[k]
         logw[k] = v
         if v > best_v or (v == best_v and k < best):
             best, best_v = k, v
@@ -354,3 +359,21 @@ def upper_bound_log_predictive(
                 lw += math.log(prod)
                 prod = 1.0
         out[k] = lw + math.log(prod)
+
+
+@njit(cache=True)
+def context_log_likelihood(
+    d: int, k: int, eta: float, cx: Arrays
+) -> float:  # fmt: skip
+    """Document d's context under category k (``k < 0``: a new one), a Dirichlet(η)–categorical
+    per field (paper 001's context observation at the category level):
+    ``Σ_f log (η + c_k,f=v) / (η U_f + c_k,f)``, ``U_f`` the field's distinct values seen.
+    ``cx = (ctx_ptr, value column, field column, U, counts[k, column], ...)``."""
+    ctx_ptr, col_v, col_f, card, cvk = cx[0], cx[1], cx[2], cx[3], cx[4]
+    out = 0.0
+    for j in range(ctx_ptr[d], ctx_ptr[d + 1]):
+        if k < 0:
+            out -= math.log(card[j])
+        else:
+            out += math.log((eta + cvk[k, col_v[j]]) / (eta * card[j] + cvk[k, col_f[j]]))
+    return out
