@@ -23,6 +23,7 @@ import numpy as np
 from noveld.models.base import BatchResult, DocBatch, StatsDelta
 from noveld.models.dpmm import (
     DPMM,
+    SPLIT_ROUNDS,
     DPMMConfig,
     advance_documents,
     apply_additions,
@@ -58,7 +59,9 @@ def step_size(t: int, tau0: float, kappa: float) -> float:
 
 class SVI(DPMM):
     """The ``svi`` model: variational local step, natural-gradient global step, births by CRP
-    seating against the prior, MAP merges of new components, pruning of faded ones."""
+    seating against the prior, burst splits (``split``: responsibilities hardened to the top
+    component, then ``dpmm``'s split move on the expected counts), MAP merges of new
+    components, pruning of faded ones."""
 
     kind = "svi"
     config: SVIConfig
@@ -86,7 +89,14 @@ class SVI(DPMM):
         corpus = cfg.corpus_size or float(stats.ictl[kern.DOCS_SEEN] + nb)
         gain = rho * corpus / nb
         sweeps = cfg.rejuvenation_sweeps
-        stats.reserve(nb * (1 + sweeps), batch.nnz * top * (1 + sweeps), batch.vocab_size)
+        # room for the local step's provisional additions and the splits' moves up front: the
+        # pool must not compact while they are in it (they are undone entry by entry)
+        rounds = SPLIT_ROUNDS if cfg.split else 0
+        stats.reserve(
+            nb * (1 + sweeps + rounds),
+            batch.nnz * (top * (1 + sweeps) + 2 * rounds),
+            batch.vocab_size,
+        )
         stats.fresh[:] = False
         elogpi, elogpi_new = self._sticks(stats)
         r_slot = np.empty((nb, top), dtype=np.int64)
@@ -107,6 +117,17 @@ class SVI(DPMM):
             stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl,
             np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin, forced, sweeps,
         )  # fmt: skip
+        if cfg.split:  # hard responsibilities, then bursts out of older components (as dpmm)
+            vkern.harden_responsibilities(
+                batch.ptr, batch.words, batch.counts, batch.lengths, r_slot, r_val, forced,
+                stats.scale, stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc,
+                stats.ictl,
+            )  # fmt: skip
+            assign = r_slot[:, 0].copy()
+            self._split_bursts(batch, assign, stats, forced)
+            r_slot[:, 0] = assign
+        if stats.m.shape != saved_m.shape or int(stats.ictl[kern.POOL_USED]) < used:
+            raise RuntimeError("svi: the statistics were reallocated during the local step")
         stats.m[:], stats.ntok[:] = saved_m, saved_n
         stats.pc[:used] = saved_pc
         stats.pc[used : int(stats.ictl[kern.POOL_USED])] = 0.0

@@ -217,3 +217,27 @@ def test_a_mixed_group_leaves_the_old_storys_documents_behind() -> None:
     moved = model()._split_bursts(batch, assign, stats, np.full(4, -1, dtype=np.int64))
     assert moved == 1 and assign[0] == 0  # the old story's document stays
     assert len(set(assign[1:].tolist())) == 1 and assign[1] != 0  # the burst moves together
+
+
+def test_svi_splits_a_burst_out_of_an_old_component_and_replays_exactly() -> None:
+    """``svi`` with ``split``: the batch's responsibilities are hardened and the burst the
+    local step seated in the old story's component leaves it as a new component."""
+    from noveld.models.svi import SVI, SVIConfig
+
+    cfg = SVIConfig(alpha=0.002, beta=0.05, alpha_scaling="none", discount=0.0, deterministic=True)
+    outcomes = {}
+    for split in (True, False):
+        m = SVI(replace(cfg, split=split))
+        live = m.new_state()
+        replayed = MultinomialStats()
+        rng = np.random.default_rng(0)
+        r1 = m.partial_fit(DocBatch.from_docs(OLD, VOCAB), live, rng)
+        replay_delta(replayed, r1.delta, 0.0)
+        r2 = m.partial_fit(DocBatch.from_docs(BURST, VOCAB), live, rng)
+        replay_delta(replayed, r2.delta, 0.0)
+        assert state_digest(NamespaceState({}, replayed)) == state_digest(NamespaceState({}, live))
+        outcomes[split] = (int(r1.assignments[0]), r2.assignments.tolist(), r2.born)
+    old, burst, born = outcomes[True]
+    assert len(set(burst)) == 1 and burst[0] != old and [u for u, _, _ in born] == [burst[0]]
+    old, burst, born = outcomes[False]
+    assert burst == [old] * 3 and born == []  # without the split it stays in the old story

@@ -195,3 +195,49 @@ def test_step_size_schedule() -> None:
     with pytest.raises(ValueError):
         SVIConfig(kappa=0.5)
     assert math.isfinite(step_size(10**9, 0.0, 1.0))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_hardening_moves_each_document_wholly_to_its_top_component(seed: int) -> None:
+    """After ``harden_responsibilities`` the pool holds exactly what adding each document
+    with weight 1 to its most responsible component gives (forced documents untouched)."""
+    _, stats = fitted(seed, split=False)
+    rng = np.random.default_rng(seed)
+    batch = DocBatch.from_docs(random_docs(rng, 10, 30), 30)
+    slots = stats.active_slots()
+    nb, top = len(batch), 3
+    r_slot = np.full((nb, top), -1, dtype=np.int64)
+    r_val = np.zeros((nb, top))
+    for d in range(nb):
+        k = rng.choice(slots, size=min(top, slots.shape[0]), replace=False)
+        r = rng.dirichlet(np.ones(k.shape[0]))
+        order = np.argsort(-r)
+        r_slot[d, : k.shape[0]], r_val[d, : k.shape[0]] = k[order], r[order]
+    forced = np.full(nb, -1, dtype=np.int64)
+    forced[0] = r_slot[0, 0]  # a labelled document keeps what it has
+    r_slot[0, 1:], r_val[0] = -1, [1.0, 0.0, 0.0]
+    expected = {int(k): dict(zip(*stats.word_counts(int(k)), strict=True)) for k in slots}
+    for d in range(nb):  # the soft provisional additions, and the hard reference
+        w, c = batch.doc(d)
+        for t in range(top):
+            if r_slot[d, t] >= 0:
+                vkern.add_document(
+                    int(r_slot[d, t]), w, c, int(batch.lengths[d]), r_val[d, t] / stats.scale,
+                    stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl,
+                )  # fmt: skip
+        ref = expected[int(r_slot[d, 0])]
+        for word, cnt in zip(w.tolist(), c.tolist(), strict=True):
+            ref[word] = ref.get(word, 0.0) + cnt
+    vkern.harden_responsibilities(
+        batch.ptr, batch.words, batch.counts, batch.lengths, r_slot, r_val, forced, stats.scale,
+        stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl,
+    )  # fmt: skip
+    assert np.all(r_slot[:, 1:] == -1) and np.all(r_val[:, 0] == 1.0)
+    for k in slots.tolist():
+        ws, cs = stats.word_counts(k)
+        got = {w: c for w, c in zip(ws.tolist(), cs.tolist(), strict=True) if abs(c) > 1e-9}
+        want = {w: c for w, c in expected[k].items() if abs(c) > 1e-9}
+        assert got.keys() == want.keys()
+        for w in got:
+            assert got[w] == pytest.approx(want[w], abs=1e-9)

@@ -304,3 +304,40 @@ def _seat_one(
         k = r_slot[d, t]
         if k >= 0:
             add_document(k, wd, cd, nd, r_val[d, t] / g, m, ntok, head, nxt, pk, pc, ictl)
+
+
+@njit(cache=True)
+def harden_responsibilities(
+    ptr: np.ndarray,
+    words: np.ndarray,
+    counts: np.ndarray,
+    lengths: np.ndarray,
+    r_slot: np.ndarray,
+    r_val: np.ndarray,
+    forced: np.ndarray,
+    g: float,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    ictl: np.ndarray,
+) -> None:
+    """Give each document wholly to its most responsible component (``r = 1`` on
+    ``r_slot[d, 0]``), moving its provisional ``r``-weighted counts there from the others."""
+    for d in range(lengths.shape[0]):
+        if forced[d] >= 0 or r_slot[d, 1] < 0:
+            continue
+        wd = words[ptr[d] : ptr[d + 1]]
+        cd = counts[ptr[d] : ptr[d + 1]]
+        for t in range(1, r_slot.shape[1]):
+            k = r_slot[d, t]
+            if k < 0:
+                continue
+            r = r_val[d, t]
+            add_document(k, wd, cd, lengths[d], -r / g, m, ntok, head, nxt, pk, pc, ictl)
+            add_document(r_slot[d, 0], wd, cd, lengths[d], r / g, m, ntok, head, nxt, pk, pc, ictl)
+            r_slot[d, t] = -1
+            r_val[d, t] = 0.0
+        r_val[d, 0] = 1.0
