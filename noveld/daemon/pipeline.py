@@ -157,6 +157,7 @@ def make_model(settings: Settings) -> ClusterModel:
                 gamma=m.gamma,
                 resample_concentrations=m.resample_concentrations,
                 context_prior=m.context_prior,
+                split=m.split,
                 sweeps=m.rejuvenation_sweeps,
                 deterministic=m.deterministic,
                 half_life_docs=m.half_life_docs,

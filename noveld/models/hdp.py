@@ -141,6 +141,7 @@ class HDPConfig:
     gamma: float = 10.0
     resample_concentrations: bool = True
     blocked: bool = True
+    split: bool = True
     sweeps: int = 2
     deterministic: bool = True
     half_life_docs: float = 0.0
@@ -212,6 +213,13 @@ class HDP:
                 )
             n_tab = self._sample(loc, doc_ptr, tok_local, uniforms, vocab_size, alpha, gamma,
                                  tok_y, tok_t, tabs, 0, 0, 0, log_pred)  # fmt: skip
+            if n_tab >= 0 and cfg.split:  # bursts seated in old categories get their own
+                moved = smp.split_bursts(
+                    doc_ptr, tok_local, loc.known_local, loc.n_existing, cfg.beta,
+                    vocab_size * cfg.beta, cfg.zeta, gamma, loc.tw, loc.cat, loc.ix, loc.ctl,
+                    tok_y, tok_t, tabs, n_tab, cfg.context_prior, loc.cx,
+                )  # fmt: skip
+                n_tab = n_tab if moved >= 0 else -1
             if n_tab >= 0 and cfg.sweeps > 0:
                 if cfg.resample_concentrations:  # α | the batch's seating
                     alpha = self._resample_alpha(alpha, doc_ptr, tabs[0], tabs[2], n_tab, rng)

@@ -333,3 +333,29 @@ def test_context_counts_replay_exactly_and_sum_to_documents() -> None:
     )
     per_field = sum(v[2].get(field_id, 0) for v in t.values())
     assert per_value == pytest.approx(120) and per_field == pytest.approx(120)  # one per document
+
+
+def test_a_burst_seated_in_an_old_category_gets_its_own() -> None:
+    """The hdp burst split: a new story's documents, each closer to an old category than to a
+    new one when seated alone, leave it together when that raises the posterior."""
+    old = [[TOPICS + w for w in (0, 1, 2, 3)]] * 8
+    burst = [[TOPICS + w for w in ws] for ws in ([3, 8, 9, 10], [8, 9, 10, 11], [3, 8, 9, 11])]
+    out = {}
+    for split in (True, False):
+        model = make_model(deterministic=True, sweeps=0, gamma=0.05, split=split,
+                           resample_concentrations=False)  # fmt: skip
+        live = NamespaceState({}, model.new_state())
+        replayed = NamespaceState({}, MultinomialStats())
+        r1 = model.partial_fit(DocBatch.from_docs(old, TOPICS + WORDS), live.stats,
+                               np.random.default_rng(0))  # fmt: skip
+        replay_delta(replayed.stats, r1.delta, 0.0)
+        r2 = model.partial_fit(DocBatch.from_docs(burst, TOPICS + WORDS), live.stats,
+                               np.random.default_rng(1))  # fmt: skip
+        replay_delta(replayed.stats, r2.delta, 0.0)
+        assert state_digest(replayed) == state_digest(live)
+        out[split] = (int(r1.assignments[0]), r2.assignments.tolist(), r2.born)
+    old_uid, got, born = out[False]
+    assert got == [old_uid] * 3 and born == []  # seated one by one, the burst joins the old
+    old_uid, got, born = out[True]
+    assert len(set(got)) == 1 and got[0] != old_uid
+    assert [(u, d) for u, d, _ in born] == [(got[0], 0)]
