@@ -158,6 +158,7 @@ def make_model(settings: Settings) -> ClusterModel:
                 resample_concentrations=m.resample_concentrations,
                 context_prior=m.context_prior,
                 split=m.split,
+                merge=m.merge,
                 sweeps=m.rejuvenation_sweeps,
                 deterministic=m.deterministic,
                 half_life_docs=m.half_life_docs,

@@ -46,7 +46,7 @@ class ModelSettings(_Section):
     topics: int = Field(
         1000, ge=1, le=10_000, description="hdp: number of topics L (more than live categories)"
     )
-    zeta: float = Field(1e-4, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
+    zeta: float = Field(1e-3, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
     gamma: float = Field(10.0, gt=0, description="hdp: category concentration γ (start value)")
     table_alpha: float = Field(
         1.0, gt=0, description="hdp: per-document table concentration α (start value)"

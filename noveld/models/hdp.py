@@ -38,6 +38,7 @@ from noveld.models.dpmm import (
     finish_delta,
 )
 from noveld.models.kernels import hdp as kern
+from noveld.models.kernels import hdp_moves as moves
 from noveld.models.kernels import hdp_sampler as smp
 from noveld.models.kernels import hdp_scores as scores
 from noveld.models.kernels import multinomial as mkern
@@ -135,13 +136,14 @@ class HDPConfig:
 
     topics: int = 1000
     beta: float = 0.01
-    zeta: float = 1e-4
+    zeta: float = 1e-3
     context_prior: float = 0.1  # η of each category's Dirichlet–categorical context fields
     table_alpha: float = 1.0
     gamma: float = 10.0
     resample_concentrations: bool = True
     blocked: bool = True
     split: bool = True
+    merge: bool = True
     sweeps: int = 2
     deterministic: bool = True
     half_life_docs: float = 0.0
@@ -213,13 +215,9 @@ class HDP:
                 )
             n_tab = self._sample(loc, doc_ptr, tok_local, uniforms, vocab_size, alpha, gamma,
                                  tok_y, tok_t, tabs, 0, 0, 0, log_pred)  # fmt: skip
-            if n_tab >= 0 and cfg.split:  # bursts seated in old categories get their own
-                moved = smp.split_bursts(
-                    doc_ptr, tok_local, loc.known_local, loc.n_existing, cfg.beta,
-                    vocab_size * cfg.beta, cfg.zeta, gamma, loc.tw, loc.cat, loc.ix, loc.ctl,
-                    tok_y, tok_t, tabs, n_tab, cfg.context_prior, loc.cx,
-                )  # fmt: skip
-                n_tab = n_tab if moved >= 0 else -1
+            if n_tab >= 0:
+                n_tab = self._group_moves(loc, doc_ptr, tok_local, vocab_size, gamma, tok_y,
+                                          tok_t, tabs, n_tab)  # fmt: skip
             if n_tab >= 0 and cfg.sweeps > 0:
                 if cfg.resample_concentrations:  # α | the batch's seating
                     alpha = self._resample_alpha(alpha, doc_ptr, tabs[0], tabs[2], n_tab, rng)
@@ -280,6 +278,37 @@ class HDP:
         return words, weights
 
     # ---- internals ------------------------------------------------------------------------
+    def _group_moves(
+        self,
+        loc: _BatchState,
+        doc_ptr: np.ndarray,
+        tok_local: np.ndarray,
+        vocab_size: int,
+        gamma: float,
+        tok_y: np.ndarray,
+        tok_t: np.ndarray,
+        tabs: tuple[np.ndarray, ...],
+        n_tab: int,
+    ) -> int:
+        """After the seating: bursts out of older categories (``split``), then merges of the
+        batch's new categories (``merge``); −1 when a move needed more category room."""
+        cfg = self.config
+        common = (cfg.beta, vocab_size * cfg.beta, cfg.zeta, gamma, loc.tw, loc.cat, loc.ix,
+                  loc.ctl, tok_y, tok_t, tabs)  # fmt: skip
+        scratch = moves.scratch_for(tok_local.shape[0])
+        if cfg.split:
+            moved = moves.split_bursts(doc_ptr, tok_local, loc.known_local, loc.n_existing,
+                                       *common, n_tab, cfg.context_prior, loc.cx,
+                                       scratch)  # fmt: skip
+            if moved < 0:
+                return -1
+        if cfg.merge:
+            merged = moves.merge_births(doc_ptr, tok_local, loc.n_existing, *common,
+                                        cfg.context_prior, loc.cx, scratch)  # fmt: skip
+            if merged < 0:
+                return -1
+        return n_tab
+
     def _sample(
         self,
         loc: _BatchState,

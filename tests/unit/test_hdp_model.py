@@ -306,7 +306,10 @@ def test_context_separates_categories_the_text_cannot() -> None:
 
     nmi = {}
     for with_context in (True, False):
-        model = make_model(deterministic=True, gamma=1.0)
+        # merges off: the two stories' words come from one distribution, so pooling them into
+        # one category is, by words alone, worth more than these 15-document categories'
+        # context evidence against it; the merge move weighs the whole posterior (tested below)
+        model = make_model(deterministic=True, gamma=1.0, merge=False)
         stats = model.new_state()
         batch_list, truth = context_batches(10, with_context)
         pred: list[int] = []
@@ -359,3 +362,25 @@ def test_a_burst_seated_in_an_old_category_gets_its_own() -> None:
     old_uid, got, born = out[True]
     assert len(set(got)) == 1 and got[0] != old_uid
     assert [(u, d) for u, d, _ in born] == [(got[0], 0)]
+
+
+def test_births_of_one_story_in_a_batch_are_merged() -> None:
+    """Two categories opened in one batch for documents of one story (seated before either had
+    weight) become one when that raises the collapsed posterior: a whole-group merge."""
+    docs = [[TOPICS + w for w in ws] for ws in (
+        [0, 1, 2], [3, 4, 5], [0, 1, 3, 4], [2, 5, 0, 3], [1, 4, 2, 5], [0, 1, 2], [3, 4, 5]
+    )]  # fmt: skip
+    out = {}
+    for merge in (True, False):
+        model = make_model(deterministic=True, sweeps=0, gamma=0.5, merge=merge, split=False,
+                           resample_concentrations=False)  # fmt: skip
+        live = NamespaceState({}, model.new_state())
+        replayed = NamespaceState({}, MultinomialStats())
+        r = model.partial_fit(DocBatch.from_docs(docs, TOPICS + WORDS), live.stats,
+                              np.random.default_rng(0))  # fmt: skip
+        replay_delta(replayed.stats, r.delta, 0.0)
+        assert state_digest(replayed) == state_digest(live)
+        out[merge] = (r.assignments.tolist(), [(u, d) for u, d, _ in r.born])
+    assert len(set(out[False][0])) == 2 and len(out[False][1]) == 2
+    merged, born = out[True]
+    assert len(set(merged)) == 1 and born == [(merged[0], 0)]  # founded by the first document

@@ -43,12 +43,9 @@ from noveld.models.kernels.hdp_scores import (
     NEXT_UID,
     OVERFLOW,
     Arrays,
-    best_used_topic,
     choose_block_category,
     context_log_likelihood,
     draw_topic,
-    group_log_predictive,
-    phi_sum,
     pick,
     pick_log,
 )
@@ -420,7 +417,7 @@ def sample_batch(
     scratch = (
         np.empty(max_len), np.empty(max_len, dtype=np.int64), np.empty(max_len, dtype=np.int64),
         np.empty(max_len, dtype=np.int64), np.empty(max_len), np.empty(max_len),
-        np.empty((okl.shape[0], 2 * max_len)),
+        np.empty((okl.shape[0], 2 * max_len)), np.empty(okl.shape[0] + 1, dtype=np.int64),
     )  # fmt: skip
     ws = np.empty(max_len, dtype=np.int64)
     ys = np.empty(max_len, dtype=np.int64)
@@ -479,120 +476,3 @@ def sample_batch(
                 if ui < 0:
                     return -1
     return n_tab
-
-
-@njit(cache=True)
-def split_bursts(
-    doc_ptr: np.ndarray,
-    tok_word: np.ndarray,
-    known: np.ndarray,
-    n_existing: int,
-    beta: float,
-    vbeta: float,
-    zeta: float,
-    gamma: float,
-    tw: Arrays,
-    cat: Arrays,
-    ix: Arrays,
-    ctl: np.ndarray,
-    tok_y: np.ndarray,
-    tok_t: np.ndarray,
-    tabs: Arrays,
-    n_tab: int,
-    eta: float,
-    cx: Arrays,
-) -> int:
-    """Give a burst its own category (the hdp analogue of ``dpmm``'s burst split): for each
-    category that existed before the batch (in uid order) and serves the single tables of two
-    or more of the batch's unlabelled documents, move that group G to a new category when
-    the collapsed posterior rises,
-
-        log γ + log (|G|−1)! + log p(words_G | new)   >   Σ_{j<|G|} log (m_k⁻ + j)
-                                                           + log p(words_G | k⁻)
-
-    (eqs. 2 and 6 for |G| tables; ``p(words | ·)`` the blocked predictive, topics summed out,
-    times the documents' context likelihoods; ``k⁻`` the category without G). Seated one at a
-    time, each document of a new story arriving in a burst joins the closest old category; as a
-    group they explain each other. Returns how many groups moved (−1: out of capacity)."""
-    tab_doc, tab_k, tab_size = tabs
-    mk = cat[2]
-    n_docs = doc_ptr.shape[0] - 1
-    n_tok = tok_word.shape[0]
-    single = np.full(n_docs, -1, dtype=np.int64)  # a document's only open table, if one
-    for t in range(n_tab):
-        if tab_size[t] <= 0:
-            continue
-        d = tab_doc[t]
-        single[d] = t if single[d] == -1 else -2
-    ws = np.empty(n_tok, dtype=np.int64)
-    ys = np.empty(n_tok, dtype=np.int64)
-    own_t = np.empty(n_tok, dtype=np.int64)
-    own_w = np.empty(n_tok, dtype=np.int64)
-    empties = np.empty(n_tok, dtype=np.int64)
-    psums = np.empty(n_tok)
-    bus = np.empty(n_tok, dtype=np.int64)
-    nums = np.empty(n_tok)
-    wts = np.empty(max(tw[1].shape[0], mk.shape[0]) + 1)
-    group = np.empty(n_docs, dtype=np.int64)
-    moved = 0
-    for k in range(n_existing):
-        g = 0
-        for d in range(n_docs):
-            t = single[d]
-            if t >= 0 and known[d] < 0 and tab_k[t] == k:
-                group[g] = d
-                g += 1
-        if g < 2:
-            continue
-        n = 0  # take the group out
-        for q in range(g):
-            d = group[q]
-            for i in range(doc_ptr[d], doc_ptr[d + 1]):
-                ws[n] = tok_word[i]
-                ys[n] = tok_y[i]
-                n += 1
-                move_token(tok_word[i], tok_y[i], k, -1.0, vbeta, tw, cat, ix, ctl)
-            if cx[5][d] == single[d]:  # the table carries the document's context
-                _move_context(d, k, -1.0, cx)
-        mk[k] -= g
-        n_empty = ctl[N_EMPTY]
-        m_e = 0  # the first unused topics, in order (at most one per word can be claimed)
-        y = ctl[FIRST_EMPTY]
-        while 0 <= y < tw[1].shape[0] and m_e < min(n, n_empty):
-            if tw[1][y] < EMPTY_BELOW:
-                empties[m_e] = y
-                m_e += 1
-            y += 1
-        n_empty = n_empty if m_e == min(n, n_empty) else m_e
-        for i in range(n):
-            psums[i] = phi_sum(ws[i], tw, ix, beta)
-            bus[i] = best_used_topic(ws[i], tw, ix, beta, n_empty)
-        args = (zeta, beta, vbeta, tw, cat, ix, empties, n_empty, own_t, own_w, psums, bus, nums)
-        stay = group_log_predictive(ws[:n], k, *args)
-        split = math.log(gamma) + group_log_predictive(ws[:n], -1, *args)
-        for j in range(g):
-            stay += math.log(mk[k] + j)
-            if j > 0:
-                split += math.log(j)
-        for q in range(g):
-            if cx[5][group[q]] == single[group[q]]:
-                stay += context_log_likelihood(group[q], k, eta, cx)
-                split += context_log_likelihood(group[q], -1, eta, cx)
-        kc = k
-        if split > stay:
-            kc = _open_category(ctl, cat)
-            if kc < 0:
-                return -1
-            moved += 1
-        mk[kc] += g
-        for q in range(g):  # back in: to the new category with topics drawn there, or home
-            d = group[q]
-            tab_k[single[d]] = kc
-            for i in range(doc_ptr[d], doc_ptr[d + 1]):
-                if kc != k:
-                    tok_y[i] = draw_topic(tok_word[i], kc, zeta, beta, tw, cat, ix, ctl, wts,
-                                          0.5, True)  # fmt: skip
-                move_token(tok_word[i], tok_y[i], kc, 1.0, vbeta, tw, cat, ix, ctl)
-            if cx[5][d] == single[d]:
-                _move_context(d, kc, 1.0, cx)
-    return moved

@@ -346,9 +346,11 @@ def choose_block_category(
     MAP scores every category by :func:`upper_bound_log_predictive` first and exactly only
     those whose bound reaches the best exact score so far (the result is the exact argmax,
     ties to the oldest); sampling scores all exactly. ``log_total[0]`` receives
-    ``log Σ_k m_k p(ws|k) + γ p(ws|new)`` (pruned categories enter with their bound, which in
-    practice is many nats below the best)."""
-    phi_sums, best_used, empties, own_t, own_c, phi_top, acc = scratch
+    ``log Σ_k m_k p(ws|k) + γ p(ws|new)`` — exact for the categories scored exactly; the others
+    enter with their bound, or not at all when even that is below the new category's weight
+    (so it is within log(K + 1) of the truth, and in practice the pruned terms are many nats
+    below the best)."""
+    phi_sums, best_used, empties, own_t, own_c, phi_top, acc, touched = scratch
     nlw, nl, inv, _ = tw
     mk, alive = cat[2], cat[3]
     wz, wz_ptr, wzlen = ix[5], ix[6], ix[7]
@@ -385,10 +387,15 @@ def choose_block_category(
         outside = max(outside, zeta * top)
         for j in range(min(n, n_empty)):  # the unused class, with the topics it may claim
             outside = max(outside, n_empty * zeta * phi(w, empties[j], nlw, inv, beta))
+    has_extra = False
+    for k in range(kmax + 1):
+        has_extra = has_extra or extra[k] != 0.0
+    floor = -np.inf if has_extra else logw[kmax] - 1e-9  # the new category's exact score
     upper_bound_log_predictive(ws, zeta, beta, tw, cat, ix, kmax, phi_sums, phi_top,
-                               outside * (1.0 + 1e-9), acc, logw)  # fmt: skip
-    for k in range(kmax):
-        logw[k] += extra[k]
+                               outside * (1.0 + 1e-9), acc, logw, floor, touched)  # fmt: skip
+    if has_extra:
+        for k in range(kmax):
+            logw[k] += extra[k]
     best, best_v = kmax, logw[kmax]
     first = -1
     for k in range(kmax):
@@ -424,7 +431,7 @@ def _log_sum_exp(x: np.ndarray, n: int) -> float:
 def upper_bound_log_predictive(
     ws: np.ndarray, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays, kmax: int,
     phi_sums: np.ndarray, phi_top: np.ndarray, outside: float, acc: np.ndarray,
-    out: np.ndarray,
+    out: np.ndarray, floor: float = -np.inf, touched: np.ndarray | None = None,
 ) -> None:  # fmt: skip
     """``out[k] ≥ log m_k + block_log_predictive(ws, k)`` for every category ``k < kmax`` (−inf
     when it cannot be chosen), with no logarithm per word.
@@ -435,15 +442,24 @@ def upper_bound_log_predictive(
     own topics add at most ``i × max_l φ_l(w_i)`` (``phi_top[i]``) — or, when every word's MAP
     topic under k provably stays among k's topics (the weight ``O_kl β inv[y]`` of k's heaviest
     topic exceeds ``outside``, the most any other topic or the unused class can weigh without
-    own counts), at most ``i × max_{y∈k} φ_l(w_i)``."""
+    own counts), at most ``i × max_{y∈k} φ_l(w_i)``.
+
+    A bound at or below ``floor`` is written as −inf without taking its logarithm (the caller
+    already holds a score that high). ``touched`` (int scratch, ``kmax + 1`` entries) lets only
+    the rows the words reach be cleared."""
     nlw, nl, inv, _ = tw
     okl, ok, mk, alive = cat[0], cat[1], cat[2], cat[3]
     nz, nzlen, cz, czlen, wz, wz_ptr, wzlen = ix[0], ix[1], ix[3], ix[4], ix[5], ix[6], ix[7]
     n = ws.shape[0]
     n_topics = nl.shape[0]
-    for k in range(kmax):
-        for i in range(2 * n):
-            acc[k, i] = 0.0
+    n_touched = 0
+    if touched is None:
+        for k in range(kmax):
+            for i in range(2 * n):
+                acc[k, i] = 0.0
+    else:  # rows not reached keep −1 in acc[k, 0] as "all zero"
+        for k in range(kmax):
+            acc[k, 0] = -1.0
     for i in range(n):
         w = ws[i]
         for q in range(wz_ptr[w], wz_ptr[w] + wzlen[w]):
@@ -454,12 +470,19 @@ def upper_bound_log_predictive(
             for r in range(czlen[y]):
                 k = cz[y, r]
                 if k < kmax:
+                    if touched is not None and acc[k, 0] < 0.0:
+                        for j in range(2 * n):
+                            acc[k, j] = 0.0
+                        touched[n_touched] = k
+                        n_touched += 1
                     acc[k, i] += okl[k, y] * c
                     acc[k, n + i] = max(acc[k, n + i], c)
+    lin_floor = math.exp(floor) if floor > -700.0 else 0.0
     for k in range(kmax):
         if not alive[k] or mk[k] <= 0.0:
             out[k] = -np.inf
             continue
+        reached = touched is None or acc[k, 0] >= 0.0
         b = 0.0
         heaviest = 0.0
         max_inv = 0.0
@@ -471,15 +494,20 @@ def upper_bound_log_predictive(
             max_inv = max(max_inv, inv[y])
         b *= beta
         inside = beta * heaviest > outside
-        lw = math.log(mk[k])
-        prod = 1.0
+        lw = 0.0
+        prod = mk[k]
         for i in range(n):
-            own = beta * max_inv + acc[k, n + i] if inside else phi_top[i]
-            prod *= (zeta * phi_sums[i] + b + acc[k, i] + i * own) / (n_topics * zeta + ok[k] + i)
+            a_i = acc[k, i] if reached else 0.0
+            a_max = acc[k, n + i] if reached else 0.0
+            own = beta * max_inv + a_max if inside else phi_top[i]
+            prod *= (zeta * phi_sums[i] + b + a_i + i * own) / (n_topics * zeta + ok[k] + i)
             if prod < 1e-250:
                 lw += math.log(prod)
                 prod = 1.0
-        out[k] = lw + math.log(prod)
+        if lw == 0.0 and prod <= lin_floor:
+            out[k] = -np.inf  # cannot reach the floor: no logarithm needed
+        else:
+            out[k] = lw + math.log(prod)
 
 
 @njit(cache=True)
