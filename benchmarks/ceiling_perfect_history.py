@@ -33,6 +33,16 @@ from noveld.eval.novelty import known_f1, split_known
 from noveld.featurize import Tokenizer, Vocabulary
 
 
+def featurized(
+    texts: list[str], labels: list[str]
+) -> tuple[list[np.ndarray], np.ndarray, int, int]:
+    """Word ids of each text, class index of each label, number of classes, vocabulary size."""
+    tok, vocab = Tokenizer(), Vocabulary()
+    docs = [np.array(vocab.ids(tok.tokenize(t)), dtype=np.int64) for t in texts]
+    index = {lab: i for i, lab in enumerate(dict.fromkeys(labels))}
+    return docs, np.array([index[lab] for lab in labels]), len(index), len(vocab)
+
+
 def ceiling(
     texts: list[str],
     labels: list[str],
@@ -43,56 +53,56 @@ def ceiling(
     """MAP seating of each document against the true partition of the documents before it
     (revealed documents are placed in their class); returns the seatings (class index, or a
     fresh index for a new cluster)."""
-    tok, vocab = Tokenizer(), Vocabulary()
-    docs = [np.array(vocab.ids(tok.tokenize(t)), dtype=np.int64) for t in texts]
-    index = {lab: i for i, lab in enumerate(dict.fromkeys(labels))}
-    truth = np.array([index[lab] for lab in labels])
-    n_words = len(vocab)
-    counts = np.zeros((len(index), n_words))
-    tokens = np.zeros(len(index))
-    mass = np.zeros(len(index))
+    docs, truth, n_classes, n_words = featurized(texts, labels)
+    counts = np.zeros((n_classes, n_words))
+    tokens = np.zeros(n_classes)
+    mass = np.zeros(n_classes)
     preds: list[int] = []
-    next_new = len(index)
+    next_new = n_classes
     for i, words in enumerate(docs):
+        k = int(truth[i])
         if revealed is not None and revealed[i]:
-            preds.append(int(truth[i]))
-            np.add.at(counts[truth[i]], words, 1.0)
-            tokens[truth[i]] += words.shape[0]
-            mass[truth[i]] += 1
-            continue
-        live = np.flatnonzero(mass > 0)
-        best, best_k = -math.inf, -1
-        if live.shape[0]:
-            p = (counts[np.ix_(live, words)] + beta) / (tokens[live, None] + n_words * beta)
-            lp = np.log(mass[live]) + np.log(p).sum(axis=1)
-            j = int(np.argmax(lp))
-            best, best_k = float(lp[j]), int(live[j])
-        new = math.log(alpha) + words.shape[0] * math.log(1.0 / n_words)
-        if best > new:
-            preds.append(best_k)
+            preds.append(k)
         else:
-            preds.append(next_new)
-            next_new += 1
-        k = truth[i]
+            preds.append(seat(words, counts, tokens, mass, beta, alpha, n_words, next_new))
+            next_new += int(preds[-1] == next_new)
         np.add.at(counts[k], words, 1.0)
         tokens[k] += words.shape[0]
         mass[k] += 1
     return preds
 
 
+def seat(
+    words: np.ndarray,
+    counts: np.ndarray,
+    tokens: np.ndarray,
+    mass: np.ndarray,
+    beta: float,
+    alpha: float,
+    n_words: int,
+    new_index: int,
+) -> int:
+    """MAP over the classes with mass and a new cluster (``new_index``)."""
+    live = np.flatnonzero(mass > 0)
+    best, best_k = -math.inf, -1
+    if live.shape[0]:
+        p = (counts[np.ix_(live, words)] + beta) / (tokens[live, None] + n_words * beta)
+        lp = np.log(mass[live]) + np.log(p).sum(axis=1)
+        j = int(np.argmax(lp))
+        best, best_k = float(lp[j]), int(live[j])
+    new = math.log(alpha) + words.shape[0] * math.log(1.0 / n_words)
+    return best_k if best > new else new_index
+
+
 def leave_one_out(texts: list[str], labels: list[str], beta: float) -> list[int]:
     """Each document's MAP class under naive Bayes (the Dirichlet–multinomial predictive with
     class prior ∝ size) fitted on every other document."""
-    tok, vocab = Tokenizer(), Vocabulary()
-    docs = [np.array(vocab.ids(tok.tokenize(t)), dtype=np.int64) for t in texts]
-    index = {lab: i for i, lab in enumerate(dict.fromkeys(labels))}
-    truth = np.array([index[lab] for lab in labels])
-    n_words = len(vocab)
-    counts = np.zeros((len(index), n_words))
+    docs, truth, n_classes, n_words = featurized(texts, labels)
+    counts = np.zeros((n_classes, n_words))
     for words, k in zip(docs, truth, strict=True):
         np.add.at(counts[k], words, 1.0)
     tokens = counts.sum(axis=1)
-    mass = np.bincount(truth, minlength=len(index)).astype(float)
+    mass = np.bincount(truth, minlength=n_classes).astype(float)
     preds = []
     for words, k in zip(docs, truth, strict=True):
         c = counts[:, words].copy()

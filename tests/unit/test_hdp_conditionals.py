@@ -1,4 +1,5 @@
-"""Conditionals of the category/topic HDP (paper 000 eqs. 3–6) against closed forms."""
+"""Conditionals of the category/topic HDP (paper 000 eqs. 3–6), as the sampler uses them,
+against closed forms."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from scipy.special import gammaln
 
 from noveld.models.kernels import hdp
+from noveld.models.kernels.hdp_sampler import new_table_weight
 
 
 def counts(seed: int, k: int = 5, n_topics: int = 6) -> tuple[np.ndarray, ...]:
@@ -39,8 +41,8 @@ def test_topic_predictive_is_eq4_and_eq5(seed: int) -> None:
 def test_new_table_predictive_integrates_out_its_category(seed: int) -> None:
     okl, ok, mk, alive = counts(seed)
     zeta, gamma, n_topics = 0.3, 1.7, okl.shape[1]
-    out = np.empty(n_topics)
-    hdp.new_table_weights(okl, ok, mk, alive, okl.shape[0], zeta, gamma, out)
+    cat = (okl, ok, mk, alive, np.arange(okl.shape[0]))
+    out = np.array([new_table_weight(y, zeta, gamma, cat, okl.shape[0]) for y in range(n_topics)])
     live = alive & (mk > 0)
     theta = (zeta + okl) / (n_topics * zeta + ok[:, None])
     expected = (mk[live] @ theta[live] + gamma / n_topics) / (mk[live].sum() + gamma)

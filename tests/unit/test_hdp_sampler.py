@@ -165,7 +165,7 @@ def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(seed: int, ws: lis
     total = np.empty(1)
     got = sc.choose_block_category(
         arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS, scratch(n, N_CATS + ROOM),
-        logw, 0.5, True, total, np.zeros(N_CATS + ROOM + 1),
+        logw, 0.5, True, total, np.zeros(N_CATS + ROOM + 1), False,
     )  # fmt: skip
     assert got == int(np.argmax(exact))  # pruning by the bound never changes the argmax
     # the marginal: evaluated categories exactly, others by their bound or not at all (those
@@ -176,7 +176,7 @@ def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(seed: int, ws: lis
     sampled = np.empty(1)
     sc.choose_block_category(
         arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS, scratch(n, N_CATS + ROOM),
-        logw, 0.5, False, sampled, np.zeros(N_CATS + ROOM + 1),
+        logw, 0.5, False, sampled, np.zeros(N_CATS + ROOM + 1), False,
     )  # fmt: skip
     assert math.isclose(sampled[0], lse, rel_tol=1e-10)  # sampling scores every category
 

@@ -21,14 +21,12 @@ from numba import njit
 
 from noveld.models.kernels.hdp_sampler import _move_context, _open_category, move_token
 from noveld.models.kernels.hdp_scores import (
-    EMPTY_BELOW,
-    FIRST_EMPTY,
-    N_EMPTY,
     Arrays,
     best_used_topic,
     context_log_likelihood,
     draw_topic,
     group_log_predictive,
+    list_unused,
     phi_sum,
 )
 
@@ -42,16 +40,7 @@ def _words_score(
     already taken out of the counts (:func:`group_log_predictive`)."""
     own_t, own_w, empties, psums, bus, nums = scratch
     n = ws.shape[0]
-    nl = tw[1]
-    n_empty = ctl[N_EMPTY]
-    m = 0  # the first unused topics, in order (at most one per word can be claimed)
-    y = ctl[FIRST_EMPTY]
-    while 0 <= y < nl.shape[0] and m < min(n, n_empty):
-        if nl[y] < EMPTY_BELOW:
-            empties[m] = y
-            m += 1
-        y += 1
-    n_empty = n_empty if m == min(n, n_empty) else m
+    n_empty = list_unused(ctl, tw[1], n, empties)
     for i in range(n):
         psums[i] = phi_sum(ws[i], tw, ix, beta)
         bus[i] = best_used_topic(ws[i], tw, ix, beta, n_empty)

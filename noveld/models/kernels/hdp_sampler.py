@@ -35,6 +35,7 @@ import math
 import numpy as np
 from numba import njit
 
+from noveld.models.kernels.hdp import f_topic, table_category_logweights
 from noveld.models.kernels.hdp_scores import (
     CATS,
     EMPTY_BELOW,
@@ -139,47 +140,17 @@ def move_token(
 
 @njit(cache=True)
 def new_table_weight(y: int, zeta: float, gamma: float, cat: Arrays, kmax: int) -> float:
-    """``G(y)``: topic y's predictive at a new table, its category integrated out (eqs. 2, 4, 5)."""
+    """``G(y)``: topic y's predictive at a new table, its category integrated out (eqs. 2, 4, 5):
+    ``(Σ_k m_k f(y|θ_k) + γ/L) / (M + γ)``."""
     okl, ok, mk, alive = cat[0], cat[1], cat[2], cat[3]
     n_topics = okl.shape[1]
-    num = gamma / n_topics
+    num = gamma * f_topic(-1, y, okl, ok, zeta, n_topics)
     den = gamma
     for k in range(kmax):
         if alive[k] and mk[k] > 0.0:
-            num += mk[k] * (zeta + okl[k, y]) / (n_topics * zeta + ok[k])
+            num += mk[k] * f_topic(k, y, okl, ok, zeta, n_topics)
             den += mk[k]
     return num / den
-
-
-@njit(cache=True)
-def table_category_logweights(
-    ys: np.ndarray, zeta: float, cat: Arrays, kmax: int, out: np.ndarray
-) -> float:
-    """Eq. 6 given the table's topics ``ys``: ``out[k] = log m_k + Σ_n log f(y_n | θ_k)`` with the
-    table's earlier words counted; returns the new category's ``Σ_n log f(y_n | θ_new)``."""
-    okl, ok, mk, alive = cat[0], cat[1], cat[2], cat[3]
-    n_topics = okl.shape[1]
-    n = ys.shape[0]
-    for k in range(kmax):
-        if not alive[k] or mk[k] <= 0.0:
-            out[k] = -np.inf
-            continue
-        lw = math.log(mk[k])
-        for i in range(n):
-            own = 0
-            for j in range(i):
-                if ys[j] == ys[i]:
-                    own += 1
-            lw += math.log((zeta + okl[k, ys[i]] + own) / (n_topics * zeta + ok[k] + i))
-        out[k] = lw
-    lw_new = 0.0
-    for i in range(n):
-        own = 0
-        for j in range(i):
-            if ys[j] == ys[i]:
-                own += 1
-        lw_new += math.log((zeta + own) / (n_topics * zeta + i))
-    return lw_new
 
 
 @njit(cache=True)
@@ -209,7 +180,7 @@ def _word_table(
     best = 0.0
     for q in range(n_open):
         kq = tab_k[scratch[q]]
-        wts[q] = tab_size[scratch[q]] * (zeta + okl[kq, y]) / (n_topics * zeta + ok[kq])
+        wts[q] = tab_size[scratch[q]] * f_topic(kq, y, okl, ok, zeta, n_topics)
         best = max(best, wts[q])
     if deterministic and alpha <= best:  # G(y) ≤ 1: a new table cannot win, skip its O(K)
         wts[n_open] = 0.0
@@ -221,8 +192,8 @@ def _word_table(
     kmax = ctl[CATS]
     for k in range(kmax):
         live = alive[k] and mk[k] > 0.0
-        wts[k] = mk[k] * (zeta + okl[k, y]) / (n_topics * zeta + ok[k]) if live else 0.0
-    wts[kmax] = gamma / n_topics
+        wts[k] = mk[k] * f_topic(k, y, okl, ok, zeta, n_topics) if live else 0.0
+    wts[kmax] = gamma * f_topic(-1, y, okl, ok, zeta, n_topics)
     kc = pick(wts, kmax + 1, u2, deterministic)
     if kc == kmax:
         kc = _open_category(ctl, cat)
@@ -236,12 +207,18 @@ def _word_table(
 
 
 @njit(cache=True)
+def _has_context(d: int, cx: Arrays) -> bool:
+    """Whether document d has context fields."""
+    return bool(cx[0][d + 1] > cx[0][d])
+
+
+@njit(cache=True)
 def _context_weights(
     d: int, kmax: int, eta: float, cx: Arrays, extra: np.ndarray, none: np.ndarray
 ) -> np.ndarray:
     """Document d's context log likelihood under each category and a new one, or ``none``
     (zeros) when it has no context."""
-    if cx[0][d + 1] == cx[0][d]:
+    if not _has_context(d, cx):
         return none
     for k in range(kmax):
         extra[k] = context_log_likelihood(d, k, eta, cx)
@@ -284,8 +261,8 @@ def _seat_document(
         total = np.empty(1)
         weights = _context_weights(d, kmax, eta, cx, extra[0], extra[1])
         kc = choose_block_category(ws[:n], zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax,
-                                   scratch, wts, rng_u[ui], deterministic, total,
-                                   weights)  # fmt: skip
+                                   scratch, wts, rng_u[ui], deterministic, total, weights,
+                                   _has_context(d, cx))  # fmt: skip
         log_pred[d] = total[0] - math.log(mk[:kmax].sum() + gamma)
         if kc == kmax:
             kc = _open_category(ctl, cat)
@@ -334,15 +311,17 @@ def _table_category(
     mk[tab_k[t]] -= 1.0
     kmax = ctl[CATS]
     weights = extra[1]
-    if cx[5][d] == t:
+    carries = cx[5][d] == t  # this table carries the document's context
+    if carries:
         _move_context(d, tab_k[t], -1.0, cx)
         weights = _context_weights(d, kmax, eta, cx, extra[0], extra[1])
     if blocked:
         kc = choose_block_category(ws[:n], zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax,
-                                   scratch, wts, rng_u[ui], deterministic, np.empty(1),
-                                   weights)  # fmt: skip
+                                   scratch, wts, rng_u[ui], deterministic, np.empty(1), weights,
+                                   carries and _has_context(d, cx))  # fmt: skip
     else:
-        wts[kmax] = math.log(gamma) + table_category_logweights(ys[:n], zeta, cat, kmax, wts)
+        okl, ok, alive = cat[0], cat[1], cat[3]
+        wts[kmax] = table_category_logweights(ys[:n], okl, ok, mk, alive, kmax, zeta, gamma, wts)
         for k in range(kmax + 1):
             wts[k] += weights[k]
         kc = pick_log(wts, kmax + 1, rng_u[ui], deterministic)
@@ -353,7 +332,7 @@ def _table_category(
             return -1
     tab_k[t] = kc
     mk[kc] += 1.0
-    if cx[5][d] == t:
+    if carries:
         _move_context(d, kc, 1.0, cx)
     for q in range(n):
         i = idx[q]

@@ -74,6 +74,21 @@ def _own_count(y: int, own_t: np.ndarray, own_c: np.ndarray, n_own: int) -> floa
 
 
 @njit(cache=True)
+def list_unused(ctl: np.ndarray, nl: np.ndarray, n: int, empties: np.ndarray) -> int:
+    """The first ``min(n, #unused)`` unused topics in order into ``empties`` (a block of n words
+    can claim at most n); returns the number of unused topics."""
+    n_empty = ctl[N_EMPTY]
+    m = 0
+    y = ctl[FIRST_EMPTY]
+    while 0 <= y < nl.shape[0] and m < min(n, n_empty):
+        if nl[y] < EMPTY_BELOW:
+            empties[m] = y
+            m += 1
+        y += 1
+    return n_empty if m == min(n, n_empty) else m  # (fewer found: the bookkeeping is off)
+
+
+@njit(cache=True)
 def block_log_predictive(
     ws: np.ndarray, k: int, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays,
     phi_sums: np.ndarray, best_used: np.ndarray, empties: np.ndarray, n_empty: int,
@@ -336,12 +351,13 @@ def draw_topic(
 def choose_block_category(
     ws: np.ndarray, zeta: float, beta: float, vbeta: float, gamma: float, tw: Arrays,
     cat: Arrays, ix: Arrays, ctl: np.ndarray, kmax: int, scratch: Arrays, logw: np.ndarray,
-    u: float, deterministic: bool, log_total: np.ndarray, extra: np.ndarray,
+    u: float, deterministic: bool, log_total: np.ndarray, extra: np.ndarray, has_extra: bool,
 ) -> int:  # fmt: skip
     """Eq. 6 for a table of words ``ws`` with their topics summed out
     (:func:`block_log_predictive`): a local category, or ``kmax`` for a new one. ``extra[k]``
     (``extra[kmax]`` for a new category) is added to each log weight: the document's context
-    likelihood, or zeros.
+    likelihood, or zeros (``has_extra`` false: nothing to add, and the bounds may use the new
+    category's score as a floor).
 
     MAP scores every category by :func:`upper_bound_log_predictive` first and exactly only
     those whose bound reaches the best exact score so far (the result is the exact argmax,
@@ -355,19 +371,11 @@ def choose_block_category(
     mk, alive = cat[2], cat[3]
     wz, wz_ptr, wzlen = ix[5], ix[6], ix[7]
     n = ws.shape[0]
-    n_topics = nl.shape[0]
     n_empty = ctl[N_EMPTY]
     for i in range(n):
         phi_sums[i] = phi_sum(ws[i], tw, ix, beta)
         best_used[i] = best_used_topic(ws[i], tw, ix, beta, n_empty)
-    m = 0  # the first unused topics, in order (at most one per word can be claimed)
-    y = ctl[FIRST_EMPTY]
-    while 0 <= y < n_topics and m < min(n, n_empty):
-        if nl[y] < EMPTY_BELOW:
-            empties[m] = y
-            m += 1
-        y += 1
-    n_empty = n_empty if m == min(n, n_empty) else m
+    n_empty = list_unused(ctl, nl, n, empties)
     args = (zeta, beta, tw, cat, ix, phi_sums, best_used, empties, n_empty, own_t, own_c)
     logw[kmax] = math.log(gamma) + block_log_predictive(ws, -1, *args) + extra[kmax]
     if not deterministic:
@@ -387,9 +395,6 @@ def choose_block_category(
         outside = max(outside, zeta * top)
         for j in range(min(n, n_empty)):  # the unused class, with the topics it may claim
             outside = max(outside, n_empty * zeta * phi(w, empties[j], nlw, inv, beta))
-    has_extra = False
-    for k in range(kmax + 1):
-        has_extra = has_extra or extra[k] != 0.0
     floor = -np.inf if has_extra else logw[kmax] - 1e-9  # the new category's exact score
     upper_bound_log_predictive(ws, zeta, beta, tw, cat, ix, kmax, phi_sums, phi_top,
                                outside * (1.0 + 1e-9), acc, logw, floor, touched)  # fmt: skip
