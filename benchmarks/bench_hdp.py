@@ -1,7 +1,8 @@
 """Model-only quality and throughput of the ``hdp`` model (issue #4).
 
-    python benchmarks/bench_hdp.py [--data FILE] [--topics 1000] [--zeta 1e-4] [--gamma 10]
-                                   [--table-alpha 1] [--sweeps 2] [--sampled] [--repeat 3]
+    python benchmarks/bench_hdp.py [--data FILE] [--topics 1000] [--zeta 1e-3] [--gamma 10]
+                                   [--discount 0.5] [--table-alpha 1] [--sweeps 2] [--sampled]
+                                   [--repeat 3]
 
 Featurizes the labelled file up front (not timed), runs ``HDP.partial_fit`` over batches of 256
 in stream order and prints NMI of the document categories, categories, model-only docs/s (best
@@ -34,6 +35,7 @@ def main() -> None:
     p.add_argument("--topics", type=int, default=HDPConfig.topics)
     p.add_argument("--zeta", type=float, default=HDPConfig.zeta)
     p.add_argument("--gamma", type=float, default=HDPConfig.gamma)
+    p.add_argument("--discount", type=float, default=HDPConfig.discount)
     p.add_argument("--table-alpha", type=float, default=HDPConfig.table_alpha)
     p.add_argument("--sweeps", type=int, default=HDPConfig.sweeps)
     p.add_argument("--sampled", action="store_true", help="sample instead of MAP")
@@ -53,6 +55,7 @@ def main() -> None:
         topics=a.topics,
         zeta=a.zeta,
         gamma=a.gamma,
+        discount=a.discount,
         table_alpha=a.table_alpha,
         sweeps=a.sweeps,
         deterministic=not a.sampled,

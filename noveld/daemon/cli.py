@@ -23,7 +23,7 @@ _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
     ("--alpha", "alpha", float, "DP concentration α (per document of the batch when scaled)"),
     ("--beta", "beta", float, "symmetric Dirichlet prior β on cluster word distributions"),
     ("--alpha-scaling", "alpha_scaling", str, "none | batch (α·|B|, as MStream)"),
-    ("--discount", "discount", float, "Pitman–Yor discount in [0, 1) (0 = Dirichlet process)"),
+    ("--discount", "discount", float, "Pitman–Yor discount in [0, 1) (hdp: of categories); 0 = DP"),
     ("--rejuvenation-sweeps", "rejuvenation_sweeps", int, "Gibbs sweeps over each batch"),
     ("--half-life", "half_life_docs", float, "forgetting half-life in documents (0 = off)"),
     ("--retire-min-mass", "retire_min_mass", float, "retire clusters whose mass falls below"),

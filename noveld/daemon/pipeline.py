@@ -155,6 +155,7 @@ def make_model(settings: Settings) -> ClusterModel:
                 zeta=m.zeta,
                 table_alpha=m.table_alpha,
                 gamma=m.gamma,
+                discount=m.discount,
                 resample_concentrations=m.resample_concentrations,
                 context_prior=m.context_prior,
                 split=m.split,
@@ -318,8 +319,8 @@ class Pipeline:
                 first_index,
                 [u for u, _, _ in result.retired] + [u for u, _, _ in result.merged],
                 _BatchFeatures(batch),
-                self._fit_test(batch)
-                if self.settings.novelty.refound and self.model.supports_refound
+                self.model.refound_test(self.state.stats, batch)
+                if self.settings.novelty.refound
                 else None,
             )
             events = [self._born_event(c) for c in confirmed]
@@ -460,17 +461,6 @@ class Pipeline:
         rep.invalid += 1
         rep.invalid_reasons[reason.value] = rep.invalid_reasons.get(reason.value, 0) + 1
         self.consecutive_invalid += 1
-
-    def _fit_test(self, batch: DocBatch) -> Callable[[int, np.ndarray, np.ndarray], bool]:
-        """The novelty tracker's question about a candidate's member, put to the live model."""
-        stats, size = self.state.stats, len(batch)
-        model = self.model
-        assert isinstance(model, DPMM)
-
-        def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
-            return model.still_belongs(words, counts, uid, stats, batch.vocab_size, size)
-
-        return fits
 
     def _cluster_id(self, uid: int) -> str:
         return f"c{uid}"

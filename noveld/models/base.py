@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -120,12 +120,14 @@ class BatchResult:
     merged: list[tuple[int, int, bool]] = field(default_factory=list)
 
 
+#: ``fits(uid, words, counts)``: does a member still belong to cluster ``uid`` (re-founding)?
+FitTest = Callable[[int, np.ndarray, np.ndarray], bool]
+
+
 class ClusterModel(Protocol):
     """What the pipeline needs of an inference engine (``dpmm``, ``svi``, ``hdp``)."""
 
     kind: str
-    #: whether :meth:`still_belongs`-style re-founding of novelty candidates is defined
-    supports_refound: bool
 
     def new_state(self) -> MultinomialStats:
         """Empty statistics."""
@@ -144,4 +146,9 @@ class ClusterModel(Protocol):
 
     def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
         """(word ids, weights) describing cluster ``uid``, for top terms."""
+        ...
+
+    def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
+        """The novelty tracker's re-founding question for this batch: ``fits(uid, words,
+        counts)`` — would that member of cluster ``uid`` be seated there again, taken out?"""
         ...

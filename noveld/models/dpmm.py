@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from noveld.models.base import BatchResult, DocBatch, StatsDelta
+from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
 
@@ -208,7 +208,6 @@ class DPMM:
     """The ``dpmm`` model: one-pass CRP seating with collapsed Gibbs rejuvenation of the batch."""
 
     kind = "dpmm"
-    supports_refound = True
 
     def __init__(self, config: DPMMConfig) -> None:
         self.config = config
@@ -331,6 +330,15 @@ class DPMM:
         if hit.shape[0] == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         return stats.word_counts(int(hit[0]))
+
+    def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
+        """:meth:`still_belongs` on the live statistics, with the batch's V and size."""
+        size, vocab = len(batch), batch.vocab_size
+
+        def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
+            return self.still_belongs(words, counts, uid, stats, vocab, size)
+
+        return fits
 
     def still_belongs(
         self,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from noveld.featurize import RESERVED_PREFIX
-from noveld.models.base import BatchResult, DocBatch, StatsDelta
+from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.dpmm import (
     DPMM,
     DPMMConfig,
@@ -92,6 +92,41 @@ def resample_dp_concentration(
     return max(value, 1e-6)
 
 
+def resample_py_concentration(
+    value: float,
+    discount: float,
+    clusters: int,
+    items: float,
+    rng: np.random.Generator,
+    iters: int,
+    prior: tuple[float, float] = GAMMA_PRIOR,
+) -> float:
+    """θ of a Pitman–Yor process with discount d, given K clusters among n items: Teh (2006,
+    "A Bayesian interpretation of interpolated Kneser–Ney", appendix C) auxiliary variables
+    x ~ Beta(θ+1, n−1), y_i ~ Bernoulli(θ / (θ + d·i)) for i < K;
+    θ ~ Gamma(a + Σ y_i, b − log x). Its stationary law is
+    p(θ | K, n) ∝ p(θ) Π_{i<K} (θ + d·i) Γ(θ+1)/Γ(θ+n) (the PY EPPF's θ part)."""
+    a, b = prior
+    if clusters < 2 or items <= 1.0:
+        return value
+    steps = discount * np.arange(1, clusters, dtype=np.float64)
+    for _ in range(iters):
+        x = rng.beta(value + 1.0, items - 1.0)
+        ys = rng.random(clusters - 1) < value / (value + steps)
+        rate = b - math.log(max(x, 1e-300))
+        value = float(rng.gamma(a + float(ys.sum()), 1.0 / rate))
+    return max(value, 1e-6)
+
+
+def resample_top_concentration(
+    value: float, discount: float, clusters: int, items: float, rng: np.random.Generator
+) -> float:
+    """γ of the category level: Escobar & West for the DP (d = 0), Teh's scheme for d > 0."""
+    if discount == 0.0:
+        return resample_dp_concentration(value, clusters, items, rng, CONCENTRATION_ITERS)
+    return resample_py_concentration(value, discount, clusters, items, rng, CONCENTRATION_ITERS)
+
+
 def resample_group_concentration(
     value: float,
     tables: np.ndarray,
@@ -140,6 +175,7 @@ class HDPConfig:
     context_prior: float = 0.1  # η of each category's Dirichlet–categorical context fields
     table_alpha: float = 1.0
     gamma: float = 10.0
+    discount: float = 0.5  # Pitman–Yor discount of the category level (0: the DP of paper 000)
     resample_concentrations: bool = True
     blocked: bool = True
     split: bool = True
@@ -157,7 +193,6 @@ class HDP:
     (paper 000 eqs. 3–7); earlier batches are fixed and enter only through their counts."""
 
     kind = "hdp"
-    supports_refound = False
 
     def __init__(self, config: HDPConfig) -> None:
         self.config = config
@@ -210,8 +245,8 @@ class HDP:
                                      cfg.topics, vocab_size * cfg.beta, room, nb,
                                      batch)  # fmt: skip
             if cfg.resample_concentrations:  # γ | categories and tables so far
-                gamma = resample_dp_concentration(
-                    cfg.gamma, loc.n_existing, float(loc.mk.sum()), rng, CONCENTRATION_ITERS
+                gamma = resample_top_concentration(
+                    cfg.gamma, cfg.discount, loc.n_existing, float(loc.mk.sum()), rng
                 )
             n_tab = self._sample(loc, doc_ptr, tok_local, uniforms, vocab_size, alpha, gamma,
                                  tok_y, tok_t, tabs, 0, 0, 0, log_pred)  # fmt: skip
@@ -277,6 +312,56 @@ class HDP:
         weights = np.fromiter(acc.values(), dtype=np.float64, count=len(acc))
         return words, weights
 
+    def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
+        """:meth:`still_belongs` on the live statistics, with the batch's V."""
+        n_words = batch.n_words
+
+        def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
+            return self.still_belongs(words, counts, uid, stats, n_words)
+
+        return fits
+
+    def still_belongs(
+        self, words: np.ndarray, counts: np.ndarray, uid: int, stats: MultinomialStats, n_words: int
+    ) -> bool:
+        """Would a member of category ``uid`` be seated there again, taken out of it? The
+        first pass's eq. 6 (topics summed out, MAP) on the live counts with the member's tokens
+        and table removed (:func:`smp.reseat_member`); read-only. ``n_words`` is V (the
+        vocabulary's words, no reserved entries).
+
+        The novelty tracker asks this of a candidate's first members at confirmation, as it
+        asks :meth:`DPMM.still_belongs`: a stray document that opened a category a later story
+        took over is not that story's first document."""
+        slot = _slot_of(stats, uid)
+        if slot < 0 or self.topic_words is None:
+            return False
+        if stats.m[slot] * stats.scale - 1.0 <= 0.0:
+            return True  # its only member: nothing else to compare with
+        cfg = self.config
+        tokens = np.repeat(words, counts).astype(np.int64)
+        if tokens.shape[0] == 0:
+            return False
+        bwords, tok_local, word_tokens = np.unique(tokens, return_inverse=True, return_counts=True)
+        one = DocBatch(
+            ptr=np.array([0, words.shape[0]], dtype=np.int64),
+            words=words.astype(np.int64),
+            counts=counts.astype(np.int64),
+            lengths=np.array([tokens.shape[0]], dtype=np.int64),
+            vocab_size=n_words,
+        )
+        loc = _BatchState.gather(self.topic_words, stats, 1.0, bwords, word_tokens, None,
+                                 cfg.topics, n_words * cfg.beta, 1, 1, one)  # fmt: skip
+        local = np.flatnonzero(loc.uid[: loc.n_existing] == uid)
+        if local.shape[0] == 0:
+            return False
+        k = int(local[0])
+        loc.tw[3][0] = loc.tw[2].sum()
+        gamma = self.last_concentrations[1]
+        chosen = smp.reseat_member(tok_local.astype(np.int64), k, cfg.zeta, cfg.beta,
+                                   n_words * cfg.beta, gamma, loc.tw, loc.cat, loc.ix,
+                                   loc.ctl, cfg.discount)  # fmt: skip
+        return int(chosen) == k
+
     # ---- internals ------------------------------------------------------------------------
     def _group_moves(
         self,
@@ -299,12 +384,13 @@ class HDP:
         if cfg.split:
             moved = moves.split_bursts(doc_ptr, tok_local, loc.known_local, loc.n_existing,
                                        *common, n_tab, cfg.context_prior, loc.cx,
-                                       scratch)  # fmt: skip
+                                       scratch, cfg.discount)  # fmt: skip
             if moved < 0:
                 return -1
-        if cfg.merge:
+        if cfg.merge:  # one round: each birth merges once at most (more rounds measured worse)
             merged = moves.merge_births(doc_ptr, tok_local, loc.n_existing, *common,
-                                        cfg.context_prior, loc.cx, scratch)  # fmt: skip
+                                        cfg.context_prior, loc.cx, scratch,
+                                        cfg.discount)  # fmt: skip
             if merged < 0:
                 return -1
         return n_tab
@@ -354,6 +440,7 @@ class HDP:
                 log_pred,
                 cfg.context_prior,
                 loc.cx,
+                cfg.discount,
             )
         )
 

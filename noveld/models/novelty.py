@@ -7,14 +7,13 @@ Its whole state is JSON-serialisable so it survives restarts with the model stat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-#: ``fits(uid, words, counts)``: would this member of cluster ``uid`` be seated there again?
-FitTest = Callable[[int, np.ndarray, np.ndarray], bool]
+from noveld.models.base import FitTest
 
 
 @dataclass

@@ -36,45 +36,62 @@ def test_topic_predictive_is_eq4_and_eq5(seed: int) -> None:
     assert hdp.f_topic(-1, 2, okl, ok, zeta, n_topics) == pytest.approx(1 / n_topics)
 
 
-@given(st.integers(0, 10_000))
+def crp_weights(
+    mk: np.ndarray, alive: np.ndarray, gamma: float, d: float
+) -> tuple[np.ndarray, float]:
+    """Pitman–Yor CRP weights, dense: ``m_k − d`` (floored at 1e-3) of the live categories
+    and ``γ + d·K`` of a new one; ``m_k`` and ``γ`` for d = 0 (eq. 2)."""
+    live = alive & (mk > 0)
+    return np.maximum(mk[live] - d, 1e-3), gamma + d * int(live.sum())
+
+
+discounts = st.sampled_from([0.0, 0.25, 0.5, 0.9])
+
+
+@given(st.integers(0, 10_000), discounts)
 @settings(deadline=None)
-def test_new_table_predictive_integrates_out_its_category(seed: int) -> None:
+def test_new_table_predictive_integrates_out_its_category(seed: int, d: float) -> None:
     okl, ok, mk, alive = counts(seed)
     zeta, gamma, n_topics = 0.3, 1.7, okl.shape[1]
     cat = (okl, ok, mk, alive, np.arange(okl.shape[0]))
-    out = np.array([new_table_weight(y, zeta, gamma, cat, okl.shape[0]) for y in range(n_topics)])
+    out = np.array(
+        [new_table_weight(y, zeta, gamma, cat, okl.shape[0], d) for y in range(n_topics)]
+    )
     live = alive & (mk > 0)
+    w, new = crp_weights(mk, alive, gamma, d)
     theta = (zeta + okl) / (n_topics * zeta + ok[:, None])
-    expected = (mk[live] @ theta[live] + gamma / n_topics) / (mk[live].sum() + gamma)
+    expected = (w @ theta[live] + new / n_topics) / (w.sum() + new)
     np.testing.assert_allclose(out, expected, rtol=1e-12)
     assert out.sum() == pytest.approx(1.0)
 
 
-@given(st.integers(0, 10_000), st.lists(st.integers(0, 5), min_size=1, max_size=8))
+@given(st.integers(0, 10_000), st.lists(st.integers(0, 5), min_size=1, max_size=8), discounts)
 @settings(deadline=None)
 def test_table_category_weights_are_the_dirichlet_multinomial_marginal(
-    seed: int, ys: list[int]
+    seed: int, ys: list[int], d: float
 ) -> None:
-    """Eq. 6's sequential product equals Γ(Lζ+O_k)/Γ(Lζ+O_k+n) Π_y Γ(ζ+O_ky+c_y)/Γ(ζ+O_ky)."""
+    """Eq. 6's sequential product equals Γ(Lζ+O_k)/Γ(Lζ+O_k+n) Π_y Γ(ζ+O_ky+c_y)/Γ(ζ+O_ky),
+    times the (Pitman–Yor) CRP weight of the category."""
     okl, ok, mk, alive = counts(seed)
     zeta, gamma, n_topics = 0.3, 1.7, okl.shape[1]
     y = np.array(ys, dtype=np.int64)
     c = np.bincount(y, minlength=n_topics)
     out = np.empty(okl.shape[0])
-    new = hdp.table_category_logweights(y, okl, ok, mk, alive, okl.shape[0], zeta, gamma, out)
+    new = hdp.table_category_logweights(y, okl, ok, mk, alive, okl.shape[0], zeta, gamma, out, d)
+    _, new_weight = crp_weights(mk, alive, gamma, d)
     for k in range(okl.shape[0]):
         if not alive[k] or mk[k] <= 0:
             assert out[k] == -np.inf
             continue
         expected = (
-            math.log(mk[k])
+            math.log(max(mk[k] - d, 1e-3))
             + gammaln(n_topics * zeta + ok[k])
             - gammaln(n_topics * zeta + ok[k] + len(ys))
             + float(np.sum(gammaln(zeta + okl[k] + c) - gammaln(zeta + okl[k])))
         )
         assert out[k] == pytest.approx(expected, rel=1e-10)
     expected_new = (
-        math.log(gamma)
+        math.log(new_weight)
         + gammaln(n_topics * zeta)
         - gammaln(n_topics * zeta + len(ys))
         + float(np.sum(gammaln(zeta + c) - gammaln(zeta)))

@@ -19,6 +19,7 @@ from noveld.models.hdp import (
     is_topic,
     resample_dp_concentration,
     resample_group_concentration,
+    resample_py_concentration,
     topic_uid,
 )
 from noveld.models.suffstats import MultinomialStats
@@ -189,6 +190,27 @@ def test_dp_concentration_chain_targets_the_crp_posterior(k: int, n: int) -> Non
     assert np.mean(draws[500:]) == pytest.approx(exact, rel=0.05)
 
 
+@pytest.mark.parametrize(("k", "n", "d"), [(5, 100, 0.5), (40, 3000, 0.5), (40, 3000, 0.25)])
+def test_py_concentration_chain_targets_the_eppf_posterior(k: int, n: int, d: float) -> None:
+    """Long-run mean of Teh's chain = mean of p(θ) Π_{i<K} (θ + d·i) Γ(θ+1)/Γ(θ+n)."""
+    a, b = GAMMA_PRIOR
+    steps = d * np.arange(1, k)
+
+    def logp(g: np.ndarray) -> np.ndarray:
+        out = (a - 1) * np.log(g) - b * g + gammaln(g + 1) - gammaln(g + n)
+        for s in steps:
+            out = out + np.log(g + s)
+        return out
+
+    exact = _posterior_mean(logp)
+    rng = np.random.default_rng(2)
+    value, draws = 1.0, []
+    for _ in range(4000):
+        value = resample_py_concentration(value, d, k, float(n), rng, 1)
+        draws.append(value)
+    assert np.mean(draws[500:]) == pytest.approx(exact, rel=0.05)
+
+
 def test_group_concentration_chain_targets_its_posterior() -> None:
     """Teh et al.'s auxiliary variables: p(α | m_j, n_j) ∝ p(α) Π_j α^{m_j} Γ(α)/Γ(α+n_j)."""
     a, b = ALPHA_PRIOR
@@ -340,12 +362,13 @@ def test_context_counts_replay_exactly_and_sum_to_documents() -> None:
 
 def test_a_burst_seated_in_an_old_category_gets_its_own() -> None:
     """The hdp burst split: a new story's documents, each closer to an old category than to a
-    new one when seated alone, leave it together when that raises the posterior."""
+    new one when seated alone, leave it together when that raises the posterior (under the DP
+    of eq. 2: a Pitman–Yor discount would already seat the second one apart)."""
     old = [[TOPICS + w for w in (0, 1, 2, 3)]] * 8
     burst = [[TOPICS + w for w in ws] for ws in ([3, 8, 9, 10], [8, 9, 10, 11], [3, 8, 9, 11])]
     out = {}
     for split in (True, False):
-        model = make_model(deterministic=True, sweeps=0, gamma=0.05, split=split,
+        model = make_model(deterministic=True, sweeps=0, gamma=0.05, split=split, discount=0.0,
                            resample_concentrations=False)  # fmt: skip
         live = NamespaceState({}, model.new_state())
         replayed = NamespaceState({}, MultinomialStats())
@@ -364,16 +387,18 @@ def test_a_burst_seated_in_an_old_category_gets_its_own() -> None:
     assert [(u, d) for u, d, _ in born] == [(got[0], 0)]
 
 
-def test_births_of_one_story_in_a_batch_are_merged() -> None:
-    """Two categories opened in one batch for documents of one story (seated before either had
-    weight) become one when that raises the collapsed posterior: a whole-group merge."""
+@pytest.mark.parametrize("discount", [0.0, 0.5])
+def test_births_of_one_story_in_a_batch_are_merged(discount: float) -> None:
+    """Categories opened in one batch for documents of one story (seated before either had
+    weight) merge when that raises the collapsed posterior: whole-group merges, under the DP
+    and under a Pitman–Yor category level (which opens three here; one round merges two)."""
     docs = [[TOPICS + w for w in ws] for ws in (
         [0, 1, 2], [3, 4, 5], [0, 1, 3, 4], [2, 5, 0, 3], [1, 4, 2, 5], [0, 1, 2], [3, 4, 5]
     )]  # fmt: skip
     out = {}
     for merge in (True, False):
         model = make_model(deterministic=True, sweeps=0, gamma=0.5, merge=merge, split=False,
-                           resample_concentrations=False)  # fmt: skip
+                           discount=discount, resample_concentrations=False)  # fmt: skip
         live = NamespaceState({}, model.new_state())
         replayed = NamespaceState({}, MultinomialStats())
         r = model.partial_fit(DocBatch.from_docs(docs, TOPICS + WORDS), live.stats,
@@ -381,6 +406,42 @@ def test_births_of_one_story_in_a_batch_are_merged() -> None:
         replay_delta(replayed.stats, r.delta, 0.0)
         assert state_digest(replayed) == state_digest(live)
         out[merge] = (r.assignments.tolist(), [(u, d) for u, d, _ in r.born])
-    assert len(set(out[False][0])) == 2 and len(out[False][1]) == 2
+    assert len(set(out[False][0])) >= 2 and len(out[False][1]) == len(set(out[False][0]))
     merged, born = out[True]
-    assert len(set(merged)) == 1 and born == [(merged[0], 0)]  # founded by the first document
+    n_apart = len(set(out[False][0]))
+    assert len(set(merged)) == n_apart - 1 and len(born) == n_apart - 1
+    assert born[0] == (merged[0], 0)  # founded by the first document
+
+
+def test_a_stray_member_no_longer_fits_its_category() -> None:
+    """``HDP.still_belongs`` (re-founding): with a member taken out, the first pass's eq. 6 puts
+    a story's document back in its category, and a stray one that shares a single word with it
+    elsewhere; it reads the statistics without changing them."""
+    story = [[5, 6, 7], [5, 6, 8], [5, 7, 8], [6, 7, 8]]
+    stray = [0, 1, 5]
+    other = [[0, 1, 2], [0, 1, 3], [0, 2, 3]]
+    docs = [[TOPICS + w for w in d] for d in (*other, *story, stray)]
+    known = np.array([102] * 3 + [101] * 5, dtype=np.int64)
+    model = make_model(deterministic=True, sweeps=1, resample_concentrations=False)
+    state = NamespaceState({}, model.new_state())
+    model.partial_fit(DocBatch.from_docs(docs, TOPICS + WORDS), state.stats,
+                      np.random.default_rng(0), known, frozenset({101, 102}))  # fmt: skip
+    before = state_digest(state)
+    one = np.ones(3, dtype=np.int64)
+
+    def fits(doc: list[int], uid: int) -> bool:
+        return model.still_belongs(np.array([TOPICS + w for w in doc]), one, uid, state.stats,
+                                   WORDS)  # fmt: skip
+
+    assert fits(story[0], 101) and fits(story[3], 101)
+    assert not fits(stray, 101)
+    assert fits(other[0], 102)
+    assert not fits(story[0], 999)  # unknown category
+    assert state_digest(state) == before
+    model.partial_fit(DocBatch.from_docs([[TOPICS + 20, TOPICS + 21]], TOPICS + WORDS),
+                      state.stats, np.random.default_rng(1))  # fmt: skip
+    alone = [u for u in np.unique(state.stats.uid[state.stats.active_slots()]).tolist()
+             if u not in (101, 102) and not is_topic(np.array([u]))[0]]  # fmt: skip
+    assert len(alone) == 1
+    assert model.still_belongs(np.array([TOPICS + 20, TOPICS + 21]), np.ones(2, np.int64),
+                               alone[0], state.stats, WORDS)  # its only member  # fmt: skip

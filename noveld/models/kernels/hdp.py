@@ -34,6 +34,28 @@ def f_topic(k: int, y: int, okl: np.ndarray, ok: np.ndarray, zeta: float, n_topi
 
 
 @njit(cache=True)
+def table_weight(m: float, discount: float) -> float:
+    """The CRP weight of an existing category with ``m`` tables under the Pitman–Yor prior
+    (discount d; d = 0 is the DP of eq. 2): ``m − d``, floored at 1e-3 for categories whose
+    decayed mass fell below d (as ``dpmm``'s seating)."""
+    return max(m - discount, 1e-3)
+
+
+@njit(cache=True)
+def new_category_weight(
+    gamma: float, discount: float, mk: np.ndarray, alive: np.ndarray, kmax: int
+) -> float:
+    """The CRP weight of a new category: ``γ + d·K`` with K the live categories (γ for the DP)."""
+    if discount == 0.0:
+        return gamma
+    n_live = 0
+    for k in range(kmax):
+        if alive[k] and mk[k] > 0.0:
+            n_live += 1
+    return gamma + discount * n_live
+
+
+@njit(cache=True)
 def table_category_logweights(
     ys: np.ndarray,
     okl: np.ndarray,
@@ -44,18 +66,19 @@ def table_category_logweights(
     zeta: float,
     gamma: float,
     out: np.ndarray,
+    discount: float = 0.0,
 ) -> float:
     """Eq. 6 for one table whose words have topics ``ys``: ``out[k] = log m_k + Σ_n log f(y_n |
     θ_k)`` with the table's own earlier words counted (sequential predictive); returns the new
     category's ``log γ + Σ_n log f(y_n | θ_new)``. The table must already be removed from the
-    counts."""
+    counts. With a Pitman–Yor ``discount`` d, ``m_k − d`` and ``γ + d·K`` replace ``m_k``, ``γ``."""
     n_topics = okl.shape[1]
     n = ys.shape[0]
     for k in range(kmax):
         if not alive[k] or mk[k] <= 0:
             out[k] = -np.inf
             continue
-        lw = math.log(mk[k])
+        lw = math.log(table_weight(mk[k], discount))
         for i in range(n):
             own = 0
             for j in range(i):
@@ -63,7 +86,7 @@ def table_category_logweights(
                     own += 1
             lw += math.log((zeta + okl[k, ys[i]] + own) / (n_topics * zeta + ok[k] + i))
         out[k] = lw
-    lw_new = math.log(gamma)
+    lw_new = math.log(new_category_weight(gamma, discount, mk, alive, kmax))
     for i in range(n):
         own = 0
         for j in range(i):

@@ -19,6 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
+from noveld.models.kernels.hdp import new_category_weight, table_weight
 from noveld.models.kernels.hdp_sampler import _move_context, _open_category, move_token
 from noveld.models.kernels.hdp_scores import (
     Arrays,
@@ -95,6 +96,7 @@ def split_bursts(
     eta: float,
     cx: Arrays,
     scratch: Arrays,
+    discount: float = 0.0,
 ) -> int:
     """Give a burst its own category (the hdp analogue of ``dpmm``'s burst split): for each
     category that existed before the batch (in uid order) and serves the single tables of two
@@ -104,8 +106,10 @@ def split_bursts(
         log γ + log (|G|−1)! + log p(G | new)   >   Σ_{j<|G|} log (m_k⁻ + j) + log p(G | k⁻)
 
     (eq. 2 for |G| tables; ``p(G | ·)`` the group's words and context; ``k⁻`` the category
-    without G). Seated one at a time, each document of a new story arriving in a burst joins
-    the closest old category; as a group they explain each other. Runs right after the
+    without G). With a Pitman–Yor ``discount`` d the prior terms are
+    ``log (γ + d·K) + Σ_{0<j<|G|} log (j − d)`` and ``Σ_j log (m_k⁻ + j − d)``. Seated one at a
+    time, each document of a new story arriving in a burst joins the closest old category; as a
+    group they explain each other. Runs right after the
     seating, when every document has one table and it carries the document's context.
     Returns how many groups moved (−1: out of category capacity)."""
     tab_doc, tab_k, tab_size = tabs
@@ -145,11 +149,12 @@ def split_bursts(
         ks[0], ks[1] = k, -1
         _words_score(ws[:n], ks, scores, zeta, beta, vbeta, tw, cat, ix, ctl, scratch)
         stay = scores[0] + _context_score(group[:g], k, eta, cx)
-        split = math.log(gamma) + scores[1] + _context_score(group[:g], ctl[0], eta, cx)
+        new_w = new_category_weight(gamma, discount, mk, cat[3], ctl[0])
+        split = math.log(new_w) + scores[1] + _context_score(group[:g], ctl[0], eta, cx)
         for j in range(g):
-            stay += math.log(mk[k] + j)
+            stay += math.log(table_weight(mk[k] + j, discount))
             if j > 0:
-                split += math.log(j)
+                split += math.log(j - discount)
         kc = k
         if split > stay:
             kc = _open_category(ctl, cat)
@@ -256,6 +261,7 @@ def merge_births(
     eta: float,
     cx: Arrays,
     scratch: Arrays,
+    discount: float = 0.0,
 ) -> int:
     """Merge categories opened in this batch (the hdp analogue of ``dpmm``'s merge of births):
     for each pair sharing a word, the collapsed posterior ratio of one category against two,
@@ -263,7 +269,9 @@ def merge_births(
         log p(A ∪ B | new) − log p(A | new) − log p(B | new)
             + log Γ(m_A + m_B) − log Γ(m_A) − log Γ(m_B) − log γ
 
-    (eq. 2 for their tables; ``p(· | new)`` the words with topics summed out and the context);
+    (eq. 2 for their tables; ``p(· | new)`` the words with topics summed out and the context;
+    under a Pitman–Yor ``discount`` d the prior part is ``log Γ(m_A + m_B − d) + log Γ(1 − d)
+    − log Γ(m_A − d) − log Γ(m_B − d) − log (γ + d(K−1))``, K counting both);
     greedily, best gain first, each category in one merge at most; the one with more tables
     (ties: the older) survives and tokens keep their topics. Documents of one new story seated
     apart before either category had weight otherwise stay in two. Returns the merges (−1: no
@@ -287,6 +295,7 @@ def merge_births(
     ks = np.full(1, -1, dtype=np.int64)
     one = np.empty(1)
     gains = np.full((n_young, n_young), -np.inf)
+    log_k_minus_one = math.log(new_category_weight(gamma, discount, mk, alive, kmax) - discount)
     for a in range(n_young):
         ta, da = toks[tok_ptr[a] : tok_ptr[a + 1]], docs[dptr[a] : dptr[a + 1]]
         for b in range(a + 1, n_young):
@@ -297,8 +306,11 @@ def merge_births(
             _take(ta, da, ka, -1.0, tok_word, tok_y, vbeta, tw, cat, ix, ctl, cx)
             _take(tb, db, kb, -1.0, tok_word, tok_y, vbeta, tw, cat, ix, ctl, cx)
             gain = (
-                math.lgamma(mk[ka] + mk[kb]) - math.lgamma(mk[ka]) - math.lgamma(mk[kb])
-                - math.log(gamma)
+                math.lgamma(table_weight(mk[ka] + mk[kb], discount))
+                + math.lgamma(1.0 - discount)
+                - math.lgamma(table_weight(mk[ka], discount))
+                - math.lgamma(table_weight(mk[kb], discount))
+                - log_k_minus_one
             )  # fmt: skip
             for part, sign in ((0, -1.0), (1, -1.0), (2, 1.0)):
                 n = 0

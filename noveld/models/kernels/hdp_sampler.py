@@ -35,7 +35,12 @@ import math
 import numpy as np
 from numba import njit
 
-from noveld.models.kernels.hdp import f_topic, table_category_logweights
+from noveld.models.kernels.hdp import (
+    f_topic,
+    new_category_weight,
+    table_category_logweights,
+    table_weight,
+)
 from noveld.models.kernels.hdp_scores import (
     CATS,
     EMPTY_BELOW,
@@ -139,17 +144,22 @@ def move_token(
 
 
 @njit(cache=True)
-def new_table_weight(y: int, zeta: float, gamma: float, cat: Arrays, kmax: int) -> float:
+def new_table_weight(
+    y: int, zeta: float, gamma: float, cat: Arrays, kmax: int, discount: float = 0.0
+) -> float:
     """``G(y)``: topic y's predictive at a new table, its category integrated out (eqs. 2, 4, 5):
-    ``(Σ_k m_k f(y|θ_k) + γ/L) / (M + γ)``."""
+    ``(Σ_k m_k f(y|θ_k) + γ/L) / (M + γ)``; with a Pitman–Yor ``discount`` d the weights are
+    ``m_k − d`` and ``γ + d·K``, normalised by their sum."""
     okl, ok, mk, alive = cat[0], cat[1], cat[2], cat[3]
     n_topics = okl.shape[1]
-    num = gamma * f_topic(-1, y, okl, ok, zeta, n_topics)
-    den = gamma
+    new_w = new_category_weight(gamma, discount, mk, alive, kmax)
+    num = new_w * f_topic(-1, y, okl, ok, zeta, n_topics)
+    den = new_w
     for k in range(kmax):
         if alive[k] and mk[k] > 0.0:
-            num += mk[k] * f_topic(k, y, okl, ok, zeta, n_topics)
-            den += mk[k]
+            wk = table_weight(mk[k], discount)
+            num += wk * f_topic(k, y, okl, ok, zeta, n_topics)
+            den += wk
     return num / den
 
 
@@ -157,7 +167,7 @@ def new_table_weight(y: int, zeta: float, gamma: float, cat: Arrays, kmax: int) 
 def _word_table(
     i: int, d: int, lo: int, hi: int, zeta: float, alpha: float, gamma: float, cat: Arrays,
     ctl: np.ndarray, tok_t: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: np.ndarray,
-    wts: np.ndarray, u1: float, u2: float, deterministic: bool, n_tab: int,
+    wts: np.ndarray, u1: float, u2: float, deterministic: bool, n_tab: int, discount: float,
 ) -> tuple[int, int]:  # fmt: skip
     """Eq. 3 for token i (taken out, its topic known) of the document spanning ``lo:hi``:
     one of the document's open tables, or a new one whose category is drawn by eq. 6 for this
@@ -185,15 +195,17 @@ def _word_table(
     if deterministic and alpha <= best:  # G(y) ≤ 1: a new table cannot win, skip its O(K)
         wts[n_open] = 0.0
     else:
-        wts[n_open] = alpha * new_table_weight(y, zeta, gamma, cat, ctl[CATS])
+        wts[n_open] = alpha * new_table_weight(y, zeta, gamma, cat, ctl[CATS], discount)
     c = pick(wts, n_open + 1, u1, deterministic)
     if c < n_open:
         return scratch[c], n_tab
     kmax = ctl[CATS]
     for k in range(kmax):
         live = alive[k] and mk[k] > 0.0
-        wts[k] = mk[k] * f_topic(k, y, okl, ok, zeta, n_topics) if live else 0.0
-    wts[kmax] = gamma * f_topic(-1, y, okl, ok, zeta, n_topics)
+        wk = table_weight(mk[k], discount)
+        wts[k] = wk * f_topic(k, y, okl, ok, zeta, n_topics) if live else 0.0
+    new_w = new_category_weight(gamma, discount, mk, alive, kmax)
+    wts[kmax] = new_w * f_topic(-1, y, okl, ok, zeta, n_topics)
     kc = pick(wts, kmax + 1, u2, deterministic)
     if kc == kmax:
         kc = _open_category(ctl, cat)
@@ -241,7 +253,7 @@ def _seat_document(
     beta: float, vbeta: float, gamma: float, tw: Arrays, cat: Arrays, ix: Arrays,
     ctl: np.ndarray, tok_t: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: Arrays,
     ws: np.ndarray, wts: np.ndarray, rng_u: np.ndarray, ui: int, deterministic: bool,
-    n_tab: int, log_pred: np.ndarray, eta: float, cx: Arrays, extra: Arrays,
+    n_tab: int, log_pred: np.ndarray, eta: float, cx: Arrays, extra: Arrays, discount: float,
 ) -> tuple[int, int]:  # fmt: skip
     """First pass for document d: one table, its category by eq. 6 with the topics summed out
     (fixed for a known document), then each word's topic by eq. 7. An unlabelled document's
@@ -262,7 +274,7 @@ def _seat_document(
         weights = _context_weights(d, kmax, eta, cx, extra[0], extra[1])
         kc = choose_block_category(ws[:n], zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax,
                                    scratch, wts, rng_u[ui], deterministic, total, weights,
-                                   _has_context(d, cx))  # fmt: skip
+                                   _has_context(d, cx), discount)  # fmt: skip
         log_pred[d] = total[0] - math.log(mk[:kmax].sum() + gamma)
         if kc == kmax:
             kc = _open_category(ctl, cat)
@@ -292,7 +304,7 @@ def _table_category(
     gamma: float, blocked: bool, tw: Arrays, cat: Arrays, ix: Arrays, ctl: np.ndarray,
     tok_t: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: Arrays, ws: np.ndarray,
     ys: np.ndarray, idx: np.ndarray, wts: np.ndarray, rng_u: np.ndarray, ui: int,
-    deterministic: bool, d: int, eta: float, cx: Arrays, extra: Arrays,
+    deterministic: bool, d: int, eta: float, cx: Arrays, extra: Arrays, discount: float,
 ) -> int:  # fmt: skip
     """The k-step for open table t of document d, spanning ``lo:hi``: take the table out,
     draw its category — eq. 6 given its topics, or with ``blocked`` the category and topics
@@ -318,10 +330,11 @@ def _table_category(
     if blocked:
         kc = choose_block_category(ws[:n], zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax,
                                    scratch, wts, rng_u[ui], deterministic, np.empty(1), weights,
-                                   carries and _has_context(d, cx))  # fmt: skip
+                                   carries and _has_context(d, cx), discount)  # fmt: skip
     else:
         okl, ok, alive = cat[0], cat[1], cat[3]
-        wts[kmax] = table_category_logweights(ys[:n], okl, ok, mk, alive, kmax, zeta, gamma, wts)
+        wts[kmax] = table_category_logweights(ys[:n], okl, ok, mk, alive, kmax, zeta, gamma, wts,
+                                              discount)  # fmt: skip
         for k in range(kmax + 1):
             wts[k] += weights[k]
         kc = pick_log(wts, kmax + 1, rng_u[ui], deterministic)
@@ -370,6 +383,7 @@ def sample_batch(
     log_pred: np.ndarray,
     eta: float,
     cx: Arrays,
+    discount: float = 0.0,
 ) -> int:
     """Seat a batch (``first_sweep == 0``) and/or run Gibbs sweeps ``max(first_sweep, 1) ..
     n_sweeps`` over its variables: per word its table (eq. 3) and topic (eq. 7), then per table
@@ -383,7 +397,8 @@ def sample_batch(
     the ``s``-th share, so one call may stop after the seating and another continue with new
     α or γ. The seating writes each unlabelled document's log predictive to ``log_pred[d]``.
     Context (``cx = (ctx_ptr, value column, field column, U, counts[k, column], context
-    table)``, prior ``eta``) enters the category choice of the table carrying it.
+    table)``, prior ``eta``) enters the category choice of the table carrying it. A Pitman–Yor
+    ``discount`` d puts ``m_k − d`` and ``γ + d·K`` in place of eq. 2's ``m_k`` and ``γ``.
     """
     okl = cat[0]
     n_docs = doc_ptr.shape[0] - 1
@@ -414,7 +429,7 @@ def sample_batch(
                 n_tab, ui = _seat_document(
                     d, lo, hi, tok_word, known, zeta, beta, vbeta, gamma, tw, cat, ix, ctl,
                     tok_t, tok_y, tabs, scratch, ws, wts, rng_u, ui, deterministic, n_tab,
-                    log_pred, eta, cx, extra,
+                    log_pred, eta, cx, extra, discount,
                 )  # fmt: skip
                 if n_tab < 0:
                     return -1
@@ -431,6 +446,7 @@ def sample_batch(
                     t, n_tab = _word_table(
                         i, d, lo, hi, zeta, alpha, gamma, cat, ctl, tok_t, tok_y, tabs,
                         open_tabs, wts, rng_u[ui], rng_u[ui + 1], deterministic, n_tab,
+                        discount,
                     )  # fmt: skip
                     if t < 0:
                         return -1
@@ -450,8 +466,52 @@ def sample_batch(
                 ui = _table_category(
                     t, lo, hi, tok_word, zeta, beta, vbeta, gamma, blocked, tw, cat, ix, ctl,
                     tok_t, tok_y, tabs, scratch, ws, ys, idx, wts, rng_u, ui, deterministic, d,
-                    eta, cx, extra,
+                    eta, cx, extra, discount,
                 )  # fmt: skip
                 if ui < 0:
                     return -1
     return n_tab
+
+
+@njit(cache=True)
+def reseat_member(
+    ws: np.ndarray, k: int, zeta: float, beta: float, vbeta: float, gamma: float, tw: Arrays,
+    cat: Arrays, ix: Arrays, ctl: np.ndarray, discount: float = 0.0,
+) -> int:  # fmt: skip
+    """Take a member document (batch-local word ids ``ws``, one per token) out of category
+    ``k`` and return the category its first pass would choose now (MAP, no context): ``k``,
+    another local category, or ``ctl[CATS]`` for a new one. Modifies the bundles.
+
+    Its topics are not stored, so each token leaves the topic of ``k`` most likely to hold it
+    (largest ``O_kl n_lw``, holding at least a whole token of both); a token ``k`` does not
+    hold stays. Its table leaves ``m_k``. Then eq. 6 with the topics summed out, as in the
+    first pass (:func:`choose_block_category`)."""
+    nlw = tw[0]
+    okl = cat[0]
+    mk = cat[2]
+    nz, nzlen = ix[0], ix[1]
+    n = ws.shape[0]
+    for i in range(n):
+        w = ws[i]
+        best, best_v = -1, 0.0
+        for q in range(nzlen[k]):
+            y = nz[k, q]
+            if okl[k, y] >= 1.0 and nlw[w, y] >= 1.0:
+                v = okl[k, y] * nlw[w, y]
+                if v > best_v or (v == best_v and y < best):
+                    best, best_v = y, v
+        if best >= 0:
+            move_token(w, best, k, -1.0, vbeta, tw, cat, ix, ctl)
+    mk[k] = max(mk[k] - 1.0, 0.0)
+    kmax = ctl[CATS]
+    m = max(n, 1)
+    scratch = (
+        np.empty(m), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
+        np.empty(m, dtype=np.int64), np.empty(m), np.empty(m),
+        np.empty((okl.shape[0], 2 * m)), np.empty(okl.shape[0] + 1, dtype=np.int64),
+    )  # fmt: skip
+    logw = np.empty(max(okl.shape[1], okl.shape[0]) + 1)
+    total = np.empty(1)
+    extra = np.zeros(okl.shape[0] + 1)
+    return choose_block_category(ws, zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax, scratch,
+                                 logw, 0.0, True, total, extra, False, discount)  # fmt: skip

@@ -19,6 +19,8 @@ import math
 import numpy as np
 from numba import njit
 
+from noveld.models.kernels.hdp import new_category_weight, table_weight
+
 Arrays = tuple[np.ndarray, ...]  # a bundle of count or index arrays (numba passes tuples)
 EMPTY_BELOW = 0.5  # a topic holding less than half a token is unused
 CATS, NEXT_UID, OVERFLOW, N_EMPTY, FIRST_EMPTY = 0, 1, 2, 3, 4
@@ -352,9 +354,12 @@ def choose_block_category(
     ws: np.ndarray, zeta: float, beta: float, vbeta: float, gamma: float, tw: Arrays,
     cat: Arrays, ix: Arrays, ctl: np.ndarray, kmax: int, scratch: Arrays, logw: np.ndarray,
     u: float, deterministic: bool, log_total: np.ndarray, extra: np.ndarray, has_extra: bool,
+    discount: float = 0.0,
 ) -> int:  # fmt: skip
     """Eq. 6 for a table of words ``ws`` with their topics summed out
-    (:func:`block_log_predictive`): a local category, or ``kmax`` for a new one. ``extra[k]``
+    (:func:`block_log_predictive`): a local category, or ``kmax`` for a new one. Category
+    weights ``m_k − d`` and ``γ + d·K`` under a Pitman–Yor ``discount`` d (``m_k``, ``γ`` for
+    d = 0). ``extra[k]``
     (``extra[kmax]`` for a new category) is added to each log weight: the document's context
     likelihood, or zeros (``has_extra`` false: nothing to add, and the bounds may use the new
     category's score as a floor).
@@ -377,11 +382,13 @@ def choose_block_category(
         best_used[i] = best_used_topic(ws[i], tw, ix, beta, n_empty)
     n_empty = list_unused(ctl, nl, n, empties)
     args = (zeta, beta, tw, cat, ix, phi_sums, best_used, empties, n_empty, own_t, own_c)
-    logw[kmax] = math.log(gamma) + block_log_predictive(ws, -1, *args) + extra[kmax]
+    new_w = new_category_weight(gamma, discount, mk, alive, kmax)
+    logw[kmax] = math.log(new_w) + block_log_predictive(ws, -1, *args) + extra[kmax]
     if not deterministic:
         for k in range(kmax):
             live = alive[k] and mk[k] > 0.0
-            lw = math.log(mk[k]) + block_log_predictive(ws, k, *args) + extra[k]
+            lw = math.log(table_weight(mk[k], discount)) + block_log_predictive(ws, k, *args)
+            lw += extra[k]
             logw[k] = lw if live else -np.inf
         log_total[0] = _log_sum_exp(logw, kmax + 1)
         return pick_log(logw, kmax + 1, u, False)
@@ -397,7 +404,8 @@ def choose_block_category(
             outside = max(outside, n_empty * zeta * phi(w, empties[j], nlw, inv, beta))
     floor = -np.inf if has_extra else logw[kmax] - 1e-9  # the new category's exact score
     upper_bound_log_predictive(ws, zeta, beta, tw, cat, ix, kmax, phi_sums, phi_top,
-                               outside * (1.0 + 1e-9), acc, logw, floor, touched)  # fmt: skip
+                               outside * (1.0 + 1e-9), acc, logw, floor, touched,
+                               discount)  # fmt: skip
     if has_extra:
         for k in range(kmax):
             logw[k] += extra[k]
@@ -410,7 +418,8 @@ def choose_block_category(
         k = first if q < 0 else q
         if k < 0 or (q >= 0 and k == first) or logw[k] < best_v:
             continue
-        v = math.log(mk[k]) + block_log_predictive(ws, k, *args) + extra[k]
+        v = math.log(table_weight(mk[k], discount)) + block_log_predictive(ws, k, *args)
+        v += extra[k]
         logw[k] = v
         if v > best_v or (v == best_v and k < best):
             best, best_v = k, v
@@ -437,9 +446,10 @@ def upper_bound_log_predictive(
     ws: np.ndarray, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays, kmax: int,
     phi_sums: np.ndarray, phi_top: np.ndarray, outside: float, acc: np.ndarray,
     out: np.ndarray, floor: float = -np.inf, touched: np.ndarray | None = None,
+    discount: float = 0.0,
 ) -> None:  # fmt: skip
-    """``out[k] ≥ log m_k + block_log_predictive(ws, k)`` for every category ``k < kmax`` (−inf
-    when it cannot be chosen), with no logarithm per word.
+    """``out[k] ≥ log (m_k − d) + block_log_predictive(ws, k)`` for every category
+    ``k < kmax`` (−inf when it cannot be chosen), with no logarithm per word.
 
     Each numerator's category part is exact: ``β Σ_{y∈k} O_kl inv[y]`` plus
     ``Σ_{y ∋ w_i} O_kl n_lw inv[y]``, gathered through the words' topics and the topics'
@@ -500,7 +510,7 @@ def upper_bound_log_predictive(
         b *= beta
         inside = beta * heaviest > outside
         lw = 0.0
-        prod = mk[k]
+        prod = table_weight(mk[k], discount)
         for i in range(n):
             a_i = acc[k, i] if reached else 0.0
             a_max = acc[k, n + i] if reached else 0.0
