@@ -1,6 +1,6 @@
 """Model-only quality and throughput of the ``hdp`` model (issue #4).
 
-    python benchmarks/bench_hdp.py [--data FILE] [--topics 1000] [--zeta 1e-3] [--gamma 10]
+    python benchmarks/bench_hdp.py [--data FILE] [--topics 2000] [--zeta 5e-4] [--gamma 10]
                                    [--discount 0.5] [--table-alpha 1] [--sweeps 2] [--sampled]
                                    [--repeat 3]
 

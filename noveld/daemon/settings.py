@@ -44,9 +44,9 @@ class ModelSettings(_Section):
     local_step: Literal["cvb0", "vb"] = Field("cvb0", description="svi: local step")
     local_sweeps: int = Field(0, ge=0, description="svi: extra local-step passes per batch")
     topics: int = Field(
-        1000, ge=1, le=10_000, description="hdp: number of topics L (more than live categories)"
+        2000, ge=1, le=10_000, description="hdp: number of topics L (more than live categories)"
     )
-    zeta: float = Field(1e-3, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
+    zeta: float = Field(5e-4, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
     gamma: float = Field(10.0, gt=0, description="hdp: category concentration γ (start value)")
     table_alpha: float = Field(
         1.0, gt=0, description="hdp: per-document table concentration α (start value)"

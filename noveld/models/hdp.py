@@ -166,12 +166,12 @@ class HDPConfig:
     per batch, forgetting and retirement as in ``dpmm``.
 
     Short texts want many topics and a small ζ: a category then keeps to a few topics of its
-    own (one per story, for news), and L should exceed the number of live categories
-    (docs/model.md, "hdp")."""
+    own (one per story, for news), and L should exceed the number of live categories by a
+    margin (a new category claims an unused topic), with L·ζ = 1 (docs/model.md, "hdp")."""
 
-    topics: int = 1000
+    topics: int = 2000
     beta: float = 0.01
-    zeta: float = 1e-3
+    zeta: float = 5e-4  # L·ζ = 1: unused topics weigh one token's worth in a category
     context_prior: float = 0.1  # η of each category's Dirichlet–categorical context fields
     table_alpha: float = 1.0
     gamma: float = 10.0
