@@ -90,6 +90,13 @@ class DeadLetterSink(Protocol):
         """Make dead letters durable (called before the offsets covering them are committed)."""
 
 
+def _empty_detail(doc: Document) -> str:
+    """Why a decoded document has nothing to cluster."""
+    if doc.text is None and doc.tokens is None and doc.embedding is not None:
+        return "embedding only: no text or tokens, and embeddings are not modelled yet"
+    return "no tokens after tokenization"
+
+
 class _PositionDicts(Sequence[dict[str, Any]]):
     """Positions as JSON dicts, converted only for the few the novelty tracker keeps; a
     document's own ``ts`` (event time) fills in the position's time when the source has none."""
@@ -290,9 +297,7 @@ class Pipeline:
         if empty:
             drop = set(empty)
             for i in sorted(drop):
-                self._dead_letter(
-                    kept[i], InvalidReason.EMPTY_CONTENT, "no tokens after tokenization", rep
-                )
+                self._dead_letter(kept[i], InvalidReason.EMPTY_CONTENT, _empty_detail(docs[i]), rep)
             docs = [d for i, d in enumerate(docs) if i not in drop]
             kept = [r for i, r in enumerate(kept) if i not in drop]
         positions = [r.position for r in kept]

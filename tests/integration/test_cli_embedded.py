@@ -229,6 +229,7 @@ def test_bad_input_goes_to_dlq_and_processing_continues(tmp_path: Path) -> None:
         json.dumps({"id": "e2", "text": "!!! ??? ..."}),
         json.dumps({"id": "e3", "text": "x" * 5000}),
         json.dumps(["an", "array"]),
+        json.dumps({"id": "e4", "embedding": [0.5, -0.25, 1.0]}),
     ]
     lines = good[:20] + bad + good[20:]
     src = tmp_path / "in.jsonl"
@@ -245,12 +246,15 @@ def test_bad_input_goes_to_dlq_and_processing_continues(tmp_path: Path) -> None:
             "missing_id",
             "no_content",
             "empty_content",
+            "empty_content",
             "oversize",
             "not_object",
             "undecodable",
         ]
     )
-    assert {d["offset"] for d in dead} == {20, 21, 22, 23, 24, 25, 46}
+    assert {d["offset"] for d in dead} == {20, 21, 22, 23, 24, 25, 26, 47}
+    emb = next(d for d in dead if d["offset"] == 26)  # said plainly, not "no tokens"
+    assert emb["reason"] == "empty_content" and "embedding" in emb["detail"]
     assert "invalid records by reason" in out.stderr
 
 

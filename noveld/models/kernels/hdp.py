@@ -174,10 +174,11 @@ def gather_indexed(
             if nlw[j, y] > 0.0:
                 wz[q] = y
                 q += 1
-    nz = np.zeros((cap, n_topics), dtype=np.int64)
+    # the topic lists are read only up to their lengths: no need to clear (cap × L) entries
+    nz = np.empty((cap, n_topics), dtype=np.int64)
     nzlen = np.zeros(cap, dtype=np.int64)
     innz = np.zeros((cap, n_topics), dtype=np.bool_)
-    cz = np.zeros((n_topics, cap), dtype=np.int64)
+    cz = np.empty((n_topics, cap), dtype=np.int64)
     czlen = np.zeros(n_topics, dtype=np.int64)
     for y in range(topic_words.shape[0]):
         w = topic_words[y]
