@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from noveld.schema import MAX_ID_CHARS, Document, InvalidReason, parse_rfc3339, trusted
 
 _orjson_loads: Callable[[str], Any] | None
@@ -33,7 +35,16 @@ MAX_DEPTH = 64
 _BOM = "\ufeff"
 # orjson turns integers outside int64/uint64 into floats, stdlib json keeps them exact: any run of
 # 19+ digits routes the record to stdlib json, so both parsers give identical results.
-_LONG_DIGITS = re.compile(rb"[0-9]{19,}")
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))
+_LONG_DIGIT_RUN = b"0" * 19
+
+
+def _has_long_digit_run(raw: bytes) -> bool:
+    """Whether ``raw`` holds 19+ consecutive ASCII digits (a translate and a substring search:
+    far cheaper than a regex on long lines of numbers, such as embeddings)."""
+    return _LONG_DIGIT_RUN in raw.translate(_DIGITS_AS_ZERO)
+
+
 # A \uD800-\uDFFF escape may decode to a lone surrogate (stdlib json allows it, orjson does not).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -120,7 +131,7 @@ def _parse(raw: bytes) -> Any:
         text = text[1:]
     obj: Any = None
     parsed = False
-    if _orjson_loads is not None and _LONG_DIGITS.search(raw) is None:
+    if _orjson_loads is not None and not _has_long_digit_run(raw):
         try:
             obj = _orjson_loads(text)
             parsed = True
@@ -190,6 +201,21 @@ def _embedding(obj: dict[str, Any], name: str, dim: int | None) -> list[float] |
         return None
     if not isinstance(value, list):
         raise _Reject(InvalidReason.BAD_FIELD, f"{name!r} must be an array of numbers")
+    if value and set(map(type, value)) <= {float, int}:  # the common case, checked in bulk
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except OverflowError:  # an integer beyond the float range: the loop below says so
+            pass
+        else:
+            if not np.isfinite(arr).all():
+                raise _Reject(InvalidReason.NAN_EMBEDDING, f"{name!r} holds a non-finite value")
+            if dim is not None and arr.shape[0] != dim:
+                raise _Reject(
+                    InvalidReason.WRONG_DIMENSION,
+                    f"{name!r} has {arr.shape[0]} values, expected dimension {dim}",
+                )
+            fast: list[float] = arr.tolist()
+            return fast
     out: list[float] = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):

@@ -415,3 +415,48 @@ def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, swe
     assert partition(res.assignments.tolist()) == partition(oracle)
     joined_old = [u in uid_index for u in res.assignments.tolist()]
     assert joined_old == [k < len(uid_index) for k in oracle]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 40), st.integers(1, 12))
+def test_add_word_counts_equals_one_entry_at_a_time(seed: int, n: int, n_slots: int) -> None:
+    """The word-by-word replay (one postings walk per word) gives the counts of adding each
+    (slot, word) entry by itself, duplicates included, and allocates only missing entries."""
+    rng = np.random.default_rng(seed)
+
+    def pool(size: int = 400) -> tuple[np.ndarray, ...]:
+        head = np.full(8, -1, dtype=np.int64)
+        nxt = np.full(size, -1, dtype=np.int64)
+        pk = np.zeros(size, dtype=np.int64)
+        pc = np.zeros(size)
+        ictl = np.zeros(kern.ICTL_SIZE, dtype=np.int64)
+        return head, nxt, pk, pc, ictl
+
+    fast, slow = pool(), pool()
+    # the same pre-existing postings in both pools
+    for _ in range(int(rng.integers(0, 30))):
+        w, k, c = int(rng.integers(0, 8)), int(rng.integers(0, n_slots)), float(rng.random())
+        for p in (fast, slow):
+            e = kern.find_or_alloc(w, k, *p)
+            p[3][e] += c
+    slots = rng.integers(0, n_slots, n).astype(np.int64)
+    words = rng.integers(0, 8, n).astype(np.int64)
+    counts = rng.random(n) * 3
+    kern.add_word_counts(slots, words, counts, *fast)
+    for j in range(n):
+        e = kern.find_or_alloc(int(words[j]), int(slots[j]), *slow)
+        slow[3][e] += counts[j]
+
+    def table(p: tuple[np.ndarray, ...]) -> dict[tuple[int, int], float]:
+        head, nxt, pk, pc, _ = p
+        out = {}
+        for w in range(8):
+            e = head[w]
+            while e >= 0:
+                assert (w, int(pk[e])) not in out  # one entry per (word, slot)
+                out[(w, int(pk[e]))] = float(pc[e])
+                e = nxt[e]
+        return out
+
+    assert table(fast) == table(slow)  # bit-identical counts
+    assert fast[4][kern.POOL_USED] == slow[4][kern.POOL_USED]

@@ -572,11 +572,57 @@ def add_word_counts(
     """Add raw counts to the (word, slot) postings entries, allocating missing ones.
 
     The replay half of a :class:`StatsDelta`: the pool must have room for ``words.shape[0]``
-    new entries (``MultinomialStats.reserve``).
+    new entries (``MultinomialStats.reserve``). Entries are taken word by word: a word's
+    postings list is walked once for all of its entries (a common word, or a vmf dimension that
+    every cluster holds, would otherwise cost a walk per entry). Each entry's additions happen
+    in input order, so the counts are those of adding one entry at a time.
     """
-    for j in range(words.shape[0]):
-        e = find_or_alloc(words[j], slots[j], head, nxt, pk, pc, ictl)
-        pc[e] += raw_counts[j]
+    n = words.shape[0]
+    if n == 0:
+        return
+    order = np.argsort(words, kind="mergesort")
+    kmax = 0
+    for j in range(n):
+        kmax = max(kmax, slots[j] + 1)
+    entry_of = np.full(kmax, -1, dtype=np.int64)
+    wanted = np.zeros(kmax, dtype=np.bool_)
+    start = 0
+    while start < n:
+        w = words[order[start]]
+        stop = start
+        distinct = 0
+        while stop < n and words[order[stop]] == w:
+            k = slots[order[stop]]
+            if not wanted[k]:
+                wanted[k] = True
+                distinct += 1
+            stop += 1
+        found = 0
+        e = head[w]
+        while e >= 0 and found < distinct:
+            k = pk[e]
+            if k < kmax and wanted[k] and entry_of[k] < 0:
+                entry_of[k] = e
+                found += 1
+            e = nxt[e]
+        for i in range(start, stop):
+            j = order[i]
+            k = slots[j]
+            e = entry_of[k]
+            if e < 0:
+                e = ictl[POOL_USED]
+                ictl[POOL_USED] = e + 1
+                pk[e] = k
+                pc[e] = 0.0
+                nxt[e] = head[w]
+                head[w] = e
+                entry_of[k] = e
+            pc[e] += raw_counts[j]
+        for i in range(start, stop):
+            k = slots[order[i]]
+            wanted[k] = False
+            entry_of[k] = -1
+        start = stop
 
 
 @njit(cache=True)
