@@ -6,6 +6,7 @@ built with a few vectorised numpy calls per batch (no per-document numpy work).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -192,19 +193,41 @@ def build_batch(docs: list[list[int]], vocab_size: int) -> DocBatch:
     return batch_from_flat(flat, lengths, vocab_size)
 
 
+def unit_embedding(doc: Document) -> np.ndarray | None:
+    """The document's embedding scaled to unit length (DESIGN §3); None without one, or for a
+    zero vector (it has no direction)."""
+    if doc.embedding is None:
+        return None
+    x = np.asarray(doc.embedding, dtype=np.float64)
+    norm = float(np.linalg.norm(x))
+    if not norm > 0.0 or not math.isfinite(norm):
+        return None
+    return x / norm
+
+
 class Featurizer:
     """Turns decoded documents into a ``DocBatch``, growing the vocabulary as it goes.
 
     ``tokens`` wins over ``text``. Documents left with no tokens (including embedding-only ones)
     are not in the batch; their indices are returned so the caller can DLQ them as
-    ``empty_content``. With ``context`` each document's categorical ``context`` fields become
-    reserved vocabulary entries (:func:`context_tokens`), in the batch's ``ctx_*`` arrays.
+    ``empty_content``. With ``embedding_dim`` (the vmf likelihood) documents are kept for their
+    embedding instead (unit length, in ``batch.emb``), words or none, and those without a usable
+    embedding are the empty ones. With ``context`` each document's categorical ``context``
+    fields become reserved vocabulary entries (:func:`context_tokens`), in the batch's
+    ``ctx_*`` arrays.
     """
 
-    def __init__(self, tokenizer: Tokenizer, vocabulary: Vocabulary, context: bool = False) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        vocabulary: Vocabulary,
+        context: bool = False,
+        embedding_dim: int = 0,
+    ) -> None:
         self.tokenizer = tokenizer
         self.vocabulary = vocabulary
         self.context = context
+        self.embedding_dim = embedding_dim  # > 0: documents are clustered by their embedding
 
     def tokens_of(self, doc: Document) -> list[str]:
         """The normalized tokens of one document (empty if it has no text or tokens)."""
@@ -226,6 +249,7 @@ class Featurizer:
         lengths: list[int] = []
         kept: list[int] = []
         empty: list[int] = []
+        vectors: dict[int, np.ndarray] = {}
         for i, doc in enumerate(docs):
             if doc.tokens is not None:
                 toks = normalize(doc.tokens)
@@ -233,7 +257,10 @@ class Featurizer:
                 toks = tokenize(doc.text)
             else:
                 toks = []
-            if toks:
+            vec = unit_embedding(doc) if self.embedding_dim else None
+            if vec is not None or (toks and not self.embedding_dim):
+                if vec is not None:
+                    vectors[i] = vec
                 flat.extend(toks)
                 lengths.append(len(toks))
                 kept.append(i)
@@ -254,12 +281,20 @@ class Featurizer:
             known = ids >= 0
             doc_of = np.repeat(np.arange(len(lengths)), lengths)
             new_len = np.bincount(doc_of[known], minlength=len(lengths))
-            empty.extend(kept[d] for d in np.flatnonzero(new_len == 0).tolist())
+            stays = new_len > 0
+            if self.embedding_dim:  # clustered by the embedding; words only describe
+                stays[:] = True
+            empty.extend(kept[d] for d in np.flatnonzero(~stays).tolist())
             empty.sort()
-            keep = [kept[d] for d in np.flatnonzero(new_len > 0).tolist()]
-            batch = batch_from_flat(ids[known], new_len[new_len > 0], len(vocab), vocab.reserved)
+            keep = [kept[d] for d in np.flatnonzero(stays).tolist()]
+            batch = batch_from_flat(ids[known], new_len[stays], len(vocab), vocab.reserved)
         if self.context:
             batch = self._with_context(batch, [docs[i] for i in keep], grow)
+        if self.embedding_dim:
+            emb = np.zeros((len(keep), self.embedding_dim))
+            for d, i in enumerate(keep):
+                emb[d] = vectors[i]
+            batch = replace(batch, emb=emb)
         return batch, empty
 
     def _with_context(self, batch: DocBatch, docs: list[Document], grow: bool) -> DocBatch:

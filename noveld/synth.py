@@ -54,6 +54,7 @@ Documents
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -153,6 +154,8 @@ class SynthConfig:
     burst_strength: float = 1.0
     n_sources: int = 0
     source_fidelity: float = 0.9
+    embedding_dim: int = 0
+    embedding_cosine: float = 0.8
 
     def __post_init__(self) -> None:
         """Reject settings the process cannot run with (ValueError, with the reason)."""
@@ -174,6 +177,8 @@ class SynthConfig:
             (self.burst_strength >= 0, "burst_strength must be >= 0"),
             (self.n_sources >= 0, "n_sources must be >= 0"),
             (0.0 <= self.source_fidelity <= 1.0, "source_fidelity must be in [0, 1]"),
+            (self.embedding_dim == 0 or self.embedding_dim >= 2, "embedding_dim must be 0 or >= 2"),
+            (0.0 < self.embedding_cosine < 1.0, "embedding_cosine must be in (0, 1)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -221,6 +226,7 @@ def _streams(seed: int) -> dict[str, np.random.Generator]:
         "residual",
         "gap",
         "source",
+        "embedding",
     )
     children = np.random.SeedSequence(seed).spawn(len(names))
     return {name: np.random.default_rng(s) for name, s in zip(names, children, strict=True)}
@@ -383,7 +389,30 @@ class _Sequencer:
         return flat[:n]
 
 
-Chunk = tuple[int, IntArray, npt.NDArray[np.int64], list[str], list[str] | None]
+Chunk = tuple[int, IntArray, npt.NDArray[np.int64], list[str], list[str] | None, FloatArray | None]
+
+
+def sample_vmf(mu: FloatArray, kappa: float, rng: np.random.Generator) -> FloatArray:
+    """One draw from vMF(μ_i, κ) per row of ``mu`` (unit rows), by Wood's (1994) rejection
+    sampler for the cosine w to the mean and a uniform direction orthogonal to it."""
+    n, p = mu.shape
+    b = (-2.0 * kappa + np.sqrt(4.0 * kappa * kappa + (p - 1.0) ** 2)) / (p - 1.0)
+    x0 = (1.0 - b) / (1.0 + b)
+    c = kappa * x0 + (p - 1.0) * np.log(1.0 - x0 * x0)
+    w = np.empty(n)
+    todo = np.arange(n)
+    while todo.shape[0]:
+        z = rng.beta((p - 1.0) / 2.0, (p - 1.0) / 2.0, todo.shape[0])
+        cand = (1.0 - (1.0 + b) * z) / (1.0 - (1.0 - b) * z)
+        u = rng.random(todo.shape[0])
+        ok = kappa * cand + (p - 1.0) * np.log(1.0 - x0 * cand) - c >= np.log(u)
+        w[todo[ok]] = cand[ok]
+        todo = todo[~ok]
+    v = rng.standard_normal((n, p))
+    v -= (v * mu).sum(axis=1, keepdims=True) * mu
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    out: FloatArray = w[:, None] * mu + np.sqrt(np.maximum(1.0 - w * w, 0.0))[:, None] * v
+    return out
 
 
 def _chunks(cfg: SynthConfig) -> Iterator[Chunk]:
@@ -395,6 +424,13 @@ def _chunks(cfg: SynthConfig) -> Iterator[Chunk]:
     word_arr = np.array(words, dtype=object)
     stories = _Stories(cfg, rngs["stories"])
     seq = _Sequencer(cfg, rngs)
+    means: FloatArray | None = None
+    if cfg.embedding_dim:
+        p = cfg.embedding_dim
+        means = rngs["embedding"].standard_normal((cfg.n_stories, p))
+        means /= np.linalg.norm(means, axis=1, keepdims=True)
+        c = cfg.embedding_cosine
+        kappa = (c * p - c**3) / (1.0 - c * c)  # paper 003 eq. 10
     ms = _START_MS
     for start in range(0, cfg.n_docs, _CHUNK):
         n = min(_CHUNK, cfg.n_docs - start)
@@ -418,13 +454,14 @@ def _chunks(cfg: SynthConfig) -> Iterator[Chunk]:
             other = rngs["source"].integers(0, cfg.n_sources, n)
             src = np.where(u < cfg.source_fidelity, home[story], other)
             sources = [f"src{j}" for j in src.tolist()]
-        yield start, story, stamps, texts, sources
+        emb = None if means is None else sample_vmf(means[story], kappa, rngs["embedding"])
+        yield start, story, stamps, texts, sources, emb
 
 
 def generate(cfg: SynthConfig) -> Iterator[dict[str, Any]]:
-    """Yield ``{"id", "text", "label", "ts"}`` records (and ``context`` with ``n_sources``) in
-    stream order, deterministic per seed."""
-    for start, story, stamps, texts, sources in _chunks(cfg):
+    """Yield ``{"id", "text", "label", "ts"}`` records (and ``context`` with ``n_sources``,
+    ``embedding`` with ``embedding_dim``) in stream order, deterministic per seed."""
+    for start, story, stamps, texts, sources, emb in _chunks(cfg):
         for j, (k, ms, text) in enumerate(zip(story.tolist(), stamps.tolist(), texts, strict=True)):
             rec: dict[str, Any] = {
                 "id": f"d{start + j:06d}",
@@ -434,6 +471,8 @@ def generate(cfg: SynthConfig) -> Iterator[dict[str, Any]]:
             }
             if sources is not None:
                 rec["context"] = {"source": sources[j]}
+            if emb is not None:
+                rec["embedding"] = _rounded(emb[j])
             yield rec
 
 
@@ -450,12 +489,23 @@ def write_jsonl(cfg: SynthConfig, path_or_stream: str | os.PathLike[str] | IO[st
     return _write(cfg, path_or_stream)
 
 
+def _rounded(x: FloatArray) -> list[float]:
+    """An embedding as JSON-friendly floats (6 decimals: files stay small, directions exact
+    to ~1e-6)."""
+    return [round(v, 6) for v in x.tolist()]
+
+
 def _write(cfg: SynthConfig, out: IO[str]) -> int:
     n = 0
-    for start, story, stamps, texts, sources in _chunks(cfg):
+    for start, story, stamps, texts, sources, emb in _chunks(cfg):
         ctx = [""] * len(texts) if sources is None else [
             f', "context": {{"source": "{x}"}}' for x in sources
         ]  # fmt: skip
+        if emb is not None:
+            ctx = [
+                f'{c}, "embedding": {json.dumps(_rounded(e))}'
+                for c, e in zip(ctx, emb, strict=True)
+            ]
         lines = [
             f'{{"id": "d{start + j:06d}", "text": "{text}", "label": "s{k}", '
             f'"ts": {ms / 1000!r}{ctx[j]}}}\n'

@@ -34,6 +34,9 @@ _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
     ("--gamma", "gamma", float, "hdp: category concentration γ (start value when resampled)"),
     ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α (start)"),
     ("--context-prior", "context_prior", float, "hdp: Dirichlet prior η of context values"),
+    ("--likelihood", "likelihood", str, "dpmm: multinomial (words, default) | vmf (embeddings)"),
+    ("--embedding-dim", "embedding_dim", int, "vmf: the embeddings' dimension p (required)"),
+    ("--vmf-cosine", "vmf_cosine", float, "vmf: typical member-to-mean cosine, sets κ (0.5)"),
 ]
 _FIELD_FLAGS = ["id", "text", "tokens", "embedding", "label", "context", "ts"]
 

@@ -75,7 +75,7 @@ def _cmd_evaluate(
     return 0
 
 
-def _synth_config(ns: argparse.Namespace) -> Any:
+def _synth_config(ns: argparse.Namespace, embedding_dim: int | None = None) -> Any:
     from noveld.synth import SynthConfig
 
     kw = {
@@ -88,6 +88,8 @@ def _synth_config(ns: argparse.Namespace) -> Any:
             "birth_rate": ns.birth_rate,
             "seed": ns.stream_seed,
             "n_sources": ns.sources,
+            "embedding_dim": embedding_dim if embedding_dim is not None else ns.embeddings,
+            "embedding_cosine": ns.embedding_cosine,
         }.items()
         if v is not None
     }
@@ -113,8 +115,9 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
     from noveld.eval.report import run_and_record, score
     from noveld.synth import write_jsonl
 
-    cfg = _synth_config(ns)
     settings = settings_of(ns)
+    vmf = settings.model.likelihood == "vmf"
+    cfg = _synth_config(ns, settings.model.embedding_dim if vmf else None)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.jsonl"
         write_jsonl(cfg, path)
@@ -167,6 +170,18 @@ def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None)
         "--sources",
         type=int,
         help="add a context field 'source' with this many values, 90%% the story's own",
+    )
+    g.add_argument(
+        "--embeddings",
+        type=int,
+        metavar="DIM",
+        help="add an embedding of this dimension to each document (vMF around its story's "
+        "direction; the demo adds them itself with --likelihood vmf)",
+    )
+    g.add_argument(
+        "--embedding-cosine",
+        type=float,
+        help="typical cosine of a document's embedding to its story's direction (0.8)",
     )
     g.add_argument(
         "--stream-seed",

@@ -26,6 +26,7 @@ from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.hdp import HDP, HDPConfig, topic_token
 from noveld.models.novelty import Confirmation, NoveltyTracker
 from noveld.models.svi import SVI, SVIConfig
+from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
 from noveld.schema import (
     ClusterBorn,
     ClusterMerged,
@@ -90,10 +91,14 @@ class DeadLetterSink(Protocol):
         """Make dead letters durable (called before the offsets covering them are committed)."""
 
 
-def _empty_detail(doc: Document) -> str:
+def _empty_detail(doc: Document, embeddings: bool) -> str:
     """Why a decoded document has nothing to cluster."""
+    if embeddings:
+        if doc.embedding is None:
+            return "no embedding: the vmf likelihood clusters documents by their embedding"
+        return "zero embedding: a zero vector has no direction"
     if doc.text is None and doc.tokens is None and doc.embedding is not None:
-        return "embedding only: no text or tokens, and embeddings are not modelled yet"
+        return "embedding only: no text or tokens (embeddings are clustered with --likelihood vmf)"
     return "no tokens after tokenization"
 
 
@@ -174,6 +179,11 @@ def make_model(settings: Settings) -> ClusterModel:
                 max_active_clusters=m.max_active_clusters,
             )
         )
+    if m.likelihood == "vmf":
+        base = replace(model_config(settings), merge=False, split=False)
+        return VMFMixture(
+            VMFConfig(**base.__dict__, dimension=m.embedding_dim, cosine=m.vmf_cosine)
+        )
     if m.kind == "svi":
         base = replace(model_config(settings), rejuvenation_sweeps=m.local_sweeps)
         return SVI(
@@ -228,7 +238,10 @@ class Pipeline:
         self.reload()
         f = settings.fields
         self.fields = FieldNames(**f.model_dump())
-        self.limits = DecodeLimits(max_doc_bytes=settings.limits.max_doc_bytes)
+        self.limits = DecodeLimits(
+            max_doc_bytes=settings.limits.max_doc_bytes,
+            embedding_dim=settings.model.embedding_dim if self._embeddings else None,
+        )
         self.consecutive_invalid = 0
         self._delivery_failing = False
         self.publish_pending()
@@ -243,10 +256,18 @@ class Pipeline:
         self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
         self.vocab = Vocabulary.from_list(self.state.vocab)
         if isinstance(self.model, HDP):
-            self._bind_topic_words(self.model)
+            topics = range(self.model.config.topics)
+            self.model.bind_topic_words(self._reserved_ids([topic_token(t) for t in topics]))
+        if isinstance(self.model, VMFMixture):
+            pairs = [dimension_tokens(j) for j in range(self.model.config.dimension)]
+            ids = self._reserved_ids([t for pair in pairs for t in pair])
+            self.model.bind_dimension_words(ids[0::2], ids[1::2])
         m = self.settings.model
         self.featurizer = Featurizer(
-            self.tokenizer, self.vocab, context=m.kind == "hdp" and m.use_context
+            self.tokenizer,
+            self.vocab,
+            context=m.kind == "hdp" and m.use_context,
+            embedding_dim=m.embedding_dim if self._embeddings else 0,
         )
         nov = self.settings.novelty
         self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, nov.exemplars)
@@ -256,17 +277,21 @@ class Pipeline:
             int(u): str(label) for u, label in self.state.novelty.get("known", {}).items()
         }
 
-    def _bind_topic_words(self, model: HDP) -> None:
-        """Give the hdp topics their reserved vocabulary entries (namespace-wide ids, interned
-        through the store like any new word) and tell the model their ids."""
-        wanted = [topic_token(t) for t in range(model.config.topics)]
+    @property
+    def _embeddings(self) -> bool:
+        """Whether documents are clustered by their embedding (the vmf likelihood)."""
+        return self.settings.model.likelihood == "vmf"
+
+    def _reserved_ids(self, wanted: list[str]) -> list[int]:
+        """Vocabulary ids of the model's reserved entries (hdp topics, vmf dimensions):
+        namespace-wide, interned through the store like any new word."""
         missing = [w for w in wanted if w not in self.vocab]
         if missing:
             known = len(self.state.vocab)
             shared = self.store.intern(self.state, known, missing)
             self.vocab.extend(shared)
         ids = [self.vocab.get(w) for w in wanted]
-        model.bind_topic_words([int(i) for i in ids if i is not None])
+        return [int(i) for i in ids if i is not None]
 
     def next_offset(self, topic: str, partition: int) -> int:
         """Where to resume reading a topic-partition (the committed next offset)."""
@@ -297,7 +322,8 @@ class Pipeline:
         if empty:
             drop = set(empty)
             for i in sorted(drop):
-                self._dead_letter(kept[i], InvalidReason.EMPTY_CONTENT, _empty_detail(docs[i]), rep)
+                detail = _empty_detail(docs[i], self._embeddings)
+                self._dead_letter(kept[i], InvalidReason.EMPTY_CONTENT, detail, rep)
             docs = [d for i, d in enumerate(docs) if i not in drop]
             kept = [r for i, r in enumerate(kept) if i not in drop]
         positions = [r.position for r in kept]
@@ -323,7 +349,9 @@ class Pipeline:
                 _PositionDicts(positions, docs),
                 first_index,
                 [u for u, _, _ in result.retired] + [u for u, _, _ in result.merged],
-                _BatchFeatures(batch),
+                self.model.member_features(batch)
+                if isinstance(self.model, VMFMixture)
+                else _BatchFeatures(batch),
                 self.model.refound_test(self.state.stats, batch)
                 if self.settings.novelty.refound
                 else None,

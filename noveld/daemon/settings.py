@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +26,14 @@ class ModelSettings(_Section):
     """Which model and its hyperparameters (DESIGN §5)."""
 
     kind: Literal["dpmm", "svi", "hdp"] = Field("dpmm", description="inference engine")
+    likelihood: Literal["multinomial", "vmf"] = Field(
+        "multinomial",
+        description="dpmm: multinomial (words) or vmf (the documents' embeddings, DESIGN §5.1)",
+    )
+    embedding_dim: int = Field(0, ge=0, description="vmf: embedding dimension p (required)")
+    vmf_cosine: float = Field(
+        0.5, gt=0, lt=1, description="vmf: typical cosine of a member to its cluster's mean (κ)"
+    )
     alpha: float = Field(0.03, gt=0, description="DP concentration (per document if scaled)")
     beta: float = Field(0.01, gt=0, description="symmetric Dirichlet prior on cluster words")
     alpha_scaling: Literal["none", "batch"] = "batch"
@@ -61,6 +69,16 @@ class ModelSettings(_Section):
         0.1, gt=0, description="hdp: Dirichlet prior η of a category's context values"
     )
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _vmf_needs_dpmm_and_dimension(self) -> ModelSettings:
+        """The vmf likelihood is a ``dpmm`` option and needs the stream's embedding dimension."""
+        if self.likelihood == "vmf":
+            if self.kind != "dpmm":
+                raise ValueError(f"likelihood 'vmf' is a dpmm option, not {self.kind!r}")
+            if self.embedding_dim < 2:
+                raise ValueError("likelihood 'vmf' needs model.embedding_dim (>= 2)")
+        return self
 
 
 class BatchSettings(_Section):
@@ -224,6 +242,8 @@ def _kind_fingerprint(settings: Settings) -> dict[str, Any]:
             "use_context": m.use_context,
             "context_prior": m.context_prior,
         }
+    if m.likelihood == "vmf":
+        return {"embedding_dim": m.embedding_dim, "vmf_cosine": m.vmf_cosine}
     return {}
 
 
@@ -233,7 +253,7 @@ def model_fingerprint(settings: Settings) -> dict[str, Any]:
     return {
         "schema": 1,
         "kind": m.kind,
-        "likelihood": "multinomial",
+        "likelihood": m.likelihood,
         "alpha": m.alpha,
         "beta": m.beta,
         "alpha_scaling": m.alpha_scaling,

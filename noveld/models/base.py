@@ -23,6 +23,8 @@ class DocBatch:
     ``ctx_ptr[d]:ctx_ptr[d+1]`` of ``ctx_value`` (vocabulary id of "field = value"),
     ``ctx_field`` (vocabulary id of the field) and ``ctx_card`` (distinct values of the field
     seen so far).
+
+    ``emb`` holds each document's embedding as a unit vector when the model clusters embeddings.
     """
 
     ptr: np.ndarray
@@ -35,6 +37,7 @@ class DocBatch:
     ctx_value: np.ndarray | None = None
     ctx_field: np.ndarray | None = None
     ctx_card: np.ndarray | None = None
+    emb: np.ndarray | None = None  # (documents × p) unit embeddings, for the vmf likelihood
 
     def __len__(self) -> int:
         return int(self.lengths.shape[0])
