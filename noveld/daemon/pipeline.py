@@ -212,6 +212,7 @@ def model_config(settings: Settings) -> DPMMConfig:
         max_active_clusters=m.max_active_clusters,
         discount=m.discount,
         merge=m.merge,
+        absorb_margin=m.absorb_margin,
         split=m.split,
     )
 

@@ -44,6 +44,9 @@ class ModelSettings(_Section):
     retire_min_mass: float = Field(0.05, ge=0)
     max_active_clusters: int = Field(5000, ge=1)
     merge: bool = Field(True, description="merge new clusters into others when that is MAP")
+    absorb_margin: float = Field(
+        20.0, ge=0, description="dpmm/svi: log-odds to absorb a cluster into a known category"
+    )
     split: bool = Field(True, description="dpmm: split a batch's burst out of an old cluster")
     use_labels: bool = Field(False, description="documents' labels are known categories")
     kappa: float = Field(0.8, gt=0.5, le=1.0, description="svi: step-size exponent κ")

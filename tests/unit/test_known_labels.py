@@ -49,3 +49,50 @@ def test_without_labels_nothing_is_forced() -> None:
     stats = model.new_state()
     res = model.partial_fit(DocBatch.from_docs(random_docs(rng, 10, 20), 20), stats, rng)
     assert all(int(u) >> 40 != KNOWN_LABEL_SLOT for u in res.assignments)
+
+
+def story_docs(
+    rng: np.random.Generator, words: list[int], n: int, length: int = 6
+) -> list[list[int]]:
+    return [list(rng.choice(words, size=length)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("kind", ["dpmm", "svi"])
+@pytest.mark.parametrize("margin", [20.0, 1e9])
+def test_an_unlabelled_twin_is_absorbed_into_its_known_category(kind: str, margin: float) -> None:
+    """Story A's first documents arrive unlabelled and open a novel cluster; later its labelled
+    documents fill the known category. The twin then merges into the known category (a
+    `merged` entry, the counts moved, later documents of A land there); story B's cluster, with
+    other words, is never absorbed. With an enormous margin nothing is absorbed."""
+    rng = np.random.default_rng(3)
+    cfg = {"alpha": 0.3, "alpha_scaling": "none", "split": False, "absorb_margin": margin}
+    model = DPMM(DPMMConfig(**cfg)) if kind == "dpmm" else SVI(SVIConfig(**cfg))  # type: ignore[arg-type]
+    stats, replica = model.new_state(), model.new_state()
+    a_words, b_words = list(range(0, 12)), list(range(30, 42))
+    known_a = label_uid("a")
+    pinned = frozenset({known_a})
+    first = model.partial_fit(
+        DocBatch.from_docs(story_docs(rng, a_words, 8) + story_docs(rng, b_words, 8), 60),
+        stats, rng, None, pinned,
+    )  # fmt: skip
+    replay_delta(replica, first.delta, 0.0)
+    twin, b_cluster = int(first.assignments[0]), int(first.assignments[8])
+    assert twin != b_cluster and twin >> 40 != KNOWN_LABEL_SLOT
+    docs = story_docs(rng, a_words, 10)
+    known = np.full(10, -1, dtype=np.int64)
+    known[:6] = known_a
+    second = model.partial_fit(DocBatch.from_docs(docs, 60), stats, rng, known, pinned)
+    replay_delta(replica, second.delta, 0.0)
+    merged = {(s, d) for s, d, _ in second.merged}
+    live = set(stats.uid[stats.active_slots()].tolist())
+    assert b_cluster in live and all(s != b_cluster for s, _ in merged)
+    if margin < 1e6:
+        assert (twin, known_a) in merged and twin not in live
+        assert set(second.assignments.tolist()) == {known_a}  # the unlabelled ones too
+        if kind == "dpmm":  # the twin's 8 documents moved in with the batch's 10
+            k = int(np.flatnonzero(stats.uid[: stats.kmax] == known_a)[0])
+            assert float(stats.mass(np.array([k]))[0]) == pytest.approx(18.0)
+    else:
+        assert not merged and twin in live
+    # the writer equals a replay of its deltas, merges included
+    assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, stats))
