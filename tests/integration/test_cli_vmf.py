@@ -165,6 +165,14 @@ def test_bad_embeddings_go_to_the_dlq_and_processing_continues(tmp_path: Path) -
     assert "done — 30 docs" in out.stderr
 
 
+def test_demo_generates_and_clusters_embeddings() -> None:
+    out = noveld("demo", "--likelihood", "vmf", "--embedding-dim", "48", "--docs", "2000")
+    assert out.returncode == 0, out.stderr
+    assert "cluster.born" in out.stdout and "NMI" in out.stdout
+    nmi = float(out.stdout.rsplit("NMI ", 1)[1].split()[0])
+    assert nmi >= 0.9  # measured 0.99+
+
+
 def test_settings_errors_are_one_line(tmp_path: Path) -> None:
     out = noveld("run", "--input", "-", "--likelihood", "vmf", input_text="")
     assert out.returncode == 2 and "embedding_dim" in out.stderr and "Traceback" not in out.stderr

@@ -63,7 +63,7 @@ def wait_for_docs(
 
 
 def start_daemon(
-    bootstrap: str, redis_url: str, ns: str, topics: dict[str, str]
+    bootstrap: str, redis_url: str, ns: str, topics: dict[str, str], extra: tuple[str, ...] = ()
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
@@ -85,6 +85,7 @@ def start_daemon(
             ns,
             "--session-timeout-ms",
             str(TEST_SESSION_TIMEOUT_MS),
+            *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -151,6 +152,41 @@ def test_daemon_drains_topic_commits_to_redis_and_publishes(
     stop(proc)
     again = RedisStore(client, ns).read()
     assert again is not None and again.counters == state.counters
+
+
+def test_daemon_clusters_embeddings_from_kafka(kafka_bootstrap: str, redis_url: str) -> None:
+    """Production mode with `--likelihood vmf`: embeddings in from the broker, state in Redis,
+    births out on the events topic, a wrong-dimension embedding on the DLQ topic."""
+    ns = f"v{uuid.uuid4().hex[:6]}"
+    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    cfg = SynthConfig(n_docs=1000, n_stories=10, seed=6, embedding_dim=48, embedding_cosine=0.7)
+    for i, doc in enumerate(generate(cfg)):
+        if i == 300:
+            bad = {"id": "short", "embedding": [0.5, 0.5]}
+            producer.send(topics["in"], value=json.dumps(bad).encode())
+        producer.send(topics["in"], value=json.dumps(doc).encode())
+    producer.flush()
+    producer.close()
+    client = redis.Redis.from_url(redis_url)
+    vmf = ("--likelihood", "vmf", "--embedding-dim", "48")
+    proc = start_daemon(kafka_bootstrap, redis_url, ns, topics, vmf)
+    counters = wait_for_docs(client, ns, 1001, proc)
+    stop(proc)
+    assert counters["docs"] == 1000 and counters["invalid"] == 1 and counters["births"] >= 5
+    events = [
+        json.loads(m.value)
+        for m in consume_all(kafka_bootstrap, topics["events"], counters["births"])
+    ]
+    born = [e for e in events if e["type"] == "cluster.born"]
+    assert len(born) == counters["births"]
+    assert all(not t.startswith("\x00") for e in born for t, _ in e["top_terms"])
+    dead = consume_all(kafka_bootstrap, topics["dlq"], 1)
+    assert len(dead) == 1
+    assert {k: v.decode() for k, v in dead[0].headers}["error"] == "wrong_dimension"
 
 
 def test_produce_sends_every_line_and_reports(kafka_bootstrap: str, tmp_path: Any) -> None:
