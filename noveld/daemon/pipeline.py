@@ -172,6 +172,7 @@ def make_model(settings: Settings) -> ClusterModel:
                 context_prior=m.context_prior,
                 split=m.split,
                 merge=m.merge,
+                absorb_margin=m.absorb_margin,
                 sweeps=m.rejuvenation_sweeps,
                 deterministic=m.deterministic,
                 half_life_docs=m.half_life_docs,

@@ -45,7 +45,7 @@ class ModelSettings(_Section):
     max_active_clusters: int = Field(5000, ge=1)
     merge: bool = Field(True, description="merge new clusters into others when that is MAP")
     absorb_margin: float = Field(
-        20.0, ge=0, description="dpmm/svi: log-odds to absorb a cluster into a known category"
+        20.0, ge=0, description="use_labels: log-odds to absorb a cluster into a known category"
     )
     split: bool = Field(True, description="dpmm: split a batch's burst out of an old cluster")
     use_labels: bool = Field(False, description="documents' labels are known categories")

@@ -33,9 +33,11 @@ from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.dpmm import (
     DPMM,
     DPMMConfig,
+    absorption_gains,
     apply_additions,
     decay_factor,
     finish_delta,
+    greedy_absorptions,
 )
 from noveld.models.kernels import hdp as kern
 from noveld.models.kernels import hdp_moves as moves
@@ -180,6 +182,7 @@ class HDPConfig:
     blocked: bool = True
     split: bool = True
     merge: bool = True
+    absorb_margin: float = 20.0  # log-odds a category needs to be merged into a known one
     sweeps: int = 2
     deterministic: bool = True
     half_life_docs: float = 0.0
@@ -283,12 +286,109 @@ class HDP:
         delta = self._delta(batch, tokens, tok_y, cat_uid[tok_cat], tab_uids, f, born, nb, ctx_uids)
         apply_additions(stats, delta)
         retired = self._retire(stats, pinned)
-        delta = replace(delta, retired_uids=np.array([u for u, _, _ in retired], np.int64))
+        gone = [u for u, _, _ in retired]
+        absorbed = self._absorb_into_known(stats, assignments, pinned, gamma, set(gone), batch)
+        born_here = {b[0] for b in born}
+        if absorbed:
+            into = dict(absorbed)
+            assignments = np.array([into.get(u, u) for u in assignments.tolist()], np.int64)
+            born = [b for b in born if b[0] not in into]
+        delta = replace(
+            delta,
+            retired_uids=np.array(gone + [a for a, _ in absorbed], np.int64),
+            merges=np.array(absorbed, dtype=np.int64).reshape(-1, 2),
+        )  # born_uids keep absorbed births, so a replica's uid counter passes them too
         finish_delta(stats, delta, cfg.half_life_docs, cfg.prune_below)
         seated = ~np.isnan(log_pred)  # the unlabelled documents
         tokens_seated = float(batch.lengths[seated].sum())
         lpt = float(log_pred[seated].sum()) / tokens_seated if tokens_seated else float("nan")
-        return BatchResult(assignments, born, retired, delta, lpt)
+        merged = [(a, b, a in born_here) for a, b in absorbed]
+        return BatchResult(assignments, born, retired, delta, lpt, merged=merged)
+
+    def _absorb_into_known(
+        self,
+        stats: MultinomialStats,
+        assignments: np.ndarray,
+        pinned: Collection[int],
+        gamma: float,
+        fading: set[int],
+        batch: DocBatch,
+    ) -> list[tuple[int, int]]:
+        """(category uid, known category uid) merges: other categories absorbed into the known
+        categories this batch's documents went to (:meth:`DPMM._absorb_into_known`).
+
+        A twin category claimed topics of its own, so it shares none with its known category
+        and a test on category–topic counts cannot see that they are one story. The test is
+        therefore ``dpmm``'s merge test on each category's expected word counts
+        ``Σ_l O_kl φ_l(w)`` (φ_l the topic's word distribution, its counts normalised), with
+        the tables' Pitman–Yor prior; a merge moves the category–topic counts and tables, so the
+        topics and their words are untouched. Applied by :func:`finish_delta`, like a replica's.
+        """
+        cfg = self.config
+        if not pinned or not cfg.merge or self.topic_words is None:
+            return []
+        kmax = stats.kmax
+        uids = stats.uid[:kmax]
+        category = stats.alive[:kmax] & ~is_topic(uids)
+        is_known = category & np.isin(uids, np.fromiter(pinned, dtype=np.int64))
+        in_batch = np.isin(uids, assignments)
+        if not np.any(is_known & in_batch):
+            return []
+        expected = self._expected_word_stats(stats, category, batch.vocab_size)
+        cats = np.flatnonzero(category)  # slot j of ``expected`` is category slot cats[j]
+        touched = np.flatnonzero((is_known & in_batch)[cats]).astype(np.int64)
+        eligible = ~is_known[cats] & ~np.isin(uids[cats], np.fromiter(fading, dtype=np.int64))
+        log_new = math.log(gamma + cfg.discount * (cats.shape[0] - 1))
+        gains = absorption_gains(
+            expected, touched, eligible, np.arange(batch.vocab_size, dtype=np.int64), cfg.beta,
+            batch.n_words * cfg.beta, log_new, cfg.discount,
+        )  # fmt: skip
+        pairs = greedy_absorptions(gains, touched, cfg.absorb_margin, set())
+        return [(int(uids[cats[src]]), int(uids[cats[dst]])) for src, dst in pairs]
+
+    def _expected_word_stats(
+        self, stats: MultinomialStats, category: np.ndarray, vocab_size: int
+    ) -> MultinomialStats:
+        """Statistics whose cluster j is category ``flatnonzero(category)[j]``: its tables as
+        ``m`` and its expected word counts ``Σ_l O_kl n_lw / n_l`` (true units)."""
+        assert self.topic_words is not None
+        kmax = stats.kmax
+        w, k, c = mkern.postings_entries(stats.head, stats.nxt, stats.pk, stats.pc, vocab_size)
+        c = c * stats.scale
+        cats = np.flatnonzero(category)
+        row_of = np.full(kmax, -1, dtype=np.int64)
+        row_of[cats] = np.arange(cats.shape[0])
+        topic_of_word = np.full(max(vocab_size, int(self.topic_words.max()) + 1), -1, np.int64)
+        topic_of_word[self.topic_words] = np.arange(self.topic_words.shape[0])
+        slot_of_topic = np.full(self.topic_words.shape[0], -1, dtype=np.int64)
+        topic_slots = np.flatnonzero(stats.alive[:kmax] & is_topic(stats.uid[:kmax]))
+        slot_of_topic[stats.uid[topic_slots] & ((1 << 40) - 1)] = topic_slots
+        # category–topic counts O_kl, and each topic's words n_lw over n_l
+        ct = (row_of[k] >= 0) & (topic_of_word[w] >= 0)
+        cat_row, cat_topic_slot, o = row_of[k[ct]], slot_of_topic[topic_of_word[w[ct]]], c[ct]
+        tw = np.isin(k, topic_slots) & (topic_of_word[w] < 0)
+        t_slot, t_word, t_raw = k[tw], w[tw], c[tw]
+        per_topic = np.bincount(t_slot, weights=t_raw, minlength=kmax)  # n_l
+        t_count = t_raw / np.maximum(per_topic[t_slot], 1e-300)
+        order = np.argsort(t_slot, kind="stable")
+        t_slot, t_word, t_count = t_slot[order], t_word[order], t_count[order]
+        starts = np.searchsorted(t_slot, cat_topic_slot)
+        ends = np.searchsorted(t_slot, cat_topic_slot, side="right")
+        lens = ends - starts
+        idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        rows = np.repeat(cat_row, lens)
+        words = t_word[idx]
+        counts = t_count[idx] * np.repeat(o, lens)
+        out = MultinomialStats()
+        n = cats.shape[0]
+        out.reserve(n, int(words.shape[0]), vocab_size)
+        out.m[:n] = stats.m[cats] * stats.scale
+        out.alive[:n] = True
+        out.uid[:n] = np.arange(n)
+        out.ntok[:n] = np.bincount(rows, weights=counts, minlength=n)
+        out.ictl[mkern.KMAX] = n
+        mkern.add_word_counts(rows, words, counts, out.head, out.nxt, out.pk, out.pc, out.ictl)
+        return out
 
     def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
         """Expected word counts of category ``uid``: ``Σ_l O_kl φ_l(w)`` (topics' words only)."""

@@ -460,3 +460,17 @@ def test_add_word_counts_equals_one_entry_at_a_time(seed: int, n: int, n_slots: 
 
     assert table(fast) == table(slow)  # bit-identical counts
     assert fast[4][kern.POOL_USED] == slow[4][kern.POOL_USED]
+
+
+def test_postings_entries_lists_every_live_count_once() -> None:
+    model = DPMM(DPMMConfig(rejuvenation_sweeps=1))
+    stats = model.new_state()
+    rng = np.random.default_rng(4)
+    model.partial_fit(DocBatch.from_docs(random_docs(rng, 30, 25), 25), stats, rng)
+    w, k, c = kern.postings_entries(stats.head, stats.nxt, stats.pk, stats.pc, 25)
+    got = {(int(a), int(b)): float(x) for a, b, x in zip(w, k, c, strict=True)}
+    want = {}
+    for slot in stats.active_slots().tolist():
+        ws, cs = stats.word_counts(slot)
+        want.update({(int(a), slot): float(x) / stats.scale for a, x in zip(ws, cs, strict=True)})
+    assert len(got) == len(w) and got == pytest.approx(want)

@@ -445,3 +445,40 @@ def test_a_stray_member_no_longer_fits_its_category() -> None:
     assert len(alone) == 1
     assert model.still_belongs(np.array([TOPICS + 20, TOPICS + 21]), np.ones(2, np.int64),
                                alone[0], state.stats, WORDS)  # its only member  # fmt: skip
+
+
+@pytest.mark.parametrize("margin", [20.0, 1e9])
+def test_an_unlabelled_twin_category_is_absorbed_into_its_known_category(margin: float) -> None:
+    """Story A opens a category unlabelled; then its labelled documents fill known category
+    777 (with topics of its own, so the two share none). The twin is absorbed by the test on
+    expected word counts; story B's category never is; with an enormous margin nothing is."""
+    topics, rng = 20, np.random.default_rng(5)
+    model = HDP(HDPConfig(topics=topics, sweeps=1, gamma=1.0, deterministic=True, split=False,
+                          resample_concentrations=False, absorb_margin=margin))  # fmt: skip
+    model.bind_topic_words(list(range(topics)))
+    a_words, b_words = np.arange(topics, topics + 10), np.arange(topics + 20, topics + 30)
+
+    def docs(words: np.ndarray, n: int) -> list[list[int]]:
+        return [rng.choice(words, size=6).tolist() for _ in range(n)]
+
+    live, replica = model.new_state(), MultinomialStats()
+    pinned = frozenset({777})
+    first = model.partial_fit(DocBatch.from_docs(docs(a_words, 8) + docs(b_words, 8), 60),
+                              live, rng, None, pinned)  # fmt: skip
+    replay_delta(replica, first.delta, 0.0)
+    twin, b_cat = int(first.assignments[0]), int(first.assignments[8])
+    assert twin != b_cat and set(first.assignments[:8].tolist()) == {twin}
+    known = np.full(10, -1, dtype=np.int64)
+    known[:5] = 777
+    second = model.partial_fit(DocBatch.from_docs(docs(a_words, 10), 60), live, rng, known, pinned)
+    replay_delta(replica, second.delta, 0.0)
+    assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, live))
+    alive = set(live.uid[live.active_slots()].tolist())
+    merged = {(s, d) for s, d, _ in second.merged}
+    assert b_cat in alive and all(s != b_cat for s, _ in merged)
+    if margin < 1e6:
+        assert merged == {(twin, 777)} and twin not in alive
+        assert set(second.assignments.tolist()) == {777}
+        assert np.array_equal(second.delta.merges, np.array([[twin, 777]]))
+    else:
+        assert not merged and twin in alive

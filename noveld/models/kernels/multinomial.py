@@ -993,3 +993,31 @@ def best_split_group(
             acc += term[u]
         best = drop_gain
     return best
+
+
+@njit(cache=True)
+def postings_entries(
+    head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray, n_words: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every live postings entry of words ``< n_words`` as (word, slot, raw count) arrays."""
+    n = 0
+    for w in range(min(n_words, head.shape[0])):
+        e = head[w]
+        while e >= 0:
+            if pc[e] > 0.0:
+                n += 1
+            e = nxt[e]
+    ws = np.empty(n, dtype=np.int64)
+    ks = np.empty(n, dtype=np.int64)
+    cs = np.empty(n, dtype=np.float64)
+    i = 0
+    for w in range(min(n_words, head.shape[0])):
+        e = head[w]
+        while e >= 0:
+            if pc[e] > 0.0:
+                ws[i] = w
+                ks[i] = pk[e]
+                cs[i] = pc[e]
+                i += 1
+            e = nxt[e]
+    return ws, ks, cs
