@@ -107,13 +107,21 @@ def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: st
 
 
 def _kill_resume(
-    big_stream: Path, st: Path, kills: int, model: str = "dpmm"
+    big_stream: Path,
+    st: Path,
+    kills: int,
+    model: str = "dpmm",
+    extra: tuple[str, ...] = (),
+    total: int = BIG,
+    pause: tuple[float, float] = (0.1, 1.0),
+    seed: int = 1,
 ) -> list[dict[str, Any]]:
-    """SIGKILL the daemon at random points (after its first snapshot), then run to the end."""
+    """SIGKILL the daemon at random points (``pause`` seconds after a snapshot that made
+    progress), then run to the end of the ``total``-document stream; returns every event."""
     events: list[dict[str, Any]] = []
     import random
 
-    rnd = random.Random(1)
+    rnd = random.Random(seed)
     for _ in range(kills):
         proc = subprocess.Popen(
             [
@@ -128,6 +136,7 @@ def _kill_resume(
                 "--quiet",
                 "--model",
                 model,
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -139,15 +148,16 @@ def _kill_resume(
             if (st / "state.npz").exists() and state_show(st)["docs"] > start_docs:
                 break
             time.sleep(0.05)
-        time.sleep(rnd.uniform(0.1, 1.0))
+        time.sleep(rnd.uniform(*pause))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == -signal.SIGKILL  # really killed, not finished
-        assert state_show(st)["docs"] < BIG
+        assert state_show(st)["docs"] < total
         events += events_of(out.rsplit("\n", 1)[0] if not out.endswith("\n") else out)
     final = noveld(
-        "run", "--input", str(big_stream), "--state-dir", str(st), "--quiet", "--model", model
-    )
+        "run", "--input", str(big_stream), "--state-dir", str(st), "--quiet", "--model", model,
+        *extra,
+    )  # fmt: skip
     assert final.returncode == 0, final.stderr
     return events + events_of(final.stdout)
 

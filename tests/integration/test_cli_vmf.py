@@ -5,15 +5,11 @@ rebuilding the live model after every commit."""
 from __future__ import annotations
 
 import json
-import random
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import redis
-from test_cli_embedded import NOVELD, events_of, noveld, state_show
+from test_cli_embedded import _kill_resume, events_of, noveld, state_show
 
 from noveld.daemon.embedded import CollectingEvents, run_file
 from noveld.daemon.pipeline import Pipeline
@@ -103,29 +99,9 @@ def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
     )
     assert clean.returncode == 0, clean.stderr
     st = tmp_path / "chaos"
-    rnd = random.Random(3)
-    events = []
-    for _ in range(3):
-        proc = subprocess.Popen(
-            [*NOVELD, "run", "--input", str(long_stream), "--state-dir", str(st),
-             "--snapshot-interval", "0", "--quiet", *VMF],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        start = state_show(st)["docs"] if (st / "state.npz").exists() else 0
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if (st / "state.npz").exists() and state_show(st)["docs"] > start:
-                break
-            time.sleep(0.05)
-        time.sleep(rnd.uniform(0.0, 0.3))
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        assert proc.returncode == -signal.SIGKILL
-        assert state_show(st)["docs"] < LONG
-        events += events_of(out.rsplit("\n", 1)[0] if not out.endswith("\n") else out)
-    final = noveld("run", "--input", str(long_stream), "--state-dir", str(st), "--quiet", *VMF)
-    assert final.returncode == 0, final.stderr
-    events += events_of(final.stdout)
+    events = _kill_resume(
+        long_stream, st, 3, extra=tuple(VMF), total=LONG, pause=(0.0, 0.3), seed=3
+    )
     info, clean_info = state_show(st), state_show(tmp_path / "clean")
     assert info["docs"] == LONG and info["mass"] == pytest.approx(LONG)
     assert info["digest"] == clean_info["digest"]

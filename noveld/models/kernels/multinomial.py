@@ -268,6 +268,20 @@ def find_or_alloc(
         if pk[e] == k:
             return e
         e = nxt[e]
+    return alloc_entry(w, k, head, nxt, pk, pc, ictl)
+
+
+@njit(cache=True)
+def alloc_entry(
+    w: int,
+    k: int,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    ictl: np.ndarray,
+) -> int:
+    """A new zero postings entry (w, k) at the head of w's list (the pool must have room)."""
     e = ictl[POOL_USED]
     ictl[POOL_USED] = e + 1
     pk[e] = k
@@ -610,12 +624,7 @@ def add_word_counts(
             k = slots[j]
             e = entry_of[k]
             if e < 0:
-                e = ictl[POOL_USED]
-                ictl[POOL_USED] = e + 1
-                pk[e] = k
-                pc[e] = 0.0
-                nxt[e] = head[w]
-                head[w] = e
+                e = alloc_entry(w, k, head, nxt, pk, pc, ictl)
                 entry_of[k] = e
             pc[e] += raw_counts[j]
         for i in range(start, stop):
