@@ -637,28 +637,33 @@ class DPMM:
         """Step (1) of :meth:`_split_bursts`."""
         cfg = self.config
         nb = len(batch)
-        g = stats.scale
         theta = math.exp(self.log_alpha(nb))
         n_live = int(stats.alive[: stats.kmax].sum())
-        slots = np.unique(assign)
-        slots = slots[~stats.fresh[slots]]
-        slots = slots[np.argsort(stats.uid[slots], kind="stable")]
+        # each cluster's batch documents, in document order: one stable sort, not a scan per slot
+        order = np.argsort(assign, kind="stable")
+        sorted_slots = assign[order]
+        starts = np.flatnonzero(np.r_[True, sorted_slots[1:] != sorted_slots[:-1]])
+        ends = np.r_[starts[1:], nb]
+        slots = sorted_slots[starts]
+        has_forced = np.maximum.reduceat((forced[order] >= 0).astype(np.int8), starts) > 0
         pinned = self._pinned
+        ok = (ends - starts >= 2) & ~stats.fresh[slots] & ~has_forced
+        if pinned:
+            ok &= np.array([int(u) not in pinned for u in stats.uid[slots].tolist()])
+        cand = np.flatnonzero(ok)
+        cand = cand[np.argsort(stats.uid[slots[cand]], kind="stable")]  # uid order
+        if cand.shape[0] == 0:
+            return 0
+        keep = np.empty(nb, dtype=np.bool_)
+        gains = kern.best_split_groups(
+            slots[cand], starts[cand], ends[cand], order, batch.ptr, batch.words, batch.counts,
+            batch.lengths, stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc,
+            stats.scale, cfg.beta, batch.vocab_size * cfg.beta, theta, cfg.discount, n_live, keep,
+        )  # fmt: skip
         moved = 0
-        for k in slots.tolist():
-            docs = np.flatnonzero(assign == k)
-            if docs.shape[0] < 2 or int(stats.uid[k]) in pinned or np.any(forced[docs] >= 0):
-                continue
-            keep = np.empty(docs.shape[0], dtype=np.bool_)
-            gain = kern.best_split_group(
-                k, docs, batch.ptr, batch.words, batch.counts, batch.lengths, stats.m,
-                stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, g, cfg.beta,
-                batch.vocab_size * cfg.beta, math.log(theta + cfg.discount * n_live),
-                cfg.discount, keep,
-            )  # fmt: skip
-            if not gain > 0.0:
-                continue
-            group = docs[keep]
+        for i in np.flatnonzero(gains > 0.0).tolist():
+            k, a, b = int(slots[cand[i]]), int(starts[cand[i]]), int(ends[cand[i]])
+            group = order[a:b][keep[a:b]]
             stats.reserve(1, int((batch.ptr[group + 1] - batch.ptr[group]).sum()), 0)
             new = kern.open_cluster(
                 stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl
@@ -666,7 +671,6 @@ class DPMM:
             for d in group.tolist():
                 self._move_document(batch, d, k, new, stats)
             assign[group] = new
-            n_live += 1
             moved += 1
         return moved
 

@@ -250,3 +250,46 @@ def test_svi_splits_a_burst_out_of_an_old_component_and_replays_exactly() -> Non
     assert len(set(burst)) == 1 and burst[0] != old and [u for u, _, _ in born] == [burst[0]]
     old, burst, born = outcomes[False]
     assert burst == [old] * 3 and born == []  # without the split it stays in the old story
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    clusters=st.lists(
+        st.tuples(st.lists(doc, min_size=1, max_size=4), st.lists(doc, min_size=2, max_size=5)),
+        min_size=1,
+        max_size=4,
+    ),
+    d=st.sampled_from([0.0, 0.5]),
+)
+def test_best_split_groups_equals_one_candidate_at_a_time(
+    clusters: list[tuple[list[list[int]], list[list[int]]]], d: float
+) -> None:
+    """The one-call-per-round kernel gives each candidate the gain and group of a separate
+    best_split_group call, with one more live cluster after every positive gain."""
+    beta, theta = 0.1, 0.7
+    stats = pool([rest + group for rest, group in clusters])
+    batch_docs = [doc_ for _, group in clusters for doc_ in group]
+    batch = DocBatch.from_docs(batch_docs, VOCAB)
+    sizes = [len(group) for _, group in clusters]
+    ends = np.cumsum(sizes)
+    starts = ends - np.array(sizes)
+    slots = np.arange(len(clusters))
+    order = np.arange(len(batch_docs))
+    n_live = len(clusters)
+    keep = np.empty(len(batch_docs), dtype=np.bool_)
+    gains = kern.best_split_groups(
+        slots, starts, ends, order, batch.ptr, batch.words, batch.counts, batch.lengths,
+        stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, 1.0, beta,
+        VOCAB * beta, theta, d, n_live, keep,
+    )  # fmt: skip
+    live = n_live
+    for k in range(len(clusters)):
+        a, b = int(starts[k]), int(ends[k])
+        one = np.empty(b - a, dtype=np.bool_)
+        gain = kern.best_split_group(
+            k, order[a:b], batch.ptr, batch.words, batch.counts, batch.lengths, stats.m,
+            stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, 1.0, beta, VOCAB * beta,
+            math.log(theta + d * live), d, one,
+        )  # fmt: skip
+        assert gains[k] == gain and keep[a:b].tolist() == one.tolist()
+        live += gain > 0.0
