@@ -207,14 +207,37 @@ class ClusterMerged(_ClusterEvent):
     merged_at: SourcePosition
 
 
-ClusterEvent = Annotated[ClusterBorn | ClusterRetired | ClusterMerged, Field(discriminator="type")]
-"""Any cluster event, discriminated by ``type``."""
+def assignment_event_id(namespace: str, position: SourcePosition) -> str:
+    """Deterministic id of a ``document.assigned`` event: one per input record (its topic,
+    partition and offset), so a replayed batch re-emits the same ids."""
+    record = f"{position.topic}\x00{position.partition}\x00{position.offset}"
+    return event_id(namespace, record, "document.assigned")
 
-_EVENT_ADAPTER: TypeAdapter[ClusterBorn | ClusterRetired | ClusterMerged] = TypeAdapter(
-    ClusterEvent
-)
+
+class DocumentAssigned(BaseModel):
+    """Where one document was seated (opt-in, ``events.assignments``): its cluster at the commit
+    of its batch. Later ``cluster.merged`` events alias the cluster; nothing re-seats it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: str
+    type: Literal["document.assigned"] = "document.assigned"
+    schema_version: int = SCHEMA_VERSION
+    namespace: str
+    model: str
+    cluster_id: str
+    doc_id: str
+    position: SourcePosition
+    label: str | None = None  # the known category's label when the cluster is one
 
 
-def parse_event(data: str | bytes) -> ClusterBorn | ClusterRetired | ClusterMerged:
+AnyEvent = ClusterBorn | ClusterRetired | ClusterMerged | DocumentAssigned
+ClusterEvent = Annotated[AnyEvent, Field(discriminator="type")]
+"""Any event, discriminated by ``type``."""
+
+_EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(ClusterEvent)
+
+
+def parse_event(data: str | bytes) -> AnyEvent:
     """Parse one serialized event (a JSON line) into its model, chosen by its ``type``."""
     return _EVENT_ADAPTER.validate_json(data)

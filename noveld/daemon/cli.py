@@ -96,6 +96,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--novelty-confirm-within", type=int, help="…within this many documents of the birth (2000)"
     )
+    b.add_argument(
+        "--emit-assignments",
+        action="store_const",
+        const=True,
+        help="also emit a document.assigned event per document, with its cluster",
+    )
     f = p.add_argument_group("input fields")
     for name in _FIELD_FLAGS:
         f.add_argument(
@@ -135,6 +141,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("batch", "max_docs", getattr(ns, "batch_size", None))
     put("novelty", "min_size", getattr(ns, "novelty_min_size", None))
     put("novelty", "confirm_within", getattr(ns, "novelty_confirm_within", None))
+    put("events", "assignments", getattr(ns, "emit_assignments", None))
     for name in _FIELD_FLAGS:
         put("fields", name, getattr(ns, f"field_{name}", None))
     put("limits", "max_doc_bytes", getattr(ns, "max_doc_bytes", None))

@@ -28,12 +28,14 @@ from noveld.models.novelty import Confirmation, NoveltyTracker
 from noveld.models.svi import SVI, SVIConfig
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
 from noveld.schema import (
+    SCHEMA_VERSION,
     ClusterBorn,
     ClusterMerged,
     ClusterRetired,
     Document,
     InvalidReason,
     SourcePosition,
+    assignment_event_id,
     format_rfc3339,
 )
 from noveld.schema import event_id as make_event_id
@@ -358,7 +360,12 @@ class Pipeline:
                 if self.settings.novelty.refound
                 else None,
             )
-            events = [self._born_event(c) for c in confirmed]
+            events = (
+                self._assignment_events(docs, positions, result.assignments)
+                if self.settings.events.assignments
+                else []
+            )
+            events += [self._born_event(c) for c in confirmed]
             events += self._retired_events(result.retired, positions[-1])
             events += self._merged_events(result.merged, positions[-1])
             rep.births = len(confirmed)
@@ -519,6 +526,38 @@ class Pipeline:
             nearest_known_label=self._nearest_known_label(cand.uid),
         )
         return ev.model_dump(mode="json")
+
+    def _assignment_events(
+        self, docs: Sequence[Document], positions: Sequence[SourcePosition], assigned: np.ndarray
+    ) -> list[dict[str, Any]]:
+        """One ``document.assigned`` per document, in input order (``events.assignments``).
+        Plain dicts in the schema's field order: this runs per document on the hot path, and
+        ``tests/unit/test_pipeline_assignments.py`` validates them against ``DocumentAssigned``."""
+        ns, kind, known = self.settings.namespace, self.model.kind, self.known_labels
+        out: list[dict[str, Any]] = []
+        for doc, pos, uid in zip(docs, positions, assigned.tolist(), strict=True):
+            ts = pos.ts
+            if ts is None and doc.ts is not None:  # as _PositionDicts
+                ts = format_rfc3339(doc.ts)
+            out.append(
+                {
+                    "event_id": assignment_event_id(ns, pos),
+                    "type": "document.assigned",
+                    "schema_version": SCHEMA_VERSION,
+                    "namespace": ns,
+                    "model": kind,
+                    "cluster_id": self._cluster_id(uid),
+                    "doc_id": doc.id,
+                    "position": {
+                        "topic": pos.topic,
+                        "partition": pos.partition,
+                        "offset": pos.offset,
+                        "ts": ts,
+                    },
+                    "label": known.get(uid),
+                }
+            )
+        return out
 
     def _retired_events(
         self, retired: Sequence[tuple[int, float, str]], at: SourcePosition

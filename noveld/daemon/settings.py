@@ -103,6 +103,14 @@ class NoveltySettings(_Section):
     )
 
 
+class EventsSettings(_Section):
+    """Optional event types beyond the cluster events (docs/events.md)."""
+
+    assignments: bool = Field(
+        False, description="emit a document.assigned event per document (its cluster)"
+    )
+
+
 class LimitsSettings(_Section):
     """Input guards."""
 
@@ -171,6 +179,7 @@ class Settings(BaseSettings):
     model: ModelSettings = ModelSettings()
     batch: BatchSettings = BatchSettings()
     novelty: NoveltySettings = NoveltySettings()
+    events: EventsSettings = EventsSettings()
     limits: LimitsSettings = LimitsSettings()
     fields: FieldSettings = FieldSettings()
     tokenizer: TokenizerSettings = TokenizerSettings()

@@ -156,7 +156,8 @@ def test_daemon_drains_topic_commits_to_redis_and_publishes(
 
 def test_daemon_clusters_embeddings_from_kafka(kafka_bootstrap: str, redis_url: str) -> None:
     """Production mode with `--likelihood vmf`: embeddings in from the broker, state in Redis,
-    births out on the events topic, a wrong-dimension embedding on the DLQ topic."""
+    births out on the events topic, a wrong-dimension embedding on the DLQ topic; with
+    `--emit-assignments`, every document's cluster on the events topic too."""
     ns = f"v{uuid.uuid4().hex[:6]}"
     topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
@@ -172,17 +173,23 @@ def test_daemon_clusters_embeddings_from_kafka(kafka_bootstrap: str, redis_url: 
     producer.flush()
     producer.close()
     client = redis.Redis.from_url(redis_url)
-    vmf = ("--likelihood", "vmf", "--embedding-dim", "48")
+    vmf = ("--likelihood", "vmf", "--embedding-dim", "48", "--emit-assignments")
     proc = start_daemon(kafka_bootstrap, redis_url, ns, topics, vmf)
     counters = wait_for_docs(client, ns, 1001, proc)
     stop(proc)
     assert counters["docs"] == 1000 and counters["invalid"] == 1 and counters["births"] >= 5
-    events = [
-        json.loads(m.value)
-        for m in consume_all(kafka_bootstrap, topics["events"], counters["births"])
-    ]
+    messages = consume_all(kafka_bootstrap, topics["events"], 1000 + counters["births"])
+    events = [json.loads(m.value) for m in messages]
     born = [e for e in events if e["type"] == "cluster.born"]
     assert len(born) == counters["births"]
+    assigned = {e["event_id"]: e for e in events if e["type"] == "document.assigned"}
+    assert sorted(e["position"]["offset"] for e in assigned.values()) == [
+        o for o in range(1001) if o != 300
+    ]  # every valid record once, the dead letter (offset 300) not at all
+    assert all(e["position"]["topic"] == topics["in"] for e in assigned.values())
+    assert all(m.key.decode() == json.loads(m.value)["cluster_id"] for m in messages)
+    members = {e["cluster_id"] for e in assigned.values()}
+    assert {e["cluster_id"] for e in born} <= members and len(members) >= 5
     assert all(not t.startswith("\x00") for e in born for t, _ in e["top_terms"])
     dead = consume_all(kafka_bootstrap, topics["dlq"], 1)
     assert len(dead) == 1

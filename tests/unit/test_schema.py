@@ -14,8 +14,10 @@ from noveld.schema import (
     ClusterMerged,
     ClusterRetired,
     Document,
+    DocumentAssigned,
     InvalidReason,
     SourcePosition,
+    assignment_event_id,
     event_id,
     format_rfc3339,
     parse_event,
@@ -237,6 +239,15 @@ def test_parse_event_round_trips_each_type() -> None:
             namespace="n", model="dpmm", cluster_id="c1", retired_at=POS, size=1.5, reason="evicted"
         ),
         ClusterMerged(namespace="n", model="dpmm", cluster_id="c1", into="c2", merged_at=POS),
+        DocumentAssigned(
+            event_id=assignment_event_id("n", POS),
+            namespace="n",
+            model="hdp",
+            cluster_id="c3",
+            doc_id="d9",
+            position=POS,
+            label="world",
+        ),
     ]
     for ev in events:
         back = parse_event(ev.model_dump_json())
@@ -249,3 +260,15 @@ def test_parse_event_round_trips_each_type() -> None:
 def test_event_type_cannot_be_overridden() -> None:
     with pytest.raises(ValidationError):
         _born(type="cluster.retired")
+
+
+def test_assignment_ids_are_per_record_and_namespace() -> None:
+    """One id per input record (topic, partition, offset), whatever its cluster."""
+    other = SourcePosition(topic=POS.topic, partition=POS.partition, offset=POS.offset + 1)
+    ids = {
+        assignment_event_id("n", POS),
+        assignment_event_id("n", other),
+        assignment_event_id("m", POS),
+        assignment_event_id("n", SourcePosition(topic=POS.topic, partition=1, offset=POS.offset)),
+    }
+    assert len(ids) == 4 and all(len(i) == 32 for i in ids)
