@@ -107,15 +107,19 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
     producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
     sent = 0
     stop_producing = threading.Event()
+    taken_over = threading.Event()
 
     def produce() -> None:  # a steady stream over both partitions while the replicas run
+        """At least the 6,000 documents, and on (cycling through them) until the takeover has
+        been seen: on a slow machine the replicas may start late, and a partition that no
+        longer grows could not show the other replica moving it forward."""
         nonlocal sent
-        for i, doc in enumerate(docs):
-            if stop_producing.is_set():
-                break
-            producer.send(f"{ns}.in", value=doc, partition=i % 2)
+        i = 0
+        while not stop_producing.is_set() and (i < len(docs) or not taken_over.is_set()):
+            producer.send(f"{ns}.in", value=docs[i % len(docs)], partition=i % 2)
             sent += 1
-            if i % 100 == 99:
+            i += 1
+            if i % 100 == 0:
                 producer.flush()
                 time.sleep(0.1)
         producer.flush()
@@ -138,6 +142,7 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
             TEST_SESSION_TIMEOUT_MS / 1000 + 30,
             "the other replica to take over every partition",
         )
+        taken_over.set()
         epochs_after = redis.Redis.from_url(redis_url).hgetall(f"noveld:{{{ns}}}:epochs")
         assert any(int(epochs_after[k]) > int(v) for k, v in epochs_before.items())
         a.send_signal(signal.SIGCONT)
@@ -153,6 +158,7 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
             lambda: committed_docs(redis_url, ns) == sent, 90, f"all {sent} documents committed"
         )
     finally:
+        taken_over.set()
         stop_producing.set()
         feeder.join()
         for p in (a, b):
