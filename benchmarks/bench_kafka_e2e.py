@@ -1,6 +1,7 @@
 """End-to-end production mode: Kafka topic → `noveld run` (subprocess) → Redis + events topic.
 
     python benchmarks/bench_kafka_e2e.py [--data FILE] [--times 5] [--batch-size 500]
+                                         [--emit-assignments]
 
 Starts a private tansu broker and Redis-protocol server (tests/harness.py), produces the data,
 starts the daemon and measures the time from its first committed batch until the topic is
@@ -75,6 +76,11 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--times", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument(
+        "--emit-assignments",
+        action="store_true",
+        help="the daemon also publishes a document.assigned event per document",
+    )
     a = p.parse_args()
     lines = [line for line in a.data.read_bytes().splitlines() if line.strip()] * a.times
     print(f"machine: {machine()}")
@@ -109,6 +115,7 @@ def main() -> None:
             str(TEST_SESSION_TIMEOUT_MS),
             "--metrics-port",
             str(port),
+            *(["--emit-assignments"] if a.emit_assignments else []),
         ]
         env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"}
         t_start = time.perf_counter()

@@ -679,27 +679,17 @@ class DPMM:
     ) -> None:
         """Step (2) of :meth:`_split_bursts`: one MAP Gibbs step for each batch document in an
         older cluster, taken only when it lands in a cluster opened in this batch."""
-        nb = len(batch)
-        lp = np.empty(stats.m.shape[0])
-        out = np.empty(2)
-        for d in range(nb):
-            cur = int(assign[d])
-            if stats.fresh[cur] or forced[d] >= 0 or int(stats.uid[cur]) in self._pinned:
-                continue
-            w, c = batch.doc(d)
-            nd = int(batch.lengths[d])
-            kern.add_document(
-                cur, w, c, nd, -1.0 / stats.scale, stats.m, stats.ntok, stats.head, stats.nxt,
-                stats.pk, stats.pc, stats.ictl,
-            )  # fmt: skip
-            lp_new = self._score(stats, w, c, nd, lp, batch.vocab_size, nb)
-            k = kern.choose(lp, stats.kmax, lp_new, 0.0, True, out, stats.uid)
-            dst = k if k >= 0 and stats.fresh[k] else cur
-            kern.add_document(
-                dst, w, c, nd, 1.0 / stats.scale, stats.m, stats.ntok, stats.head, stats.nxt,
-                stats.pk, stats.pc, stats.ictl,
-            )  # fmt: skip
-            assign[d] = dst
+        cfg = self.config
+        pinned = np.zeros(stats.m.shape[0], dtype=np.bool_)
+        if self._pinned:
+            uids = stats.uid[: stats.kmax].tolist()
+            pinned[: stats.kmax] = [int(u) in self._pinned for u in uids]
+        kern.reseat_into_fresh(
+            batch.ptr, batch.words, batch.counts, batch.lengths, assign, forced, pinned,
+            stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid, stats.head, stats.nxt,
+            stats.pk, stats.pc, stats.ictl, stats.scale, cfg.beta, batch.vocab_size * cfg.beta,
+            self.log_alpha(len(batch)), cfg.discount,
+        )  # fmt: skip
 
     @staticmethod
     def _move_document(

@@ -293,3 +293,73 @@ def test_best_split_groups_equals_one_candidate_at_a_time(
         )  # fmt: skip
         assert gains[k] == gain and keep[a:b].tolist() == one.tolist()
         live += gain > 0.0
+
+
+def reseat_reference(
+    batch: DocBatch, assign: np.ndarray, forced: np.ndarray, pinned: np.ndarray,
+    stats: MultinomialStats, beta: float, log_alpha: float, d: float,
+) -> None:  # fmt: skip
+    """The re-seat step one document at a time with the public kernels (the specification of
+    reseat_into_fresh: remove, score, MAP choice, move only into a fresh cluster)."""
+    lp = np.empty(stats.m.shape[0])
+    out = np.empty(2)
+    for i in range(len(batch)):
+        cur = int(assign[i])
+        if stats.fresh[cur] or forced[i] >= 0 or pinned[cur]:
+            continue
+        w, c = batch.doc(i)
+        nd = int(batch.lengths[i])
+        args = (stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl)
+        kern.add_document(cur, w, c, nd, -1.0, *args)
+        lp_new = kern.score_document(
+            w, c, nd, lp, stats.m, stats.ntok, stats.alive, stats.head, stats.nxt, stats.pk,
+            stats.pc, stats.kmax, 1.0, beta, VOCAB * beta, log_alpha, d,
+        )  # fmt: skip
+        k = kern.choose(lp, stats.kmax, lp_new, 0.0, True, out, stats.uid)
+        dst = k if k >= 0 and stats.fresh[k] else cur
+        kern.add_document(dst, w, c, nd, 1.0, *args)
+        assign[i] = dst
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    old=st.lists(st.lists(doc, min_size=1, max_size=3), min_size=1, max_size=3),
+    new=st.lists(doc, min_size=1, max_size=3),
+    batch_docs=st.lists(doc, min_size=1, max_size=6),
+    seats=st.lists(st.integers(0, 3), min_size=6, max_size=6),
+    pin_first=st.booleans(),
+    d=st.sampled_from([0.0, 0.5]),
+)
+def test_reseat_into_fresh_equals_the_document_at_a_time_step(
+    old: list[list[list[int]]], new: list[list[int]], batch_docs: list[list[int]],
+    seats: list[int], pin_first: bool, d: float,
+) -> None:  # fmt: skip
+    """Old clusters hold the batch's documents (seated anywhere among them), the last cluster
+    is fresh (opened in this batch): the kernel's moves and statistics equal the reference's."""
+    beta, log_alpha = 0.1, math.log(0.3)
+    batch = DocBatch.from_docs(batch_docs, VOCAB)
+    assign = np.array([seats[i] % len(old) for i in range(len(batch_docs))], dtype=np.int64)
+    clusters = [list(c) for c in old] + [new]
+    for i, slot in enumerate(assign.tolist()):
+        clusters[slot].append(batch_docs[i])
+    forced = np.full(len(batch_docs), -1, dtype=np.int64)
+    forced[-1] = 0 if len(batch_docs) > 2 else -1  # a labelled document never moves
+    runs = []
+    for use_kernel in (True, False):
+        stats = pool(clusters)
+        stats.fresh[len(old)] = True
+        pinned = np.zeros(stats.m.shape[0], dtype=np.bool_)
+        pinned[0] = pin_first
+        a = assign.copy()
+        if use_kernel:
+            kern.reseat_into_fresh(
+                batch.ptr, batch.words, batch.counts, batch.lengths, a, forced, pinned,
+                stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid, stats.head,
+                stats.nxt, stats.pk, stats.pc, stats.ictl, 1.0, beta, VOCAB * beta, log_alpha, d,
+            )  # fmt: skip
+        else:
+            reseat_reference(batch, a, forced, pinned, stats, beta, log_alpha, d)
+        slots = list(range(len(clusters)))
+        runs.append((a.tolist(), stats.m[slots].tolist(), stats.ntok[slots].tolist(),
+                     [stats.word_counts(k)[1].tolist() for k in slots]))  # fmt: skip
+    assert runs[0] == runs[1]

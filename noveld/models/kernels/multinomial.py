@@ -943,6 +943,17 @@ def best_split_group(
             ew[n_entries] = words[e]
     uniq = np.unique(ew)
     n_u = uniq.shape[0]
+    # each batch entry's index in ``uniq``, looked up once: the greedy rounds below revisit
+    # every entry of the group once per round
+    eoff = np.empty(n + 1, dtype=np.int64)
+    eoff[0] = 0
+    for i in range(n):
+        eoff[i + 1] = eoff[i] + ptr[docs[i] + 1] - ptr[docs[i]]
+    ui = np.empty(eoff[n], dtype=np.int64)
+    for i in range(n):
+        d = docs[i]
+        for e in range(ptr[d], ptr[d + 1]):
+            ui[eoff[i] + e - ptr[d]] = np.searchsorted(uniq, words[e])
     total = np.zeros(n_u)
     nv = head.shape[0]
     for u in range(n_u):
@@ -963,12 +974,17 @@ def best_split_group(
         m_g += 1.0
         n_g += lengths[d]
         for e in range(ptr[d], ptr[d + 1]):
-            g[np.searchsorted(uniq, words[e])] += counts[e]
+            g[ui[eoff[i] + e - ptr[d]]] += counts[e]
     lgb = math.lgamma(beta)
     term = np.empty(n_u)
+    # less_one[u]: the change of word u's term when one occurrence leaves the group, the
+    # common case of a candidate removal; kept current as g changes, so the rounds below
+    # call lgamma only for repeated words (the same function of the same values: exact)
+    less_one = np.empty(n_u)
     acc = 0.0
     for u in range(n_u):
         term[u] = _split_word_term(beta, lgb, total[u], g[u])
+        less_one[u] = _split_word_term(beta, lgb, total[u], g[u] - 1.0) - term[u]
         acc += term[u]
     m_all = m[k] * scale
     n_all = ntok[k] * scale
@@ -982,8 +998,11 @@ def best_split_group(
             d = docs[i]
             s = acc
             for e in range(ptr[d], ptr[d + 1]):
-                u = np.searchsorted(uniq, words[e])
-                s += _split_word_term(beta, lgb, total[u], g[u] - counts[e]) - term[u]
+                u = ui[eoff[i] + e - ptr[d]]
+                if counts[e] == 1.0:
+                    s += less_one[u]
+                else:
+                    s += _split_word_term(beta, lgb, total[u], g[u] - counts[e]) - term[u]
             gain = s + _split_rest_terms(
                 m_all, n_all, m_g - 1.0, n_g - lengths[d], vbeta, log_new, discount
             )
@@ -995,10 +1014,11 @@ def best_split_group(
         m_g -= 1.0
         n_g -= lengths[d]
         for e in range(ptr[d], ptr[d + 1]):
-            u = np.searchsorted(uniq, words[e])
+            u = ui[eoff[drop] + e - ptr[d]]
             g[u] -= counts[e]
             acc -= term[u]
             term[u] = _split_word_term(beta, lgb, total[u], g[u])
+            less_one[u] = _split_word_term(beta, lgb, total[u], g[u] - 1.0) - term[u]
             acc += term[u]
         best = drop_gain
     return best
@@ -1046,6 +1066,57 @@ def best_split_groups(
         if gains[i] > 0.0:
             n_live += 1
     return gains
+
+
+@njit(cache=True)
+def reseat_into_fresh(
+    ptr: np.ndarray,
+    words: np.ndarray,
+    counts: np.ndarray,
+    lengths: np.ndarray,
+    assign: np.ndarray,
+    forced: np.ndarray,
+    pinned: np.ndarray,
+    m: np.ndarray,
+    ntok: np.ndarray,
+    alive: np.ndarray,
+    fresh: np.ndarray,
+    uid: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    ictl: np.ndarray,
+    scale: float,
+    beta: float,
+    vbeta: float,
+    log_alpha_new: float,
+    discount: float,
+) -> None:
+    """One MAP Gibbs step for each batch document in an older cluster (not ``fresh``, not
+    ``pinned``, not ``forced``), in order, taken only when it lands in a ``fresh`` cluster:
+    the documents of a burst that had joined other old clusters follow the split-off group.
+    Opens and frees nothing, so ``kmax`` is fixed; ``assign`` is updated in place."""
+    kmax = ictl[KMAX]
+    lp = np.empty(max(kmax, 1))
+    out = np.empty(2)
+    weight = 1.0 / scale
+    for d in range(assign.shape[0]):
+        cur = assign[d]
+        if fresh[cur] or forced[d] >= 0 or pinned[cur]:
+            continue
+        w = words[ptr[d] : ptr[d + 1]]
+        c = counts[ptr[d] : ptr[d + 1]]
+        nd = lengths[d]
+        add_document(cur, w, c, nd, -weight, m, ntok, head, nxt, pk, pc, ictl)
+        lp_new = score_document(
+            w, c, nd, lp, m, ntok, alive, head, nxt, pk, pc, kmax, scale, beta, vbeta,
+            log_alpha_new, discount,
+        )  # fmt: skip
+        k = choose(lp, kmax, lp_new, 0.0, True, out, uid)
+        dst = k if k >= 0 and fresh[k] else cur
+        add_document(dst, w, c, nd, weight, m, ntok, head, nxt, pk, pc, ictl)
+        assign[d] = dst
 
 
 @njit(cache=True)
