@@ -224,9 +224,11 @@ def test_sigkill_chaos_every_document_assignment_arrives_with_the_clean_runs_clu
     cluster — so a consumer deduplicating on ``event_id`` sees exactly the clean run."""
     total = 100_000
     source = _prefix(big_stream, total, tmp_path)
+    # small batches, each snapshotted in the killed runs, keep every kill mid-stream however
+    # fast the machine (the clean run must use the same batches: they shape the clustering)
+    flags = ("--emit-assignments", "--batch-size", "32")
     clean = noveld(
-        "run", "--input", str(source), "--state-dir", str(tmp_path / "clean"), "--quiet",
-        "--emit-assignments",
+        "run", "--input", str(source), "--state-dir", str(tmp_path / "clean"), "--quiet", *flags,
     )  # fmt: skip
     assert clean.returncode == 0, clean.stderr
     expected = {
@@ -234,9 +236,8 @@ def test_sigkill_chaos_every_document_assignment_arrives_with_the_clean_runs_clu
     }
     assert sorted(e["position"]["offset"] for e in expected.values()) == list(range(total))
     events = _kill_resume(
-        source, tmp_path / "chaos", kills=3, extra=("--emit-assignments",), total=total,
-        pause=(0.1, 0.5),
-    )  # fmt: skip
+        source, tmp_path / "chaos", kills=3, extra=flags, total=total, pause=(0.1, 0.5)
+    )
     assigned = [e for e in events if e["type"] == "document.assigned"]
     assert {e["event_id"] for e in assigned} == set(expected)  # nothing missing, no strays
     assert all(e == expected[e["event_id"]] for e in assigned)  # replays repeat themselves
