@@ -104,6 +104,15 @@ def _empty_detail(doc: Document, embeddings: bool) -> str:
     return "no tokens after tokenization"
 
 
+def position_json(pos: SourcePosition, doc: Document) -> dict[str, Any]:
+    """A record's position as an event's JSON dict; the document's own ``ts`` (event time)
+    fills in the position's time when the source has none."""
+    ts = pos.ts
+    if ts is None and doc.ts is not None:
+        ts = format_rfc3339(doc.ts)
+    return {"topic": pos.topic, "partition": pos.partition, "offset": pos.offset, "ts": ts}
+
+
 class _PositionDicts(Sequence[dict[str, Any]]):
     """Positions as JSON dicts, converted only for the few the novelty tracker keeps; a
     document's own ``ts`` (event time) fills in the position's time when the source has none."""
@@ -116,11 +125,7 @@ class _PositionDicts(Sequence[dict[str, Any]]):
         return len(self._positions)
 
     def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
-        pos = self._positions[i].model_dump()
-        ts = self._docs[i].ts
-        if pos["ts"] is None and ts is not None:
-            pos["ts"] = format_rfc3339(ts)
-        return pos
+        return position_json(self._positions[i], self._docs[i])
 
 
 class _BatchFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
@@ -536,9 +541,6 @@ class Pipeline:
         ns, kind, known = self.settings.namespace, self.model.kind, self.known_labels
         out: list[dict[str, Any]] = []
         for doc, pos, uid in zip(docs, positions, assigned.tolist(), strict=True):
-            ts = pos.ts
-            if ts is None and doc.ts is not None:  # as _PositionDicts
-                ts = format_rfc3339(doc.ts)
             out.append(
                 {
                     "event_id": assignment_event_id(ns, pos),
@@ -548,12 +550,7 @@ class Pipeline:
                     "model": kind,
                     "cluster_id": self._cluster_id(uid),
                     "doc_id": doc.id,
-                    "position": {
-                        "topic": pos.topic,
-                        "partition": pos.partition,
-                        "offset": pos.offset,
-                        "ts": ts,
-                    },
+                    "position": position_json(pos, doc),
                     "label": known.get(uid),
                 }
             )

@@ -62,6 +62,15 @@ def wait_for_docs(
     raise AssertionError(f"daemon did not drain the topic in time: {counters}")
 
 
+def create_topics(bootstrap: str, ns: str) -> dict[str, str]:
+    """The namespace's input, events and DLQ topics (one partition each), by role."""
+    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()])
+    admin.close()
+    return topics
+
+
 def start_daemon(
     bootstrap: str, redis_url: str, ns: str, topics: dict[str, str], extra: tuple[str, ...] = ()
 ) -> subprocess.Popen[str]:
@@ -108,10 +117,7 @@ def test_daemon_drains_topic_commits_to_redis_and_publishes(
     kafka_bootstrap: str, redis_url: str
 ) -> None:
     ns = f"k{uuid.uuid4().hex[:6]}"
-    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()])
-    admin.close()
+    topics = create_topics(kafka_bootstrap, ns)
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     for i, doc in enumerate(generate(SynthConfig(n_docs=N_DOCS - 1, n_stories=12, seed=4))):
         if i == POISON_AT:
@@ -159,10 +165,7 @@ def test_daemon_clusters_embeddings_from_kafka(kafka_bootstrap: str, redis_url: 
     births out on the events topic, a wrong-dimension embedding on the DLQ topic; with
     `--emit-assignments`, every document's cluster on the events topic too."""
     ns = f"v{uuid.uuid4().hex[:6]}"
-    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()])
-    admin.close()
+    topics = create_topics(kafka_bootstrap, ns)
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     cfg = SynthConfig(n_docs=1000, n_stories=10, seed=6, embedding_dim=48, embedding_cosine=0.7)
     for i, doc in enumerate(generate(cfg)):
