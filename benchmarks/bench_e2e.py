@@ -1,7 +1,7 @@
 """End-to-end throughput of `noveld run` (file → stdout), the way a user runs it.
 
     python benchmarks/bench_e2e.py [--data FILE] [--repeat 3] [--times 10] [--model hdp]
-                                   [--emit-assignments]
+                                   [--likelihood edcm] [--emit-assignments]
 
 Runs the CLI as a subprocess with events to /dev/null and reports wall-clock docs/s (process
 start-up and JIT cache load included, then excluded by subtracting an empty run) and peak RSS.
@@ -61,13 +61,15 @@ def main() -> None:
         help="also snapshot state (default interval) as a resumable run would",
     )
     p.add_argument("--model", choices=["dpmm", "svi", "hdp"], default="dpmm")
+    p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
     p.add_argument(
         "--emit-assignments",
         action="store_true",
         help="also write a document.assigned event per document (to /dev/null)",
     )
     a = p.parse_args()
-    model = ["--model", a.model] + (["--emit-assignments"] if a.emit_assignments else [])
+    model = ["--model", a.model, "--likelihood", a.likelihood]
+    model += ["--emit-assignments"] if a.emit_assignments else []
     if a.times > 1:
         big = tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False)  # noqa: SIM115
         data = a.data.read_bytes()
@@ -83,7 +85,7 @@ def main() -> None:
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"machine: {machine()}")
     emitted = ", with document.assigned events" if a.emit_assignments else ""
-    print(f"data: {a.data} ({n:,} docs), model {a.model}{emitted}")
+    print(f"data: {a.data} ({n:,} docs), model {a.model} ({a.likelihood}){emitted}")
     print(f"process start-up (empty input): {startup:.2f} s")
     print(
         f"wall clock: {best:.2f} s → {n / best:,.0f} docs/s including start-up, "

@@ -1,6 +1,7 @@
 """Model-only throughput of a model step (featurization done up front, not timed).
 
     python benchmarks/bench_model.py [--data FILE] [--repeat 3] [--model dpmm|svi]
+    python benchmarks/bench_model.py --likelihood edcm    # dpmm under the EDCM likelihood
 
 Prints docs/s and per-batch latency percentiles: for dpmm with rejuvenation off and with the
 defaults; for svi likewise.
@@ -21,12 +22,17 @@ from _common import DEFAULT_DATA, load_texts, machine
 from noveld.daemon.pipeline import make_model
 from noveld.daemon.settings import Settings, load_settings
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.models.edcm import EDCMMixture, length_token
+from noveld.models.kernels.edcm import N_BINS
 from noveld.schema import Document
 
 
-def run(batches: list, settings: Settings) -> tuple[float, np.ndarray, int]:
-    """One pass over pre-featurized batches; returns docs/s, batch latencies, clusters."""
+def run(batches: list, settings: Settings, reserved: list[int]) -> tuple[float, np.ndarray, int]:
+    """One pass over pre-featurized batches; returns docs/s, batch latencies, clusters.
+    ``reserved``: the vocabulary ids of the EDCM's length bins."""
     model = make_model(settings)
+    if isinstance(model, EDCMMixture):
+        model.bind_length_words(reserved)
     stats = model.new_state()
     lat = []
     n = 0
@@ -45,10 +51,13 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--model", choices=["dpmm", "svi"], default="dpmm")
+    p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
     a = p.parse_args()
     rows = load_texts(a.data)
     docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
-    feat = Featurizer(Tokenizer(), Vocabulary())
+    vocab = Vocabulary()
+    reserved = vocab.ids([length_token(b) for b in range(N_BINS)])
+    feat = Featurizer(Tokenizer(), vocab)
     batches = [
         feat.featurize(docs[i : i + a.batch_size])[0] for i in range(0, len(docs), a.batch_size)
     ]
@@ -64,6 +73,7 @@ def main() -> None:
                 {
                     "model": {
                         "kind": a.model,
+                        "likelihood": a.likelihood,
                         "rejuvenation_sweeps" if a.model == "dpmm" else "local_sweeps": sweeps,
                     }
                 },
@@ -71,13 +81,16 @@ def main() -> None:
         )
         for label, sweeps in variants
     ]
-    run(batches[:4], configs[-1][1])  # JIT warm-up
+    run(batches[:4], configs[-1][1], reserved)  # JIT warm-up
     print(f"machine: {machine()}")
-    print(f"data: {a.data} ({len(docs):,} docs, batch {a.batch_size}, model {a.model})")
+    print(
+        f"data: {a.data} ({len(docs):,} docs, batch {a.batch_size}, model {a.model}, "
+        f"likelihood {a.likelihood})"
+    )
     for label, settings in configs:
         best = None
         for _ in range(a.repeat):
-            r = run(batches, settings)
+            r = run(batches, settings, reserved)
             best = r if best is None or r[0] > best[0] else best
         assert best is not None
         rate, lat, k = best

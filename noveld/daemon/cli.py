@@ -34,7 +34,9 @@ _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
     ("--gamma", "gamma", float, "hdp: category concentration γ (start value when resampled)"),
     ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α (start)"),
     ("--context-prior", "context_prior", float, "hdp: Dirichlet prior η of context values"),
-    ("--likelihood", "likelihood", str, "dpmm: multinomial (words, default) | vmf (embeddings)"),
+    ("--likelihood", "likelihood", str, "dpmm: multinomial (default) | edcm | vmf (embeddings)"),
+    ("--edcm-prior", "edcm_prior", float, "edcm: symmetric prior b0 of each word's β (0.001)"),
+    ("--edcm-prior-docs", "edcm_prior_docs", float, "edcm: the prior's weight in documents (5)"),
     ("--embedding-dim", "embedding_dim", int, "vmf: the embeddings' dimension p (required)"),
     ("--vmf-cosine", "vmf_cosine", float, "vmf: typical member-to-mean cosine, sets κ (0.5)"),
 ]

@@ -23,7 +23,9 @@ from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
 from noveld.models.base import ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
+from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
 from noveld.models.hdp import HDP, HDPConfig, topic_token
+from noveld.models.kernels.edcm import N_BINS as EDCM_LENGTH_BINS
 from noveld.models.novelty import Confirmation, NoveltyTracker
 from noveld.models.svi import SVI, SVIConfig
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
@@ -187,6 +189,11 @@ def make_model(settings: Settings) -> ClusterModel:
                 max_active_clusters=m.max_active_clusters,
             )
         )
+    if m.likelihood == "edcm":
+        base = replace(model_config(settings), merge=False, split=False)
+        return EDCMMixture(
+            EDCMConfig(**base.__dict__, prior=m.edcm_prior, prior_docs=m.edcm_prior_docs)
+        )
     if m.likelihood == "vmf":
         base = replace(model_config(settings), merge=False, split=False)
         return VMFMixture(
@@ -271,6 +278,9 @@ class Pipeline:
             pairs = [dimension_tokens(j) for j in range(self.model.config.dimension)]
             ids = self._reserved_ids([t for pair in pairs for t in pair])
             self.model.bind_dimension_words(ids[0::2], ids[1::2])
+        if isinstance(self.model, EDCMMixture):
+            bins = range(EDCM_LENGTH_BINS)
+            self.model.bind_length_words(self._reserved_ids([length_token(b) for b in bins]))
         m = self.settings.model
         self.featurizer = Featurizer(
             self.tokenizer,
@@ -292,7 +302,8 @@ class Pipeline:
         return self.settings.model.likelihood == "vmf"
 
     def _reserved_ids(self, wanted: list[str]) -> list[int]:
-        """Vocabulary ids of the model's reserved entries (hdp topics, vmf dimensions):
+        """Vocabulary ids of the model's reserved entries (hdp topics, vmf dimensions, edcm
+        length bins):
         namespace-wide, interned through the store like any new word."""
         missing = [w for w in wanted if w not in self.vocab]
         if missing:

@@ -26,13 +26,20 @@ class ModelSettings(_Section):
     """Which model and its hyperparameters (DESIGN §5)."""
 
     kind: Literal["dpmm", "svi", "hdp"] = Field("dpmm", description="inference engine")
-    likelihood: Literal["multinomial", "vmf"] = Field(
+    likelihood: Literal["multinomial", "edcm", "vmf"] = Field(
         "multinomial",
-        description="dpmm: multinomial (words) or vmf (the documents' embeddings, DESIGN §5.1)",
+        description=(
+            "dpmm: multinomial (words), edcm (which words: long, bursty documents) or vmf (the "
+            "documents' embeddings), DESIGN §5.1"
+        ),
     )
     embedding_dim: int = Field(0, ge=0, description="vmf: embedding dimension p (required)")
     vmf_cosine: float = Field(
         0.5, gt=0, lt=1, description="vmf: typical cosine of a member to its cluster's mean (κ)"
+    )
+    edcm_prior: float = Field(0.001, gt=0, description="edcm: symmetric prior b0 of each β_w")
+    edcm_prior_docs: float = Field(
+        5.0, gt=0, description="edcm: weight of the prior, in documents (c)"
     )
     alpha: float = Field(0.03, gt=0, description="DP concentration (per document if scaled)")
     beta: float = Field(0.01, gt=0, description="symmetric Dirichlet prior on cluster words")
@@ -75,7 +82,10 @@ class ModelSettings(_Section):
 
     @model_validator(mode="after")
     def _vmf_needs_dpmm_and_dimension(self) -> ModelSettings:
-        """The vmf likelihood is a ``dpmm`` option and needs the stream's embedding dimension."""
+        """The edcm and vmf likelihoods are ``dpmm`` options; vmf needs the stream's embedding
+        dimension."""
+        if self.likelihood == "edcm" and self.kind != "dpmm":
+            raise ValueError(f"likelihood 'edcm' is a dpmm option, not {self.kind!r}")
         if self.likelihood == "vmf":
             if self.kind != "dpmm":
                 raise ValueError(f"likelihood 'vmf' is a dpmm option, not {self.kind!r}")
@@ -241,7 +251,7 @@ def load_settings(
 
 def _kind_fingerprint(settings: Settings) -> dict[str, Any]:
     """Model-specific settings that shape the stored statistics: ``svi``'s step-size schedule
-    and corpus size; ``hdp``'s topic count, priors and context use."""
+    and corpus size; ``hdp``'s topic count, priors and context use; the likelihoods' priors."""
     m = settings.model
     if m.kind == "svi":
         return {"kappa": m.kappa, "tau0": m.tau0, "corpus_size": m.corpus_size}
@@ -256,6 +266,8 @@ def _kind_fingerprint(settings: Settings) -> dict[str, Any]:
         }
     if m.likelihood == "vmf":
         return {"embedding_dim": m.embedding_dim, "vmf_cosine": m.vmf_cosine}
+    if m.likelihood == "edcm":
+        return {"edcm_prior": m.edcm_prior, "edcm_prior_docs": m.edcm_prior_docs}
     return {}
 
 

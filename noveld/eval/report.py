@@ -18,6 +18,7 @@ from noveld.daemon.settings import Settings
 from noveld.eval.metrics import clustering_scores
 from noveld.eval.novelty import novelty_scores
 from noveld.models.dpmm import warm_up
+from noveld.models.edcm import warm_up_edcm
 from noveld.schema import Document, SourcePosition
 
 
@@ -49,6 +50,8 @@ def run_and_record(
     rec = StreamRecorder()
     sink = CollectingEvents()
     warm_up()  # docs/s measures clustering, not the one-off JIT compilation of a first run
+    if settings.model.likelihood == "edcm":
+        warm_up_edcm()
     t0 = time.perf_counter()
     code, _, _ = run_file(
         settings, path, events_sink=sink, observer=rec, progress_out=progress_out, snapshot=False

@@ -1,0 +1,313 @@
+"""The ``dpmm`` model under the EDCM likelihood: CRP seating of bursty word counts.
+
+DESIGN §5.1 ("other likelihoods plug into the same seating"), paper 002 eq. 2 (Elkan 2006).
+The EDCM approximates the Dirichlet compound multinomial: it scores *which* words a document
+uses, and a word repeated within a document costs little more than one occurrence — suited to
+long documents where words come in bursts. Cluster parameters are Elkan's fixed point smoothed
+toward a symmetric prior (:mod:`noveld.models.kernels.edcm`).
+
+Storage reuses the count store: a document adds 1 to each of its distinct words (document
+frequencies) and 1 to a reserved length-bin entry (:func:`length_token`), so snapshots, the
+Redis delta log, replay across replicas, forgetting and retirement carry the EDCM statistics
+unchanged. Merges and burst splits are moves of the multinomial model and are off here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import numpy as np
+
+from noveld.models.base import BatchResult, DocBatch, FitTest
+from noveld.models.dpmm import DPMM, DPMMConfig, advance_documents, decay_factor, ensure_clusters
+from noveld.models.kernels import edcm as ekern
+from noveld.models.kernels import multinomial as kern
+from noveld.models.suffstats import MultinomialStats
+
+LENGTH_PREFIX = "\x00edcm/len/"
+_BIN_LENGTHS = ekern.bin_lengths()
+
+
+def length_token(b: int) -> str:
+    """The reserved vocabulary entry counting a cluster's documents in length bin ``b``."""
+    return f"{LENGTH_PREFIX}{b}"
+
+
+@dataclass(frozen=True)
+class EDCMConfig(DPMMConfig):
+    """``dpmm`` with the EDCM likelihood: the DP mixture's settings plus the prior ``β_w = b0``
+    (``prior``) and its weight in documents (``prior_docs``, c). ``beta`` is unused."""
+
+    prior: float = 0.001
+    prior_docs: float = 5.0
+    merge: bool = False  # merges and burst splits are multinomial moves (not for the EDCM yet)
+    split: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.prior <= 0 or self.prior_docs <= 0:
+            raise ValueError("the EDCM prior and its weight in documents must be positive")
+        if self.merge or self.split:
+            raise ValueError("merges and burst splits are not available with the EDCM")
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Every slot's length histogram (raw) and its row of :func:`ekern.reshape`
+    (``s_k``, ``D_k`` and the two logarithms seating needs)."""
+
+    hist: np.ndarray
+    shape: np.ndarray
+
+
+class EDCMMixture(DPMM):
+    """CRP seating under the EDCM likelihood, with Gibbs rejuvenation of the batch, forgetting,
+    retirement and known labels as in :class:`DPMM`."""
+
+    kind = "dpmm"
+    likelihood = "edcm"
+    config: EDCMConfig
+
+    def __init__(self, config: EDCMConfig) -> None:
+        super().__init__(config)
+        self._bins: np.ndarray | None = None
+
+    def bind_length_words(self, ids: list[int]) -> None:
+        """Vocabulary ids of the reserved entries of :func:`length_token` (b < N_BINS)."""
+        if len(ids) != ekern.N_BINS:
+            raise ValueError(f"edcm: expected {ekern.N_BINS} length-bin ids")
+        self._bins = np.asarray(ids, dtype=np.int64)
+
+    def _bin_ids(self) -> np.ndarray:
+        if self._bins is None:
+            raise RuntimeError("edcm: bind_length_words must be called before partial_fit")
+        return self._bins
+
+    # ---- the EDCM view of a batch ---------------------------------------------------------
+    def edcm_view(self, batch: DocBatch) -> tuple[DocBatch, np.ndarray]:
+        """The batch as the store counts it — each document's distinct words, then its
+        length-bin entry, all with count 1 — and each document's bin."""
+        bins_of = np.array([ekern.length_bin(int(n)) for n in batch.lengths.tolist()], np.int64)
+        nb = len(batch)
+        per_doc = np.diff(batch.ptr) + 1
+        ptr = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(per_doc, out=ptr[1:])
+        words = np.empty(int(ptr[-1]), dtype=np.int64)
+        last = ptr[1:] - 1
+        is_word = np.ones(words.shape[0], dtype=np.bool_)
+        is_word[last] = False
+        words[is_word] = batch.words
+        words[last] = self._bin_ids()[bins_of]
+        view = DocBatch(
+            ptr, words, np.ones(words.shape[0], dtype=np.int64), per_doc.astype(np.int64),
+            batch.vocab_size, batch.reserved,
+        )  # fmt: skip
+        return view, bins_of
+
+    def shapes(self, stats: MultinomialStats, n_words: int) -> Shapes:
+        """Length histograms and solved shapes of every slot (read-only)."""
+        cap = stats.m.shape[0]
+        hist = np.zeros((cap, ekern.N_BINS))
+        ekern.gather_histograms(self._bin_ids(), stats.head, stats.nxt, stats.pk, stats.pc, hist)
+        shape = np.zeros((cap, ekern.SHAPE_COLUMNS))
+        cfg = self.config
+        ekern.solve_shapes(
+            hist, _BIN_LENGTHS, stats.m, stats.ntok, stats.alive, stats.kmax, stats.scale,
+            cfg.prior_docs, n_words * cfg.prior, cfg.discount, shape,
+        )  # fmt: skip
+        return Shapes(hist, shape)
+
+    # ---- the step -------------------------------------------------------------------------
+    def partial_fit(
+        self,
+        batch: DocBatch,
+        stats: MultinomialStats,
+        rng: np.random.Generator,
+        known: np.ndarray | None = None,
+        pinned: Collection[int] = (),
+    ) -> BatchResult:
+        """Seat a batch, rejuvenate it, forget, retire; return assignments, births and the
+        delta (the EDCM view's counts, so any replay equals this writer)."""
+        cfg = self.config
+        nb = len(batch)
+        view, bins_of = self.edcm_view(batch)
+        forced = ensure_clusters(stats, known, nb)
+        self._pinned = pinned
+        sweeps = cfg.rejuvenation_sweeps
+        f = decay_factor(cfg.half_life_docs, nb)
+        stats.decay(f)
+        stats.reserve(nb * (1 + sweeps), view.nnz * (1 + sweeps), view.vocab_size)
+        stats.fresh[:] = False
+        sh = self.shapes(stats, batch.n_words)
+        uniforms = rng.random(nb * (1 + sweeps))
+        assign = np.empty(nb, dtype=np.int64)
+        log_norm = np.empty(nb)
+        margin = np.empty(nb)
+        lp = np.empty(stats.m.shape[0])
+        ekern.seat_batch(
+            view.ptr, view.words, view.counts, view.lengths, batch.lengths, bins_of, uniforms,
+            sweeps, self.log_alpha(nb), cfg.prior_docs, cfg.prior, batch.n_words,
+            cfg.deterministic, stats.scale, cfg.discount, stats.m, stats.ntok, stats.alive,
+            stats.fresh, stats.uid, stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack,
+            stats.ictl, sh.hist, _BIN_LENGTHS, sh.shape, lp, assign, log_norm, margin, forced,
+        )  # fmt: skip
+        born = self._births(assign, stats, margin)
+        uids = stats.uid[assign]
+        retired = self._retire(stats)
+        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below)
+        delta = self._delta(view, uids, f, born, retired, [], stats)
+        total_mass = float(stats.m[stats.alive].sum() * stats.scale) - nb
+        lpt = self._edcm_log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb)
+        return BatchResult(uids.copy(), born, retired, delta, lpt)
+
+    def _edcm_log_predictive_per_token(
+        self, batch: DocBatch, log_norm: np.ndarray, prior_mass: float, nb: int
+    ) -> float:
+        """Mean log p(document | model before it) per token, from the first-pass normalisers:
+        the seating weights omit ``log n! − Σ_w log x_w + u·log(c·b0)`` and the CRP's M + α."""
+        tokens = float(batch.lengths.sum())
+        if tokens == 0:
+            return float("nan")
+        cfg = self.config
+        lengths = batch.lengths.astype(np.float64)
+        omitted = float(
+            sum(math.lgamma(n + 1.0) for n in lengths.tolist())
+            - np.log(batch.counts.astype(np.float64)).sum()
+            + batch.nnz * math.log(cfg.prior_docs * cfg.prior)
+        )
+        alpha = math.exp(self.log_alpha(nb))
+        norm = np.log(prior_mass + np.arange(nb) + alpha).sum()
+        return (float(log_norm.sum()) + omitted - float(norm)) / tokens
+
+    # ---- read-only questions --------------------------------------------------------------
+    def scores(
+        self,
+        stats: MultinomialStats,
+        sh: Shapes,
+        words: np.ndarray,
+        n: int,
+        n_words: int,
+        batch_size: int,
+    ) -> tuple[np.ndarray, float]:
+        """Log seating weights of a document (distinct ``words``, ``n`` tokens) into every slot
+        below kmax, and the new-cluster weight (the kernel's formula)."""
+        cfg = self.config
+        kmax = stats.kmax
+        lp = np.empty(max(kmax, 1))
+        lp_new = ekern.score_document(
+            words.astype(np.int64), n, lp, stats.alive, sh.shape, stats.head, stats.nxt,
+            stats.pk, stats.pc, kmax, stats.scale, cfg.prior_docs, cfg.prior, n_words * cfg.prior,
+            self.log_alpha(batch_size), cfg.discount,
+        )  # fmt: skip
+        return lp[:kmax], float(lp_new)
+
+    def predict(self, batch: DocBatch, stats: MultinomialStats) -> np.ndarray:
+        """MAP cluster uid of each document without changing the statistics (-1 = new)."""
+        stats.reserve(0, 0, batch.vocab_size)
+        sh = self.shapes(stats, batch.n_words)
+        out = np.empty(2)
+        res = np.empty(len(batch), dtype=np.int64)
+        for d in range(len(batch)):
+            w, _ = batch.doc(d)
+            lp, lp_new = self.scores(stats, sh, w, int(batch.lengths[d]), batch.n_words, len(batch))
+            k = kern.choose(lp, stats.kmax, lp_new, 0.0, True, out, stats.uid)
+            res[d] = -1 if k < 0 else stats.uid[k]
+        return res
+
+    def seating_probabilities(
+        self,
+        words: np.ndarray,
+        counts: np.ndarray,
+        stats: MultinomialStats,
+        vocab_size: int,
+        batch_size: int = 1,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, probabilities) over live clusters followed by the new-cluster probability
+        (``vocab_size`` counts words only here: V of the prior ``s0 = V·b0``)."""
+        stats.reserve(0, 0, vocab_size)
+        sh = self.shapes(stats, vocab_size)
+        lp, lp_new = self.scores(stats, sh, words, int(counts.sum()), vocab_size, batch_size)
+        slots = stats.active_slots()
+        logits = np.append(lp[slots], lp_new)
+        p = np.exp(logits - logits.max())
+        return slots, p / p.sum()
+
+    def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
+        """The cluster's document frequencies (the length bins' reserved entries left out)."""
+        ws, cs = super().term_weights(stats, uid)
+        keep = ~np.isin(ws, self._bin_ids())
+        return ws[keep], cs[keep]
+
+    def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
+        """:meth:`still_belongs` on the live statistics; shapes solved once per batch, at the
+        first question."""
+        size, n_words = len(batch), batch.n_words
+        cache: list[Shapes] = []
+
+        def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
+            if not cache:
+                stats.reserve(0, 0, batch.vocab_size)
+                cache.append(self.shapes(stats, n_words))
+            return self.still_belongs_edcm(words, counts, uid, stats, cache[0], n_words, size)
+
+        return fits
+
+    def still_belongs_edcm(
+        self,
+        words: np.ndarray,
+        counts: np.ndarray,
+        uid: int,
+        stats: MultinomialStats,
+        sh: Shapes,
+        n_words: int,
+        batch_size: int = 1,
+    ) -> bool:
+        """Would member (``words``, ``counts``) of cluster ``uid`` be seated there again, taken
+        out of it (one MAP collapsed Gibbs step under the EDCM)? Read-only."""
+        hit = np.flatnonzero((stats.uid[: stats.kmax] == uid) & stats.alive[: stats.kmax])
+        if hit.shape[0] == 0:
+            return False
+        k = int(hit[0])
+        cfg = self.config
+        g = stats.scale
+        m_rest = stats.m[k] * g - 1.0
+        if m_rest <= 0.0:
+            return True  # its only member
+        n = int(counts.sum())
+        lp, lp_new = self.scores(stats, sh, words, n, n_words, batch_size)
+        # cluster k without the member: its histogram, T and document frequencies less one
+        row = sh.hist[k].copy()
+        row[ekern.length_bin(n)] -= 1.0 / g
+        t_rest = max((stats.ntok[k] - stats.m[k]) * g - words.shape[0], 0.0)
+        c, b0 = cfg.prior_docs, cfg.prior
+        s_k, d_k = ekern.solve_shape(
+            row, _BIN_LENGTHS, g, t_rest + c * n_words * b0, c, float(sh.shape[k, ekern.S])
+        )
+        cw, cc = stats.word_counts(k)
+        have = dict(zip(cw.tolist(), cc.tolist(), strict=True))
+        loo = (
+            math.log(max(m_rest - cfg.discount, 1e-3))
+            - kern.log_rising(s_k, n)
+            - words.shape[0] * math.log(d_k + c)
+        )
+        for w in words.tolist():
+            x = have.get(w, 0.0) - 1.0
+            if x > 0.0:
+                loo += math.log1p(x / (c * b0))
+        if not loo > lp_new:  # a tie goes to a new cluster, as in seating
+            return False
+        lp = lp.copy()
+        lp[k] = -np.inf
+        rivals = np.flatnonzero(lp >= loo)
+        return all(lp[j] == loo and int(stats.uid[j]) > uid for j in rivals.tolist())
+
+
+def warm_up_edcm() -> None:
+    """Compile (first run) or load the EDCM kernels on a throwaway state."""
+    model = EDCMMixture(EDCMConfig(rejuvenation_sweeps=1))
+    model.bind_length_words(list(range(24, 24 + ekern.N_BINS)))
+    stats = model.new_state()
+    docs = [[0, 1, 2], [2, 3, 3, *range(4, 24)]]
+    model.partial_fit(DocBatch.from_docs(docs, 24 + ekern.N_BINS), stats, np.random.default_rng(0))

@@ -1,0 +1,153 @@
+"""`--likelihood edcm` end to end: the noveld CLI on a generated word stream (events, resume,
+fingerprint, SIGKILL chaos, determinism, settings errors) and the Redis store rebuilding the
+live model after every commit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from test_cli_embedded import _kill_resume, events_of, noveld, state_show
+
+from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.pipeline import Pipeline
+from noveld.daemon.settings import load_settings, model_fingerprint
+from noveld.state.base import CommitOutcome, CommitRequest, NamespaceState, state_digest
+from noveld.state.redis_store import RedisStore
+
+pytestmark = pytest.mark.integration
+
+EDCM = ["--likelihood", "edcm"]
+LONG = 60_000
+
+
+def generated(path: Path, docs: int, seed: int) -> Path:
+    out = noveld(
+        "generate", "--docs", str(docs), "--stories", "40", "--stream-seed", str(seed),
+        "--out", str(path),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generated(tmp_path_factory.mktemp("edcm") / "words.jsonl", 4000, 11)
+
+
+@pytest.fixture(scope="module")
+def long_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generated(tmp_path_factory.mktemp("edcm") / "long.jsonl", LONG, 12)
+
+
+def test_run_emits_events_and_resumes_and_the_fingerprint_holds_the_prior(
+    stream: Path, tmp_path: Path
+) -> None:
+    st = tmp_path / "state"
+    first = noveld("run", "--input", str(stream), "--state-dir", str(st), *EDCM)
+    assert first.returncode == 0, first.stderr
+    born = [e for e in events_of(first.stdout) if e["type"] == "cluster.born"]
+    assert len(born) >= 20 and len({e["event_id"] for e in born}) == len(born)
+    for e in born:
+        assert e["size"] >= 3 and e["exemplar_doc_ids"] and e["model"] == "dpmm"
+        # top terms are words by document frequency; the length bins never show up
+        assert e["top_terms"] and all(not t.startswith("\x00") for t, _ in e["top_terms"])
+    info = state_show(st)
+    assert info["docs"] == 4000 and info["mass"] == pytest.approx(4000)
+    again = noveld("run", "--input", str(stream), "--state-dir", str(st), *EDCM)
+    assert again.returncode == 0 and again.stdout == ""
+    assert state_show(st)["docs"] == 4000
+    other = noveld(
+        "run", "--input", str(stream), "--state-dir", str(st), *EDCM, "--edcm-prior", "0.01"
+    )
+    assert other.returncode == 2 and "edcm_prior" in other.stderr
+    words = noveld("run", "--input", str(stream), "--state-dir", str(st))
+    assert words.returncode == 2 and "likelihood" in words.stderr
+
+
+def test_evaluate_reaches_a_quality_floor(stream: Path) -> None:
+    out = noveld("evaluate", str(stream), "--json", *EDCM)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["docs"] == 4000
+    assert report["nmi"] >= 0.85
+    assert report["novelty_recall"] >= 0.5
+
+
+def test_same_seed_same_state_and_events_with_sampled_seating(stream: Path, tmp_path: Path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        out = noveld(
+            "run", "--input", str(stream), "--state-dir", str(tmp_path / name), "--seed", "5",
+            "--sampled", *EDCM,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        ids = [e["event_id"] for e in events_of(out.stdout)]
+        runs.append((state_show(tmp_path / name)["digest"], ids))
+    assert runs[0] == runs[1] and runs[0][1]
+
+
+@pytest.mark.faults
+@pytest.mark.slow
+def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
+    long_stream: Path, tmp_path: Path
+) -> None:
+    """G1 for edcm: SIGKILLs after snapshots, then a resume, give the clean run's state hash and
+    the same birth events. Batches of 32, snapshotted one by one in the killed runs, so each
+    kill lands mid-stream however fast the machine (the clean run uses the same batches)."""
+    small = ("--batch-size", "32")
+    clean = noveld(
+        "run", "--input", str(long_stream), "--state-dir", str(tmp_path / "clean"), "--quiet",
+        *EDCM, *small,
+    )  # fmt: skip
+    assert clean.returncode == 0, clean.stderr
+    st = tmp_path / "chaos"
+    events = _kill_resume(
+        long_stream, st, 3, extra=(*EDCM, *small), total=LONG, pause=(0.0, 0.3), seed=4
+    )
+    info, clean_info = state_show(st), state_show(tmp_path / "clean")
+    assert info["docs"] == LONG and info["mass"] == pytest.approx(LONG)
+    assert info["digest"] == clean_info["digest"]
+    clean_born = {e["event_id"] for e in events_of(clean.stdout) if e["type"] == "cluster.born"}
+    assert {e["event_id"] for e in events if e["type"] == "cluster.born"} == clean_born
+
+
+def test_settings_errors_are_one_line() -> None:
+    out = noveld("run", "--input", "-", *EDCM, "--model", "svi", input_text="")
+    assert out.returncode == 2 and "dpmm option" in out.stderr and "Traceback" not in out.stderr
+    out = noveld("run", "--input", "-", *EDCM, "--edcm-prior-docs", "0", input_text="")
+    assert out.returncode == 2 and "edcm_prior_docs" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_redis_rebuilds_the_live_edcm_model_after_every_commit(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """Document frequencies and the length histogram ride in the count store's delta log: a
+    model reloaded from Redis (checkpoint + log) has exactly the live model's digest after
+    every commit."""
+    client = redis.Redis.from_url(redis_url)
+    settings = load_settings(
+        None,
+        {"namespace": "edcm", "dlq": str(tmp_path / "dlq.jsonl"), "model": {"likelihood": "edcm"}},
+    )
+    pipes: list[Pipeline] = []
+    compared: list[bool] = []
+
+    class CheckingStore(RedisStore):
+        def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
+            outcome = super().commit(state, request)
+            pipes[0]._sync_state()
+            loaded = RedisStore(client, "edcm").load(model_fingerprint(settings))
+            assert loaded is not None
+            compared.append(state_digest(loaded) == state_digest(pipes[0].state))
+            return outcome
+
+    code, _, _ = run_file(
+        settings, str(stream), events_sink=CollectingEvents(),
+        store=CheckingStore(client, "edcm", checkpoint_every=5), snapshot=False,
+        on_start=pipes.append,
+    )  # fmt: skip
+    assert code == 0 and len(compared) == 16 and all(compared)

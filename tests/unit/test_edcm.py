@@ -1,0 +1,332 @@
+"""The EDCM likelihood (paper 002 eq. 2): trigamma and the shape equation against scipy, the
+seating kernel against a from-scratch oracle of the smoothed Elkan fixed point, and the model's
+deltas, forgetting, determinism, re-founding and quality on a generated word stream."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import brentq
+from scipy.special import digamma as sp_digamma
+from scipy.special import gammaln, polygamma
+
+from noveld.eval.metrics import clustering_scores
+from noveld.models.base import DocBatch
+from noveld.models.dpmm import replay_delta
+from noveld.models.edcm import EDCMConfig, EDCMMixture
+from noveld.models.kernels import edcm as ekern
+from noveld.models.suffstats import MultinomialStats
+from noveld.state.base import NamespaceState, state_digest
+from noveld.synth import SynthConfig, generate
+
+LENGTHS = ekern.bin_lengths()
+
+
+# ---- special functions and the shape equation ------------------------------------------------
+@settings(deadline=None, max_examples=300)
+@given(st.floats(1e-4, 1e6))
+def test_trigamma_matches_scipy(x: float) -> None:
+    assert ekern.trigamma(x) == pytest.approx(float(polygamma(1, x)), rel=1e-10)
+
+
+def test_length_bins_are_exact_then_geometric() -> None:
+    assert [ekern.length_bin(n) for n in (0, 1, 2, 64)] == [0, 0, 1, 63]
+    bins = [ekern.length_bin(n) for n in range(1, 40_000)]
+    assert bins == sorted(bins) and bins[-1] == ekern.N_BINS - 1
+    for n in (65, 100, 1000, 16_000):  # a long document's bin stands for a length within 2^(1/8)
+        assert abs(math.log2(LENGTHS[ekern.length_bin(n)] / n)) <= 1 / ekern.BINS_PER_OCTAVE
+
+
+def histogram(rng: np.random.Generator, long_docs: bool) -> np.ndarray:
+    h = np.zeros(ekern.N_BINS)
+    top = ekern.N_BINS if long_docs else 40
+    idx = rng.integers(0, top, rng.integers(1, 8))
+    h[idx] += rng.random(idx.shape[0]) * 20 + 0.01
+    return h
+
+
+def oracle_d(h: np.ndarray, g: float, s: float) -> float:
+    """D(s) = Σ_b h_b [ψ(s + n_b) − ψ(s)] with scipy's digamma."""
+    nz = np.flatnonzero(h)
+    return float((h[nz] * g * (sp_digamma(s + LENGTHS[nz]) - sp_digamma(s))).sum())
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.integers(0, 10_000), st.booleans(), st.floats(0.05, 1.0), st.floats(0.1, 50.0))
+def test_shape_solves_the_smoothed_fixed_point(
+    seed: int, long_docs: bool, g: float, c: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    h = histogram(rng, long_docs)
+    m = float(h.sum() * g)
+    total = m * (1.0 + rng.random() * 10) + c * rng.random() * 100 + 1e-3
+    root = brentq(lambda s: s * (oracle_d(h, g, s) + c) - total, 1e-12, total / c, xtol=1e-14)
+    start = float(rng.choice([1e-3, total / c, root * 1.5]))
+    s, d = ekern.solve_shape(h, LENGTHS, g, total, c, start)
+    assert s == pytest.approx(root, rel=1e-9)
+    assert d == pytest.approx(oracle_d(h, g, s), rel=1e-9)
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.integers(0, 10_000), st.floats(0.01, 500.0))
+def test_shape_terms_derivative_matches_a_finite_difference(seed: int, s: float) -> None:
+    h = histogram(np.random.default_rng(seed), True)
+    d, dd = ekern.shape_terms(h, LENGTHS, 1.0, s)
+    eps = s * 1e-6
+    slope = (oracle_d(h, 1.0, s + eps) - oracle_d(h, 1.0, s - eps)) / (2 * eps)
+    assert d == pytest.approx(oracle_d(h, 1.0, s), rel=1e-10)
+    assert dd == pytest.approx(d + s * slope, rel=1e-5, abs=1e-7 * max(d, 1.0))
+
+
+def test_an_empty_cluster_has_the_prior_shape() -> None:
+    s, d = ekern.solve_shape(np.zeros(ekern.N_BINS), LENGTHS, 1.0, 12.0, 4.0, 1.0)
+    assert (s, d) == (3.0, 0.0)
+
+
+# ---- the oracle: clusters as explicit member lists ------------------------------------------
+V = 30
+BIN0 = V  # the length bins' vocabulary ids follow the words
+
+
+def new_model(**kw: object) -> EDCMMixture:
+    model = EDCMMixture(EDCMConfig(**kw))  # type: ignore[arg-type]
+    model.bind_length_words(list(range(BIN0, BIN0 + ekern.N_BINS)))
+    return model
+
+
+def batch_of(docs: list[list[int]]) -> DocBatch:
+    b = DocBatch.from_docs(docs, V + ekern.N_BINS)
+    return DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+
+
+def oracle_log_edcm(doc: list[int], members: list[list[int]], b0: float, c: float) -> float:
+    """log EDCM(x | β_k) (paper 002 eq. 2, with n! and 1/x_w) under the smoothed fixed point
+    of the cluster ``members`` (β = b0 everywhere for none)."""
+    words, counts = np.unique(doc, return_counts=True)
+    n = len(doc)
+    df = np.zeros(V)
+    h = np.zeros(ekern.N_BINS)
+    t = 0.0
+    for mdoc in members:
+        u = np.unique(mdoc)
+        df[u] += 1
+        t += u.shape[0]
+        h[ekern.length_bin(len(mdoc))] += 1
+    total = t + c * V * b0
+    if members:
+        s = brentq(lambda x: x * (oracle_d(h, 1.0, x) + c) - total, 1e-12, total / c, xtol=1e-14)
+        dk = oracle_d(h, 1.0, s)
+    else:
+        s, dk = V * b0, 0.0
+    beta = (df + c * b0) / (dk + c)
+    return float(
+        gammaln(n + 1) + gammaln(s) - gammaln(s + n) + (np.log(beta[words]) - np.log(counts)).sum()
+    )
+
+
+def random_docs(rng: np.random.Generator, n: int) -> list[list[int]]:
+    """Short documents with repeated words, drawn around a few topics."""
+    topics = [rng.choice(V, 8, replace=False) for _ in range(4)]
+    out = []
+    for _ in range(n):
+        t = topics[int(rng.integers(0, 4))]
+        out.append([int(w) for w in rng.choice(t, int(rng.integers(1, 9)))])
+    return out
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(0, 10_000), st.floats(0.0, 0.6), st.sampled_from([0.001, 0.01, 0.1]))
+def test_seating_weights_equal_the_oracle_up_to_one_constant(
+    seed: int, discount: float, b0: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    c = 5.0
+    model = new_model(prior=b0, prior_docs=c, discount=discount, alpha=0.5, alpha_scaling="none",
+                      rejuvenation_sweeps=0, deterministic=True)  # fmt: skip
+    stats = model.new_state()
+    history = random_docs(rng, 12)
+    res = model.partial_fit(batch_of(history), stats, rng)
+    members: dict[int, list[list[int]]] = {}
+    for doc, u in zip(history, res.assignments.tolist(), strict=True):
+        members.setdefault(int(u), []).append(doc)
+    doc = random_docs(rng, 1)[0]
+    slots, p = model.seating_probabilities(
+        np.unique(doc), np.unique(doc, return_counts=True)[1], stats, V
+    )
+    logits = []
+    for k in slots.tolist():
+        mem = members[int(stats.uid[k])]
+        logits.append(math.log(max(len(mem) - discount, 1e-3)) + oracle_log_edcm(doc, mem, b0, c))
+    logits.append(math.log(0.5 + discount * len(members)) + oracle_log_edcm(doc, [], b0, c))
+    q = np.exp(np.array(logits) - max(logits))
+    np.testing.assert_allclose(p, q / q.sum(), rtol=1e-7, atol=1e-12)
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.integers(0, 10_000))
+def test_one_pass_map_seating_equals_the_oracle(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    b0, c, alpha = 0.01, 5.0, 0.3
+    model = new_model(prior=b0, prior_docs=c, discount=0.0, alpha=alpha, alpha_scaling="none",
+                      rejuvenation_sweeps=0, deterministic=True)  # fmt: skip
+    stats = model.new_state()
+    docs = random_docs(rng, 40)
+    got = model.partial_fit(batch_of(docs), stats, rng).assignments.tolist()
+    clusters: list[list[list[int]]] = []
+    want = []
+    for doc in docs:
+        scores = [math.log(len(m)) + oracle_log_edcm(doc, m, b0, c) for m in clusters]
+        new = math.log(alpha) + oracle_log_edcm(doc, [], b0, c)
+        best = int(np.argmax(scores)) if scores else -1
+        if best < 0 or not scores[best] > new:
+            clusters.append([])
+            best = len(clusters) - 1
+        clusters[best].append(doc)
+        want.append(best)
+    assert clustering_scores([str(w) for w in want], got)["nmi"] == pytest.approx(1.0)
+    assert len(set(got)) == len(clusters)
+
+
+# ---- the model -------------------------------------------------------------------------------
+def word_stream(docs: int, seed: int) -> tuple[list[DocBatch], list[str]]:
+    """A generated labelled stream in batches of 64: ids for its words, then the length bins."""
+    cfg = SynthConfig(n_docs=docs, n_stories=12, vocab_size=600, doc_len_mean=14.0, seed=seed)
+    stream = list(generate(cfg))
+    vocab: dict[str, int] = {}
+    ids = [[vocab.setdefault(t, len(vocab)) for t in str(d["text"]).split()] for d in stream]
+    nv = len(vocab)
+    batches = []
+    for i in range(0, len(ids), 64):
+        b = DocBatch.from_docs(ids[i : i + 64], nv + ekern.N_BINS)
+        batches.append(DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS))
+    return batches, [str(d["label"]) for d in stream]
+
+
+def stream_model(n_words: int, **kw: object) -> EDCMMixture:
+    model = EDCMMixture(EDCMConfig(**kw))  # type: ignore[arg-type]
+    model.bind_length_words(list(range(n_words, n_words + ekern.N_BINS)))
+    return model
+
+
+def test_clusters_a_generated_word_stream() -> None:
+    batches, labels = word_stream(1500, 1)
+    model = stream_model(batches[0].n_words, deterministic=True)
+    stats = model.new_state()
+    preds: list[int] = []
+    for i, b in enumerate(batches):
+        preds += model.partial_fit(b, stats, np.random.default_rng(i)).assignments.tolist()
+    assert clustering_scores(labels, preds)["nmi"] >= 0.9
+
+
+def true_counts(stats: MultinomialStats) -> dict[tuple[int, int], float]:
+    """Every live cluster's true statistics keyed by (uid, word); word −1 is m, −2 is ntok."""
+    out: dict[tuple[int, int], float] = {}
+    for k in stats.active_slots().tolist():
+        u = int(stats.uid[k])
+        out[(u, -1)] = float(stats.m[k] * stats.scale)
+        out[(u, -2)] = float(stats.ntok[k] * stats.scale)
+        ws, cs = stats.word_counts(k)
+        out.update({(u, int(w)): float(c) for w, c in zip(ws, cs, strict=True) if c > 1e-12})
+    return out
+
+
+@pytest.mark.parametrize("half_life", [0.0, 300.0])
+def test_deltas_replay_to_the_writer_state(half_life: float) -> None:
+    batches, _ = word_stream(800, 2)
+    model = stream_model(
+        batches[0].n_words, half_life_docs=half_life, retire_min_mass=0.5, deterministic=False
+    )
+    stats, replica = model.new_state(), model.new_state()
+    retired = 0
+    for i, b in enumerate(batches):
+        res = model.partial_fit(b, stats, np.random.default_rng(i))
+        retired += len(res.retired)
+        replay_delta(replica, res.delta, half_life)
+    if half_life == 0:  # integer counts: bit for bit
+        assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, stats))
+    else:  # under forgetting the writer's raw additions and the replayed sums differ in rounding
+        assert true_counts(replica) == pytest.approx(true_counts(stats), rel=1e-9)
+    # the kernel kept its histograms and T current as documents moved: they match the pool
+    hist = model.shapes(stats, batches[0].n_words).hist
+    live = stats.active_slots()
+    np.testing.assert_allclose(hist[live].sum(axis=1), stats.m[live], rtol=1e-9)
+    if half_life:
+        assert float(stats.mass(live).sum()) < 800 * 0.9 and retired > 0
+
+
+def test_same_seed_same_state_with_sampled_seating() -> None:
+    batches, _ = word_stream(400, 3)
+    digests = []
+    for _ in range(2):
+        model = stream_model(batches[0].n_words, deterministic=False)
+        stats = model.new_state()
+        for i, b in enumerate(batches):
+            model.partial_fit(b, stats, np.random.default_rng(i))
+        digests.append(state_digest(NamespaceState({}, stats)))
+    assert digests[0] == digests[1]
+
+
+def test_the_store_counts_document_frequencies_and_lengths() -> None:
+    model = new_model()
+    stats = model.new_state()
+    res = model.partial_fit(batch_of([[1, 1, 1, 2], [1, 2, 3]]), stats, np.random.default_rng(0),
+                            known=np.array([7, 7]))  # fmt: skip
+    assert res.assignments.tolist() == [7, 7]
+    slot = int(np.flatnonzero(stats.uid[: stats.kmax] == 7)[0])
+    ws, cs = stats.word_counts(slot)
+    counts = dict(zip(ws.tolist(), cs.tolist(), strict=True))
+    # documents containing each word, and one per document on its length bin (4 and 3 tokens)
+    assert counts == {1: 2.0, 2: 2.0, 3: 1.0, BIN0 + 3: 1.0, BIN0 + 2: 1.0}
+    assert stats.m[slot] == 2.0 and stats.ntok[slot] == 2 + 3 + 2  # T + m
+    ws, cs = model.term_weights(stats, 7)
+    assert ws.tolist() == [1, 2, 3] or sorted(ws.tolist()) == [1, 2, 3]
+    assert all(w < BIN0 for w in ws.tolist())
+
+
+def test_log_predictive_of_a_first_document_is_the_prior_edcm() -> None:
+    model = new_model(prior=0.01, prior_docs=5.0, alpha_scaling="none")
+    doc = [3, 3, 4, 9]
+    res = model.partial_fit(batch_of([doc]), model.new_state(), np.random.default_rng(0))
+    assert res.log_predictive_per_token == pytest.approx(
+        oracle_log_edcm(doc, [], 0.01, 5.0) / len(doc), rel=1e-10
+    )
+
+
+def test_a_stray_member_no_longer_fits_its_cluster() -> None:
+    model = new_model(deterministic=True)
+    stats = model.new_state()
+    story = [[1, 2, 3, 4], [1, 2, 3, 5], [2, 3, 4, 5], [1, 3, 4, 5], [1, 2, 4, 5]]
+    stray = [20, 21, 22]
+    batch = batch_of([stray, *story])
+    model.partial_fit(batch, stats, np.random.default_rng(0), known=np.full(6, 5))
+    fits = model.refound_test(stats, batch)
+    assert not fits(5, *batch.doc(0))  # the stray would open its own cluster
+    assert fits(5, *batch.doc(1))  # a story member sits back where it was
+    assert not fits(99, *batch.doc(1))  # no such cluster
+
+
+def test_predict_is_read_only_and_agrees_with_seating() -> None:
+    model = new_model(deterministic=True, rejuvenation_sweeps=0)
+    stats = model.new_state()
+    model.partial_fit(batch_of([[1, 2, 3]] * 5 + [[10, 11, 12]] * 5), stats,
+                      np.random.default_rng(0))  # fmt: skip
+    before = state_digest(NamespaceState({}, stats))
+    got = model.predict(batch_of([[1, 2], [11, 12], [25, 26, 27, 28, 29]]), stats)
+    assert state_digest(NamespaceState({}, stats)) == before
+    assert got[0] != got[1] and got[0] >= 0 and got[1] >= 0 and got[2] == -1
+
+
+def test_config_errors_are_clear() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        EDCMConfig(prior=0.0)
+    with pytest.raises(ValueError, match="not available"):
+        EDCMConfig(merge=True)
+    model = EDCMMixture(EDCMConfig())
+    with pytest.raises(RuntimeError, match="bind_length_words"):
+        model.partial_fit(batch_of([[1]]), MultinomialStats(), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="length-bin ids"):
+        model.bind_length_words([1, 2, 3])
