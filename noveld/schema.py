@@ -7,11 +7,14 @@ docs share one definition; events serialize with ``model_dump_json()``.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 MAX_ID_CHARS = 256
@@ -241,3 +244,37 @@ _EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(ClusterEvent)
 def parse_event(data: str | bytes) -> AnyEvent:
     """Parse one serialized event (a JSON line) into its model, chosen by its ``type``."""
     return _EVENT_ADAPTER.validate_json(data)
+
+
+def event_json(event: Mapping[str, Any]) -> str:
+    """One event as compact, ASCII-only JSON (non-ASCII text \\u-escaped): the form every sink
+    and the Redis outbox carry. orjson's fast path when its output is ASCII, else the stdlib."""
+    try:
+        raw = orjson.dumps(event)
+    except TypeError:  # a value orjson does not serialise: the stdlib decides
+        pass
+    else:
+        if raw.isascii():
+            return raw.decode("ascii")
+    return json.dumps(event, separators=(",", ":"))
+
+
+class StoredEvent(dict[str, Any]):
+    """An event read back from a store, with ``raw``: the exact JSON it was stored as, so a
+    sink sends those bytes instead of serialising the event again."""
+
+    raw: str
+
+    @classmethod
+    def parse(cls, raw: str | bytes) -> StoredEvent:
+        """Parse a stored event's JSON, keeping the text."""
+        text = raw.decode("ascii") if isinstance(raw, bytes) else raw
+        ev = cls(orjson.loads(text))
+        ev.raw = text
+        return ev
+
+
+def stored_json(event: Mapping[str, Any]) -> str:
+    """The event's JSON: the stored text of a :class:`StoredEvent`, else :func:`event_json`."""
+    raw = getattr(event, "raw", None)
+    return raw if isinstance(raw, str) else event_json(event)

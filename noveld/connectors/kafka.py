@@ -8,7 +8,6 @@ tools only. Sinks: events keyed by cluster id, dead letters with provenance head
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from kafka.structs import OffsetAndMetadata
 
 from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
-from noveld.schema import InvalidReason, SourcePosition, format_rfc3339, trusted
+from noveld.schema import InvalidReason, SourcePosition, format_rfc3339, stored_json, trusted
 
 log = logging.getLogger("noveld.kafka")
 
@@ -226,7 +225,10 @@ class KafkaEvents:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
         self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", retries=5, bootstrap_timeout_ms=10_000
+            bootstrap_servers=bootstrap,
+            acks="all",
+            retries=5,
+            bootstrap_timeout_ms=10_000,
         )
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
@@ -237,7 +239,7 @@ class KafkaEvents:
                 self.producer.send(
                     self.topic,
                     key=str(e["cluster_id"]).encode(),
-                    value=json.dumps(e, separators=(",", ":")).encode(),
+                    value=stored_json(e).encode(),
                 )
                 for e in events
             ]

@@ -6,7 +6,6 @@ Configuration and state errors are raised as :class:`UserError` for the CLI to p
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -21,18 +20,10 @@ from noveld.daemon.metrics import Metrics, MetricsServer
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
-from noveld.schema import InvalidReason
+from noveld.schema import InvalidReason, stored_json
 from noveld.state.base import CommitOutcome, FingerprintMismatch, StateStore, partition_key
 from noveld.state.memory import MemoryStore
 from noveld.state.redis_store import RedisStore
-
-_orjson_dumps: Callable[[Any], bytes] | None
-try:  # optional fast path, as in the decoder
-    import orjson
-
-    _orjson_dumps = orjson.dumps
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson_dumps = None
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -44,20 +35,6 @@ class UserError(RuntimeError):
     """A problem the user can fix (bad config, incompatible state, unreadable input)."""
 
 
-def _dumps(event: dict[str, Any]) -> str:
-    """One event as compact, ASCII-only JSON (non-ASCII text \\u-escaped, whatever the
-    terminal's encoding): orjson's fast path when it already is, else the stdlib."""
-    if _orjson_dumps is not None:
-        try:
-            raw = _orjson_dumps(event)
-        except TypeError:  # a value orjson does not serialise: the stdlib decides
-            pass
-        else:
-            if raw.isascii():
-                return raw.decode("ascii")
-    return json.dumps(event, separators=(",", ":"))
-
-
 class StdoutEvents:
     """Event sink writing one JSON object per line."""
 
@@ -66,9 +43,9 @@ class StdoutEvents:
         self.count = 0
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
-        """Write and flush (a line is delivered once the pipe has it). orjson when present
-        (one event per document with ``events.assignments``); compact stdlib JSON otherwise."""
-        self.stream.write("".join([_dumps(ev) + "\n" for ev in events]))
+        """Write and flush (a line is delivered once the pipe has it); an event read back from
+        a store is written as stored (:func:`stored_json`)."""
+        self.stream.write("".join([stored_json(ev) + "\n" for ev in events]))
         self.stream.flush()
         self.count += len(events)
 

@@ -4,14 +4,15 @@
 -- KEYS[2] counters  hash
 -- KEYS[3] offsets   hash: "topic:partition" -> next offset
 -- KEYS[4] epochs    hash: "topic:partition" -> fencing epoch
--- KEYS[5] outbox    stream of events
+-- KEYS[5] outbox    stream of events, one entry per commit (per outbox_chunk events)
 -- KEYS[6] log       stream of packed batch deltas, entry id "<seq>-1"
 -- KEYS[7] uidnext   hash: uid slot -> next cluster counter in that slot
 -- KEYS[8] novelty   string: novelty-tracker JSON
--- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq
+-- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq,
+--         outbox_chunk (events per outbox entry at most)
 -- ARGV[2] packed delta ('' when the batch had no valid document)
 -- ARGV[3] novelty JSON
--- ARGV[4..] event id, event JSON, event id, event JSON, ...
+-- ARGV[4..] the events' JSON, in order
 --
 -- Returns {status, detail, seq, foreign}: status "committed", "replay", "fenced" or "conflict";
 -- seq = the log position after this commit; foreign = entries other writers appended since
@@ -72,8 +73,17 @@ for name, v in pairs(h.counters) do
 end
 redis.call('SET', KEYS[8], ARGV[3])
 
--- 6. outbox
-for i = 4, #ARGV, 2 do
-  redis.call('XADD', KEYS[5], '*', 'id', ARGV[i], 'event', ARGV[i + 1])
+-- 6. outbox: the events' JSON, fields "0", "1", ... of one entry per OUTBOX_ENTRY_EVENTS
+local chunk = tonumber(h.outbox_chunk)
+local i = 4
+while i <= #ARGV do
+  local fields = {}
+  local last = math.min(i + chunk - 1, #ARGV)
+  for j = i, last do
+    fields[#fields + 1] = tostring(j - i)
+    fields[#fields + 1] = ARGV[j]
+  end
+  redis.call('XADD', KEYS[5], '*', unpack(fields))
+  i = last + 1
 end
 return {'committed', '', seq, foreign}

@@ -10,6 +10,10 @@ Layout (prefix ``noveld:{ns}:``):
 - ``vocab`` / ``vocab_idx`` — word list (id = index) and word → id
 - ``offsets``, ``epochs`` — next offset and fencing epoch per ``topic:partition``
 - ``uidnext`` — next cluster counter per uid slot; ``counters``; ``novelty`` (JSON); ``outbox``
+  — stream of committed, undelivered events: one entry per commit, fields ``"0"``, ``"1"``, …
+  each an event's JSON (:func:`noveld.schema.event_json`), at most :data:`OUTBOX_ENTRY_EVENTS`
+  per entry (entries of one field pair ``id``/``event`` per event, written by earlier
+  versions, are read too)
 
 A commit costs O(partitions + events) in Redis whatever the batch size: the delta travels as one
 string. Loading reads the checkpoint and replays the log after it. Writers take cluster uids from
@@ -31,6 +35,7 @@ import redis
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
+from noveld.schema import StoredEvent, event_json, stored_json
 from noveld.state.base import (
     CommitOutcome,
     CommitRequest,
@@ -41,6 +46,8 @@ from noveld.state.codec import decode_checkpoint, decode_delta, encode_checkpoin
 from noveld.state.memory import describe_mismatch
 
 SCHEMA = 2
+#: events per outbox entry at most (a commit of more writes several; bounds a Lua call's stack)
+OUTBOX_ENTRY_EVENTS = 1000
 UID_SLOT_BITS = 40  # uid = slot << 40 | counter; partition 0's uids are plain counters
 CHECKPOINT_EVERY = 200  # log entries between checkpoints
 
@@ -54,6 +61,14 @@ _STATUS = {
 
 class StoreConflict(RuntimeError):
     """The stored state moved under this writer (offset gap, shared uid slot): reload."""
+
+
+def _entry_events(fields: dict[bytes, bytes]) -> list[bytes]:
+    """The events' JSON in one outbox entry, in order (also the one-event entries of earlier
+    versions, fields ``id`` and ``event``)."""
+    if b"event" in fields:
+        return [fields[b"event"]]
+    return [fields[k] for k in sorted(fields, key=int)]
 
 
 def _text(v: Any) -> str:
@@ -100,7 +115,8 @@ class RedisStore:
         self.half_life_docs = 0.0
         self._slot: int | None = None
         self._uid_next = 0  # counter of the current slot
-        self._stream_ids: dict[str, bytes] = {}
+        self._stream_ids: dict[str, bytes] = {}  # event id → its outbox entry
+        self._entry_events: dict[bytes, set[str]] = {}  # outbox entry → events not yet acked
         self.reloads = 0  # times this replica fell behind a checkpoint and reloaded
 
     @property
@@ -164,7 +180,8 @@ class RedisStore:
 
     def outbox_length(self) -> int:
         """Events not yet acknowledged."""
-        return int(self.client.xlen(self.keys["outbox"]))
+        entries = self.client.xrange(self.keys["outbox"], "-", "+")
+        return sum(len(_entry_events(fields)) for _, fields in entries)
 
     def log_length(self) -> int:
         """Delta log entries kept (since the checkpoint before last)."""
@@ -261,8 +278,9 @@ class RedisStore:
         if uidnext:
             pipe.hset(k["uidnext"], mapping=uidnext)
         pipe.set(k["novelty"], json.dumps(state.novelty, separators=(",", ":")))
-        for e in outbox:
-            pipe.xadd(k["outbox"], {"id": e["event_id"], "event": json.dumps(e)})
+        for i in range(0, len(outbox), OUTBOX_ENTRY_EVENTS):
+            part = outbox[i : i + OUTBOX_ENTRY_EVENTS]
+            pipe.xadd(k["outbox"], {str(j): stored_json(e) for j, e in enumerate(part)})
         pipe.execute()
 
     # ---- per batch ------------------------------------------------------------------------
@@ -309,11 +327,10 @@ class RedisStore:
             "uid_end": uid_end,
             "writer": self.writer,
             "last_seq": self.last_seq,
+            "outbox_chunk": OUTBOX_ENTRY_EVENTS,
         }
         blob = b"" if request.delta is None else encode_delta(request.delta)
-        events: list[str] = []
-        for e in request.events:
-            events += [e["event_id"], json.dumps(e, separators=(",", ":"))]
+        events = [event_json(e) for e in request.events]
         status, detail, seq, foreign = self._commit(
             keys=[self.keys[n] for n in ("meta", "counters", "offsets", "epochs", "outbox")]
             + [self.keys[n] for n in ("log", "uidnext", "novelty")],
@@ -386,16 +403,31 @@ class RedisStore:
 
     # ---- outbox ---------------------------------------------------------------------------
     def outbox_pending(self) -> list[dict[str, Any]]:
-        """Events in the outbox stream, oldest first."""
-        out = []
+        """Events in the outbox stream, oldest first, each with the JSON it was stored as
+        (:class:`StoredEvent`)."""
+        out: list[dict[str, Any]] = []
+        self._entry_events.clear()
         for sid, fields in self.client.xrange(self.keys["outbox"], "-", "+"):
-            ev = json.loads(fields[b"event"])
-            self._stream_ids[ev["event_id"]] = sid
-            out.append(ev)
+            events = [StoredEvent.parse(raw) for raw in _entry_events(fields)]
+            for ev in events:
+                self._stream_ids[ev["event_id"]] = sid
+            self._entry_events[sid] = {ev["event_id"] for ev in events}
+            out += events
         return out
 
     def ack(self, event_ids: list[str]) -> None:
-        """Remove delivered events from the outbox."""
-        sids = [self._stream_ids.pop(e) for e in event_ids if e in self._stream_ids]
-        if sids:
-            self.client.xdel(self.keys["outbox"], *sids)
+        """Remove delivered events from the outbox: an entry goes once all of its events have
+        been delivered."""
+        done = []
+        for e in event_ids:
+            sid = self._stream_ids.pop(e, None)
+            if sid is None:
+                continue
+            left = self._entry_events.get(sid)
+            if left is not None:
+                left.discard(e)
+                if not left:
+                    del self._entry_events[sid]
+                    done.append(sid)
+        if done:
+            self.client.xdel(self.keys["outbox"], *done)

@@ -11,6 +11,7 @@ import redis
 from noveld.daemon.embedded import CollectingEvents, run_file
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings, load_settings, model_fingerprint
+from noveld.schema import event_json
 from noveld.state.base import (
     CommitOutcome,
     CommitRequest,
@@ -18,7 +19,7 @@ from noveld.state.base import (
     NamespaceState,
     state_digest,
 )
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis_store import OUTBOX_ENTRY_EVENTS, RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -203,12 +204,50 @@ def test_outbox_keeps_events_until_acknowledged(redis_url: str, tmp_path: Path) 
     req = CommitRequest({"f:0": 0}, {"f:0": 5}, None, events, {"docs": 5})
     assert store.commit(pipe_state, req) is CommitOutcome.COMMITTED
     pending = RedisStore(client, "t").outbox_pending()
-    assert [e["event_id"] for e in pending] == ["e0", "e1", "e2"]
+    assert pending == events and [e.raw for e in pending] == [event_json(e) for e in events]
+    assert store.outbox_length() == 3
     store.outbox_pending()
     store.ack(["e0", "e2"])
-    assert [json.dumps(e) for e in RedisStore(client, "t").outbox_pending()] == [
-        json.dumps(events[1])
-    ]
+    # one commit is one outbox entry: it stays until every event in it was delivered (at least
+    # once: a partly delivered commit is delivered again, as a partly failed send is)
+    assert RedisStore(client, "t").outbox_pending() == events
+    store.ack(["e1"])
+    assert RedisStore(client, "t").outbox_pending() == [] and store.outbox_length() == 0
+
+
+def test_outbox_entries_hold_a_bounded_number_of_events_and_go_when_delivered(
+    redis_url: str, tmp_path: Path
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    store = RedisStore(client, "big")
+    state = Pipeline(
+        load_settings(None, {"namespace": "big", "dlq": str(tmp_path / "dlq.jsonl")}),
+        store, CollectingEvents(), _NoDlq(),
+    ).state  # fmt: skip
+    n = 2 * OUTBOX_ENTRY_EVENTS + 5
+    events = [{"event_id": f"x{i}", "type": "document.assigned", "doc": "é" * (i % 3)}
+              for i in range(n)]  # fmt: skip
+    assert store.commit(state, CommitRequest({"f:0": 0}, {"f:0": n}, None, events, {}))
+    assert client.xlen("noveld:{big}:outbox") == 3  # 1000 + 1000 + 5 events
+    pending = store.outbox_pending()
+    assert pending == events and store.outbox_length() == n
+    assert all(e.raw.isascii() for e in pending)  # non-ASCII text is \u-escaped
+    store.ack([e["event_id"] for e in pending[:OUTBOX_ENTRY_EVENTS]])
+    assert client.xlen("noveld:{big}:outbox") == 2
+    assert RedisStore(client, "big").outbox_pending() == events[OUTBOX_ENTRY_EVENTS:]
+
+
+def test_outbox_entries_of_earlier_versions_are_delivered(redis_url: str) -> None:
+    """Before one entry per commit, each event was its own entry (fields id, event): an
+    upgraded daemon still delivers and acknowledges those."""
+    client = redis.Redis.from_url(redis_url)
+    old = [{"event_id": f"o{i}", "type": "cluster.born", "n": i} for i in range(2)]
+    for e in old:
+        client.xadd("noveld:{old}:outbox", {"id": e["event_id"], "event": json.dumps(e)})
+    store = RedisStore(client, "old")
+    assert store.outbox_pending() == old and store.outbox_length() == 2
+    store.ack(["o0"])
+    assert RedisStore(client, "old").outbox_pending() == old[1:]
 
 
 class _NoDlq:

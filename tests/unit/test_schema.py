@@ -17,11 +17,14 @@ from noveld.schema import (
     DocumentAssigned,
     InvalidReason,
     SourcePosition,
+    StoredEvent,
     assignment_event_id,
     event_id,
+    event_json,
     format_rfc3339,
     parse_event,
     parse_rfc3339,
+    stored_json,
 )
 
 POS = SourcePosition(topic="news", partition=2, offset=123, ts="2024-05-01T12:00:00Z")
@@ -272,3 +275,19 @@ def test_assignment_ids_are_per_record_and_namespace() -> None:
         assignment_event_id("n", SourcePosition(topic=POS.topic, partition=1, offset=POS.offset)),
     }
     assert len(ids) == 4 and all(len(i) == 32 for i in ids)
+
+
+def test_event_json_is_compact_ascii_and_round_trips() -> None:
+    ev = {"event_id": "e", "type": "cluster.born", "top_terms": [["séisme", 0.5]], "n": 2**70}
+    text = event_json(ev)  # 2**70 is beyond orjson: the stdlib encodes this one
+    assert text.isascii() and " " not in text and json.loads(text) == ev
+    plain = {"event_id": "e", "type": "cluster.born", "size": 3, "score": 1.5}
+    assert event_json(plain) == json.dumps(plain, separators=(",", ":"))
+
+
+def test_a_stored_event_keeps_its_text_for_the_sinks() -> None:
+    text = event_json({"event_id": "e", "label": "zoë"})
+    ev = StoredEvent.parse(text.encode())
+    assert ev == {"event_id": "e", "label": "zoë"} and ev.raw == text
+    assert stored_json(ev) == text
+    assert stored_json({"event_id": "e"}) == '{"event_id":"e"}'
