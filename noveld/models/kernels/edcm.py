@@ -37,10 +37,12 @@ from numba import njit
 
 from noveld.models.kernels.multinomial import (
     KMAX,
+    LINEAR_MAX_LEN,
     MARGIN_CAP,
     _close_if_empty,
     add_document,
     choose,
+    choose_linear,
     log_rising,
     open_cluster,
 )
@@ -51,8 +53,8 @@ BINS_PER_OCTAVE = 8  # longer documents: 8 bins per doubling of the length
 N_BINS = N_EXACT + 8 * BINS_PER_OCTAVE  # up to 64 · 2^8 = 16,384 tokens; longer share the last
 _NEWTON_ITERATIONS = 100
 # columns of the per-slot ``shape`` array (see :func:`reshape`)
-S, D, LOG_MASS, LOG_DC = 0, 1, 2, 3
-SHAPE_COLUMNS = 4
+S, D, LOG_MASS, LOG_DC, MASS, INV_DC = 0, 1, 2, 3, 4, 5
+SHAPE_COLUMNS = 6
 
 
 @njit(cache=True)
@@ -228,6 +230,64 @@ def score_document(
 
 
 @njit(cache=True)
+def score_document_linear(
+    words: np.ndarray,
+    n: int,
+    wt: np.ndarray,
+    alive: np.ndarray,
+    shape: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    kmax: int,
+    g: float,
+    c: float,
+    b0: float,
+    s0: float,
+    alpha_new: float,
+    discount: float,
+) -> float:
+    """Linear-domain twin of :func:`score_document` for ``n ≤ LINEAR_MAX_LEN`` (the hot path):
+    ``wt[k] = exp(lp[k])`` and the return value is ``exp(lp_new)``. ``Γ(s+n)/Γ(s)`` and
+    ``(D_k + c)^u`` are products of at most 16 factors each, so a cluster costs no logarithm
+    and every weight stays within float64 range, as in the multinomial kernel."""
+    u = words.shape[0]
+    cb0 = c * b0
+    n_alive = 0
+    for k in range(kmax):
+        if alive[k]:
+            n_alive += 1
+            s = shape[k, S]
+            rising = 1.0
+            for i in range(n):
+                rising *= s + i
+            q = shape[k, INV_DC]
+            scale = 1.0
+            for _ in range(u):
+                scale *= q
+            wt[k] = shape[k, MASS] * scale / rising
+        else:
+            wt[k] = 0.0
+    nv = head.shape[0]
+    for j in range(u):
+        w = words[j]
+        if w >= nv:
+            continue
+        e = head[w]
+        while e >= 0:
+            k = pk[e]
+            x = pc[e] * g
+            if x > 0.0 and alive[k]:
+                wt[k] *= 1.0 + x / cb0
+            e = nxt[e]
+    rising = 1.0
+    for i in range(n):
+        rising *= s0 + i
+    return (alpha_new + discount * n_alive) / (rising * c**u)
+
+
+@njit(cache=True)
 def reshape(
     k: int,
     hist: np.ndarray,
@@ -240,16 +300,19 @@ def reshape(
     discount: float,
     shape: np.ndarray,
 ) -> None:
-    """Solve cluster ``k``'s row of ``shape`` — ``[s_k, D_k, log(m_k − d), log(D_k + c)]``,
-    what seating needs of it — after a document joined or left it (warm-started from the
-    previous ``s_k`` when there is one)."""
+    """Solve cluster ``k``'s row of ``shape`` — ``[s_k, D_k, log(m_k − d), log(D_k + c),
+    m_k − d, 1/(D_k + c)]``, what seating needs of it in either domain — after a document
+    joined or left it (warm-started from the previous ``s_k`` when there is one)."""
     total = max((ntok[k] - m[k]) * g, 0.0) + c * vb0
     start = shape[k, S] if shape[k, S] > 0.0 else total / c
     s, d = solve_shape(hist[k], lengths, g, total, c, start)
     shape[k, S] = s
     shape[k, D] = d
-    shape[k, LOG_MASS] = math.log(max(m[k] * g - discount, 1e-3))
+    mass = max(m[k] * g - discount, 1e-3)
+    shape[k, LOG_MASS] = math.log(mass)
     shape[k, LOG_DC] = math.log(d + c)
+    shape[k, MASS] = mass
+    shape[k, INV_DC] = 1.0 / (d + c)
 
 
 @njit(cache=True)
@@ -301,6 +364,7 @@ def seat_batch(
     nb = doc_tokens.shape[0]
     out = np.empty(2)
     weight = 1.0 / g
+    alpha_new = math.exp(log_alpha)
     vb0 = n_words * b0
     s0 = vb0
     u_i = 0
@@ -327,11 +391,18 @@ def seat_batch(
                 if alive[k_old]:
                     reshape(k_old, hist, lengths, m, ntok, g, c, vb0, discount, shape)
             kmax = ictl[KMAX]
-            lp_new = score_document(
-                words, n, lp, alive, shape, head, nxt, pk, pc, kmax, g, c, b0, s0, log_alpha,
-                discount,
-            )  # fmt: skip
-            k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out, uid)
+            if n <= LINEAR_MAX_LEN:
+                w_new = score_document_linear(
+                    words, n, lp, alive, shape, head, nxt, pk, pc, kmax, g, c, b0, s0, alpha_new,
+                    discount,
+                )  # fmt: skip
+                k = choose_linear(lp, kmax, w_new, uniforms[u_i], deterministic, out, uid)
+            else:
+                lp_new = score_document(
+                    words, n, lp, alive, shape, head, nxt, pk, pc, kmax, g, c, b0, s0, log_alpha,
+                    discount,
+                )  # fmt: skip
+                k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out, uid)
             u_i += 1
             if sweep == 0:
                 log_norm[d] = out[0]
