@@ -9,13 +9,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from test_cli_embedded import _kill_resume, events_of, noveld, state_show
+from test_cli_embedded import assert_kills_match_a_clean_run, events_of, noveld, state_show
+from test_redis_store import rebuilt_after_every_commit
 
-from noveld.daemon.embedded import CollectingEvents, run_file
-from noveld.daemon.pipeline import Pipeline
-from noveld.daemon.settings import load_settings, model_fingerprint
-from noveld.state.base import CommitOutcome, CommitRequest, NamespaceState, state_digest
-from noveld.state.redis_store import RedisStore
+from noveld.daemon.settings import load_settings
 
 pytestmark = pytest.mark.integration
 
@@ -98,20 +95,10 @@ def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
     the same birth events. Batches of 32, snapshotted one by one in the killed runs, so each
     kill lands mid-stream however fast the machine (the clean run uses the same batches)."""
     small = ("--batch-size", "32")
-    clean = noveld(
-        "run", "--input", str(long_stream), "--state-dir", str(tmp_path / "clean"), "--quiet",
-        *EDCM, *small,
-    )  # fmt: skip
-    assert clean.returncode == 0, clean.stderr
-    st = tmp_path / "chaos"
-    events = _kill_resume(
-        long_stream, st, 3, extra=(*EDCM, *small), total=LONG, pause=(0.0, 0.3), seed=4
+    info = assert_kills_match_a_clean_run(
+        long_stream, tmp_path, LONG, extra=(*EDCM, *small), pause=(0.0, 0.3), seed=4
     )
-    info, clean_info = state_show(st), state_show(tmp_path / "clean")
-    assert info["docs"] == LONG and info["mass"] == pytest.approx(LONG)
-    assert info["digest"] == clean_info["digest"]
-    clean_born = {e["event_id"] for e in events_of(clean.stdout) if e["type"] == "cluster.born"}
-    assert {e["event_id"] for e in events if e["type"] == "cluster.born"} == clean_born
+    assert info["mass"] == pytest.approx(LONG)
 
 
 def test_settings_errors_are_one_line() -> None:
@@ -133,21 +120,5 @@ def test_redis_rebuilds_the_live_edcm_model_after_every_commit(
         None,
         {"namespace": "edcm", "dlq": str(tmp_path / "dlq.jsonl"), "model": {"likelihood": "edcm"}},
     )
-    pipes: list[Pipeline] = []
-    compared: list[bool] = []
-
-    class CheckingStore(RedisStore):
-        def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
-            outcome = super().commit(state, request)
-            pipes[0]._sync_state()
-            loaded = RedisStore(client, "edcm").load(model_fingerprint(settings))
-            assert loaded is not None
-            compared.append(state_digest(loaded) == state_digest(pipes[0].state))
-            return outcome
-
-    code, _, _ = run_file(
-        settings, str(stream), events_sink=CollectingEvents(),
-        store=CheckingStore(client, "edcm", checkpoint_every=5), snapshot=False,
-        on_start=pipes.append,
-    )  # fmt: skip
+    code, compared, _ = rebuilt_after_every_commit(client, settings, stream, checkpoint_every=5)
     assert code == 0 and len(compared) == 16 and all(compared)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -19,7 +21,7 @@ from noveld.state.base import (
     NamespaceState,
     state_digest,
 )
-from noveld.state.redis_store import OUTBOX_ENTRY_EVENTS, RedisStore
+from noveld.state.redis_store import CHECKPOINT_EVERY, OUTBOX_ENTRY_EVENTS, RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -63,6 +65,43 @@ def assert_close(a: NamespaceState, b: NamespaceState) -> None:
             assert tb[uid][2][w] == pytest.approx(c, rel=1e-9)
 
 
+def same_digest(loaded: NamespaceState, live: NamespaceState) -> bool:
+    """Exactly the same model, vocabulary and offsets."""
+    return state_digest(loaded) == state_digest(live)
+
+
+def rebuilt_after_every_commit(
+    client: redis.Redis,
+    settings: Settings,
+    source: Path,
+    same: Callable[[NamespaceState, NamespaceState], bool] = same_digest,
+    checkpoint_every: int = CHECKPOINT_EVERY,
+) -> tuple[int, list[bool], list[dict[str, Any]]]:
+    """Run ``source`` into the settings' Redis namespace and, after every commit, reload the
+    model from Redis (checkpoint + delta log) and compare it with the live one. Returns the
+    exit code, one comparison per commit and the delivered events."""
+    pipes: list[Pipeline] = []
+    compared: list[bool] = []
+    namespace = settings.namespace
+
+    class CheckingStore(RedisStore):
+        def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
+            outcome = super().commit(state, request)
+            pipes[0]._sync_state()
+            loaded = RedisStore(client, namespace).load(model_fingerprint(settings))
+            assert loaded is not None
+            compared.append(same(loaded, pipes[0].state))
+            return outcome
+
+    sink = CollectingEvents()
+    code, _, _ = run_file(
+        settings, str(source), events_sink=sink,
+        store=CheckingStore(client, namespace, checkpoint_every=checkpoint_every),
+        snapshot=False, on_start=pipes.append,
+    )  # fmt: skip
+    return code, compared, sink.events
+
+
 @pytest.mark.parametrize(
     ("kind", "half_life"), [("dpmm", 0.0), ("dpmm", 700.0), ("svi", 0.0), ("hdp", 0.0)]
 )
@@ -75,33 +114,14 @@ def test_redis_and_memory_agree_after_every_commit(
     counts before scaling and the live model adds them one document at a time."""
     client = redis.Redis.from_url(redis_url)
     settings = settings_for(tmp_path, half_life_docs=half_life, kind=kind)
-    pipes: list[Pipeline] = []
-    compared: list[bool] = []
 
-    class CheckingStore(RedisStore):
-        """After each commit, the model reloaded from Redis equals the live one."""
+    def same(loaded: NamespaceState, live: NamespaceState) -> bool:
+        if half_life == 0 or kind in ("svi", "hdp"):
+            return same_digest(loaded, live)
+        assert_close(loaded, live)
+        return loaded.offsets == live.offsets
 
-        def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
-            outcome = super().commit(state, request)
-            pipes[0]._sync_state()
-            loaded = RedisStore(client, "t").load(model_fingerprint(settings))
-            assert loaded is not None
-            if half_life == 0 or kind in ("svi", "hdp"):
-                compared.append(state_digest(loaded) == state_digest(pipes[0].state))
-            else:
-                assert_close(loaded, pipes[0].state)
-                compared.append(loaded.offsets == pipes[0].state.offsets)
-            return outcome
-
-    sink = CollectingEvents()
-    code, _, _ = run_file(
-        settings,
-        str(stream),
-        events_sink=sink,
-        store=CheckingStore(client, "t"),
-        snapshot=False,
-        on_start=pipes.append,
-    )
+    code, compared, events = rebuilt_after_every_commit(client, settings, stream, same)
     assert code == 0 and len(compared) == 12 and all(compared)
     loaded = RedisStore(client, "t").load(model_fingerprint(settings))
     assert loaded is not None
@@ -113,7 +133,7 @@ def test_redis_and_memory_agree_after_every_commit(
         assert mass >= 3000
     else:
         assert mass == pytest.approx(3000) if half_life == 0 else 0 < mass < 3000
-    assert {e["event_id"] for e in sink.events}  # events delivered …
+    assert {e["event_id"] for e in events}  # events delivered …
     assert RedisStore(client, "t").outbox_pending() == []  # … and acknowledged
 
 
