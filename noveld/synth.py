@@ -44,7 +44,11 @@ Context (optional)
     correlated with, but not identical to, the story (DESIGN §4 ``context``).
 
 Documents
-    Length ``max(2, Poisson(doc_len_mean))``; words i.i.d. from the story's ``φ_k``. Output
+    Length ``max(2, Poisson(doc_len_mean))``; words i.i.d. from the story's ``φ_k``, or, with
+    ``burstiness`` b > 0, by a Pólya urn: the i-th word of a document repeats a uniformly chosen
+    earlier word of it with probability i/(b+i), else it is drawn from ``φ_k``. That is the
+    Dirichlet compound multinomial, words drawn from a document's own θ_d ~ Dirichlet(b·φ_k)
+    (paper 002 §2): small b makes documents bursty (the ``edcm`` likelihood's case). Output
     records are ``{"id": "d000000", "text": "...", "label": "s0", "ts": 1700000000.0}`` in
     stream order with strictly increasing epoch-second timestamps (about one document a
     second). Every random quantity has its own seeded stream, so the output is a deterministic
@@ -156,11 +160,13 @@ class SynthConfig:
     source_fidelity: float = 0.9
     embedding_dim: int = 0
     embedding_cosine: float = 0.8
+    burstiness: float = 0.0
 
     def __post_init__(self) -> None:
         """Reject settings the process cannot run with (ValueError, with the reason)."""
         checks: list[tuple[bool, str]] = [
             (self.n_docs >= 0, "n_docs must be >= 0"),
+            (self.burstiness >= 0, "burstiness must be >= 0 (0 = words drawn i.i.d.)"),
             (self.n_stories >= 1, "n_stories must be >= 1"),
             (10 <= self.vocab_size <= 5_000_000, "vocab_size must be in [10, 5000000]"),
             (self.doc_len_mean > 0, "doc_len_mean must be > 0"),
@@ -227,6 +233,7 @@ def _streams(seed: int) -> dict[str, np.random.Generator]:
         "gap",
         "source",
         "embedding",
+        "burst",  # appended last: the streams before it are unchanged
     )
     children = np.random.SeedSequence(seed).spawn(len(names))
     return {name: np.random.default_rng(s) for name, s in zip(names, children, strict=True)}
@@ -415,6 +422,28 @@ def sample_vmf(mu: FloatArray, kappa: float, rng: np.random.Generator) -> FloatA
     return out
 
 
+def polya_repeats(
+    ids: np.ndarray, lengths: np.ndarray, burstiness: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Documents' words (concatenated, ``lengths`` each) after the Pólya urn of the module
+    docstring: word i of a document repeats a uniformly chosen earlier word with probability
+    i/(b+i) — earlier words as they came out of the urn — else it keeps its fresh draw."""
+    m = ids.shape[0]
+    begins = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    pos = np.arange(m) - begins
+    repeat = rng.random(m) < pos / (burstiness + pos)
+    source = np.arange(m)
+    pick = begins + np.floor(rng.random(m) * pos).astype(np.int64)
+    source[repeat] = pick[repeat]
+    while True:  # follow each repeat back to a fresh draw (sources only point backwards)
+        nxt = source[source]
+        if np.array_equal(nxt, source):
+            break
+        source = nxt
+    out: np.ndarray = ids[source]
+    return out
+
+
 def _chunks(cfg: SynthConfig) -> Iterator[Chunk]:
     """(first stream index, story ids, timestamps in ms, texts, sources or None) for successive
     chunks."""
@@ -441,6 +470,8 @@ def _chunks(cfg: SynthConfig) -> Iterator[Chunk]:
         ids = stories.sample(
             tok_story, rngs["component"].random(m), rngs["pick"].random(m), rngs["residual"]
         )
+        if cfg.burstiness > 0:
+            ids = polya_repeats(ids, lengths, cfg.burstiness, rngs["burst"])
         toks: list[str] = word_arr[ids].tolist()
         ends = np.cumsum(lengths).tolist()
         begins = [0, *ends[:-1]]

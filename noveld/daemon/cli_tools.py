@@ -90,6 +90,7 @@ def _synth_config(ns: argparse.Namespace, embedding_dim: int | None = None) -> A
             "n_sources": ns.sources,
             "embedding_dim": embedding_dim if embedding_dim is not None else ns.embeddings,
             "embedding_cosine": ns.embedding_cosine,
+            "burstiness": ns.burstiness,
         }.items()
         if v is not None
     }
@@ -117,6 +118,9 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
 
     settings = settings_of(ns)
     vmf = settings.model.likelihood == "vmf"
+    if settings.model.likelihood == "edcm":  # show the EDCM on what it is for: bursty documents
+        ns.burstiness = 5.0 if ns.burstiness is None else ns.burstiness
+        ns.doc_len = 60.0 if ns.doc_len is None else ns.doc_len
     cfg = _synth_config(ns, settings.model.embedding_dim if vmf else None)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.jsonl"
@@ -124,7 +128,9 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
         settings = settings.model_copy(update={"dlq": Path(tmp) / "dlq.jsonl"})
         sys.stderr.write(
             f"noveld demo: generated {cfg.n_docs:,} documents from "
-            f"{cfg.n_stories} synthetic stories (seed {cfg.seed}); clustering…\n"
+            f"{cfg.n_stories} synthetic stories (seed {cfg.seed}"
+            + (f", bursty: B = {cfg.burstiness:g}" if cfg.burstiness else "")
+            + "); clustering…\n"
         )
         rec, events, seconds, _ = run_and_record(settings, str(path), sys.stderr)
     print("== novelty events (cluster.born) ==")
@@ -182,6 +188,13 @@ def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None)
         "--embedding-cosine",
         type=float,
         help="typical cosine of a document's embedding to its story's direction (0.8)",
+    )
+    g.add_argument(
+        "--burstiness",
+        type=float,
+        help="make documents bursty: each word repeats an earlier one of its document with "
+        "probability i/(B+i) (a Dirichlet compound multinomial; small B = bursty; 0 = off, the "
+        "default; the demo uses 5 with 60-token documents for --likelihood edcm)",
     )
     g.add_argument(
         "--stream-seed",

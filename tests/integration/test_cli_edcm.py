@@ -101,6 +101,24 @@ def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
     assert info["mass"] == pytest.approx(LONG)
 
 
+def test_demo_shows_the_edcm_on_bursty_documents() -> None:
+    """``noveld demo --likelihood edcm`` generates what the EDCM is for (bursty 60-token
+    documents) and clusters them well; the multinomial on the same stream fragments it."""
+    nmi = {}
+    for likelihood in ("edcm", "multinomial"):
+        out = noveld(
+            "demo", "--likelihood", likelihood, "--docs", "2000", "--burstiness", "5",
+            "--doc-len", "60",
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert "bursty: B = 5" in out.stderr and "cluster.born" in out.stdout
+        nmi[likelihood] = float(out.stdout.rsplit("NMI ", 1)[1].split()[0])
+    assert nmi["edcm"] >= 0.9
+    assert nmi["multinomial"] <= nmi["edcm"] - 0.1
+    plain = noveld("demo", "--likelihood", "edcm", "--docs", "500")
+    assert plain.returncode == 0 and "bursty: B = 5" in plain.stderr  # the demo's default
+
+
 def test_settings_errors_are_one_line() -> None:
     out = noveld("run", "--input", "-", *EDCM, "--model", "svi", input_text="")
     assert out.returncode == 2 and "dpmm option" in out.stderr and "Traceback" not in out.stderr

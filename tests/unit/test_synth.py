@@ -176,6 +176,7 @@ def test_write_jsonl_matches_generate(tmp_path: Path) -> None:
         {"burst_docs": 0.0},
         {"burst_strength": -1.0},
         {"seed": -1},
+        {"burstiness": -1.0},
     ],
 )
 def test_invalid_config_raises(bad: dict[str, Any]) -> None:
@@ -194,3 +195,37 @@ def test_sources_add_a_context_field_correlated_with_the_story() -> None:
     assert 0.8 <= home / len(with_src) <= 0.9  # 80 % home source, plus a sixth of the rest
     assert len({s for c in by_story.values() for s in c}) == 6
     assert "context" not in plain[0]
+
+
+def test_burstiness_repeats_words_within_documents_and_changes_nothing_else() -> None:
+    plain = list(generate(SynthConfig(n_docs=600, doc_len_mean=40.0, seed=3)))
+    bursty = list(generate(SynthConfig(n_docs=600, doc_len_mean=40.0, seed=3, burstiness=2.0)))
+    # same stories, lengths and timestamps: only the words are redrawn through the urn
+    assert [(r["label"], len(r["text"].split()), r["ts"]) for r in bursty] == [
+        (r["label"], len(r["text"].split()), r["ts"]) for r in plain
+    ]
+
+    def distinct_share(rows: list[dict[str, Any]]) -> float:
+        return float(np.mean([len(set(t := r["text"].split())) / len(t) for r in rows]))
+
+    # Pólya urn with B = 2 over ~40 words: about B·log(1 + n/B) ≈ 6 distinct words, not ~25
+    # (measured: 15 % of a document's words are distinct, against 62 % without burstiness)
+    assert distinct_share(bursty) < 0.3 and distinct_share(bursty) < 0.5 * distinct_share(plain)
+    for r in bursty:  # every word still comes from the vocabulary
+        assert set(r["text"].split()) <= set(vocabulary(SynthConfig(seed=3)))
+
+
+def test_polya_repeats_only_copy_earlier_words_of_the_same_document() -> None:
+    from noveld.synth import polya_repeats
+
+    ids = np.arange(1000, dtype=np.int64)  # every fresh draw distinct: copies are visible
+    lengths = np.array([1, 9, 90, 900])
+    out = polya_repeats(ids, lengths, 0.5, np.random.default_rng(0))
+    starts = np.cumsum(lengths) - lengths
+    for a, n in zip(starts.tolist(), lengths.tolist(), strict=True):
+        doc = out[a : a + n]
+        assert doc[0] == a  # a document's first word is always a fresh draw
+        assert np.all((doc >= a) & (doc < a + n))  # nothing crosses documents
+        assert all(doc[i] == a + i or doc[i] in doc[:i] for i in range(n))  # copies look back
+    assert len(set(out[100:].tolist())) < 100  # B = 0.5 over 900 words: a handful of words
+    assert np.array_equal(polya_repeats(ids, lengths, 1e12, np.random.default_rng(0)), ids)
