@@ -89,27 +89,27 @@ def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_
     assert state_show(st)["docs"] == 6000
 
 
-@pytest.mark.parametrize("model", ["dpmm", "svi", "hdp"])
-def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: str) -> None:
-    """G11: same input, seed and settings → same state hash and event ids (sampled seating)."""
+def seeded_runs(
+    source: Path, tmp_path: Path, seed: int, extra: tuple[str, ...] = ()
+) -> list[tuple[str, list[str]]]:
+    """G11: run ``source`` twice, sampled seating with ``seed`` (and ``extra`` flags), into two
+    fresh state directories; returns each run's (state digest, event ids)."""
     runs = []
     for name in ("a", "b"):
         out = noveld(
-            "run",
-            "--input",
-            str(stream),
-            "--state-dir",
-            str(tmp_path / name),
-            "--seed",
-            "11",
-            "--sampled",
-            "--model",
-            model,
-        )
+            "run", "--input", str(source), "--state-dir", str(tmp_path / name), "--seed",
+            str(seed), "--sampled", *extra,
+        )  # fmt: skip
         assert out.returncode == 0, out.stderr
-        runs.append(
-            (state_show(tmp_path / name)["digest"], [e["event_id"] for e in events_of(out.stdout)])
-        )
+        ids = [e["event_id"] for e in events_of(out.stdout)]
+        runs.append((state_show(tmp_path / name)["digest"], ids))
+    return runs
+
+
+@pytest.mark.parametrize("model", ["dpmm", "svi", "hdp"])
+def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: str) -> None:
+    """G11: same input, seed and settings → same state hash and event ids (sampled seating)."""
+    runs = seeded_runs(stream, tmp_path, 11, ("--model", model))
     assert runs[0] == runs[1]
 
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 import redis
-from test_cli_embedded import assert_kills_match_a_clean_run, events_of, noveld, state_show
+from test_cli_embedded import (
+    assert_kills_match_a_clean_run,
+    events_of,
+    noveld,
+    seeded_runs,
+    state_show,
+)
 from test_redis_store import rebuilt_after_every_commit
 
 from noveld.daemon.settings import load_settings
@@ -72,15 +78,7 @@ def test_evaluate_reaches_a_quality_floor(stream: Path) -> None:
 
 
 def test_same_seed_same_state_and_events_with_sampled_seating(stream: Path, tmp_path: Path) -> None:
-    runs = []
-    for name in ("a", "b"):
-        out = noveld(
-            "run", "--input", str(stream), "--state-dir", str(tmp_path / name), "--seed", "5",
-            "--sampled", *VMF,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr
-        ids = [e["event_id"] for e in events_of(out.stdout)]
-        runs.append((state_show(tmp_path / name)["digest"], ids))
+    runs = seeded_runs(stream, tmp_path, 5, tuple(VMF))
     assert runs[0] == runs[1] and runs[0][1]
 
 
