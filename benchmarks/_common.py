@@ -9,6 +9,9 @@ from pathlib import Path
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "news.jsonl"
 
+ASSIGNMENT_FLAGS = {"document": "--emit-assignments", "batch": "--emit-assignment-batches"}
+"""The daemon flag for each ``--emit-assignments`` choice of the end-to-end benchmarks."""
+
 
 def machine() -> str:
     """One line describing where the numbers were taken."""

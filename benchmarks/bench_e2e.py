@@ -1,7 +1,7 @@
 """End-to-end throughput of `noveld run` (file → stdout), the way a user runs it.
 
     python benchmarks/bench_e2e.py [--data FILE] [--repeat 3] [--times 10] [--model hdp]
-                                   [--likelihood edcm] [--emit-assignments]
+                                   [--likelihood edcm] [--emit-assignments [batch]]
 
 Runs the CLI as a subprocess with events to /dev/null and reports wall-clock docs/s (process
 start-up and JIT cache load included, then excluded by subtracting an empty run) and peak RSS.
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, machine
+from _common import ASSIGNMENT_FLAGS, DEFAULT_DATA, machine
 
 
 def timed_run(data: Path, extra: list[str], state: bool = False) -> tuple[float, float]:
@@ -64,12 +64,17 @@ def main() -> None:
     p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
     p.add_argument(
         "--emit-assignments",
-        action="store_true",
-        help="also write a document.assigned event per document (to /dev/null)",
+        nargs="?",
+        const="document",
+        choices=["document", "batch"],
+        help=(
+            "the daemon also emits each document's cluster: a document.assigned event per "
+            "document (default) or, with 'batch', a documents.assigned event per batch"
+        ),
     )
     a = p.parse_args()
     model = ["--model", a.model, "--likelihood", a.likelihood]
-    model += ["--emit-assignments"] if a.emit_assignments else []
+    model += [ASSIGNMENT_FLAGS[a.emit_assignments]] if a.emit_assignments else []
     if a.times > 1:
         big = tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False)  # noqa: SIM115
         data = a.data.read_bytes()
@@ -84,7 +89,7 @@ def main() -> None:
     best = min(timed_run(a.data, model, a.state_dir)[0] for _ in range(a.repeat))
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"machine: {machine()}")
-    emitted = ", with document.assigned events" if a.emit_assignments else ""
+    emitted = f", with {a.emit_assignments} assignment events" if a.emit_assignments else ""
     print(f"data: {a.data} ({n:,} docs), model {a.model} ({a.likelihood}){emitted}")
     print(f"process start-up (empty input): {startup:.2f} s")
     print(

@@ -1,7 +1,7 @@
 """End-to-end production mode: Kafka topic → `noveld run` (subprocess) → Redis + events topic.
 
     python benchmarks/bench_kafka_e2e.py [--data FILE] [--times 5] [--batch-size 500]
-                                         [--emit-assignments]
+                                         [--emit-assignments [batch]]
 
 Starts a private tansu broker and Redis-protocol server (tests/harness.py), produces the data,
 starts the daemon and measures the time from its first committed batch until the topic is
@@ -29,7 +29,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import DEFAULT_DATA, machine  # noqa: E402
+from _common import ASSIGNMENT_FLAGS, DEFAULT_DATA, machine  # noqa: E402
 from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, RedisServer, free_port  # noqa: E402
 
 
@@ -78,8 +78,13 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument(
         "--emit-assignments",
-        action="store_true",
-        help="the daemon also publishes a document.assigned event per document",
+        nargs="?",
+        const="document",
+        choices=["document", "batch"],
+        help=(
+            "the daemon also emits each document's cluster: a document.assigned event per "
+            "document (default) or, with 'batch', a documents.assigned event per batch"
+        ),
     )
     a = p.parse_args()
     lines = [line for line in a.data.read_bytes().splitlines() if line.strip()] * a.times
@@ -115,7 +120,7 @@ def main() -> None:
             str(TEST_SESSION_TIMEOUT_MS),
             "--metrics-port",
             str(port),
-            *(["--emit-assignments"] if a.emit_assignments else []),
+            *([ASSIGNMENT_FLAGS[a.emit_assignments]] if a.emit_assignments else []),
         ]
         env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"}
         t_start = time.perf_counter()

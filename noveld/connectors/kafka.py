@@ -3,7 +3,8 @@
 The source consumes in a consumer group with manual offsets: on assignment it seeks every
 partition to the offset stored *with the model state* (not Kafka's committed one) and claims it
 in the store (fencing older owners); Kafka offsets are committed after the state commit, for lag
-tools only. Sinks: events keyed by cluster id, dead letters with provenance headers.
+tools only. Sinks: events keyed by cluster (assignment batches by input partition), dead letters
+with provenance headers.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from kafka.structs import OffsetAndMetadata
 
 from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
-from noveld.schema import InvalidReason, SourcePosition, format_rfc3339, stored_json, trusted
+from noveld.schema import (
+    InvalidReason,
+    SourcePosition,
+    event_key,
+    format_rfc3339,
+    stored_json,
+    trusted,
+)
 
 log = logging.getLogger("noveld.kafka")
 
@@ -220,7 +228,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class KafkaEvents:
-    """Event sink: one message per event on the events topic, keyed by cluster id."""
+    """Event sink: one message per event on the events topic, keyed by :func:`event_key`."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
@@ -238,7 +246,7 @@ class KafkaEvents:
             futures = [
                 self.producer.send(
                     self.topic,
-                    key=str(e["cluster_id"]).encode(),
+                    key=event_key(e).encode(),
                     value=stored_json(e).encode(),
                 )
                 for e in events

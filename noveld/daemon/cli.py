@@ -98,11 +98,23 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--novelty-confirm-within", type=int, help="…within this many documents of the birth (2000)"
     )
-    b.add_argument(
+    a = b.add_mutually_exclusive_group()
+    a.add_argument(
         "--emit-assignments",
+        dest="emit_assignments",
         action="store_const",
-        const=True,
+        const="document",
         help="also emit a document.assigned event per document, with its cluster",
+    )
+    a.add_argument(
+        "--emit-assignment-batches",
+        dest="emit_assignments",
+        action="store_const",
+        const="batch",
+        help=(
+            "…or the same as one documents.assigned event per batch and input partition "
+            "(cheaper: production mode keeps most of its throughput)"
+        ),
     )
     f = p.add_argument_group("input fields")
     for name in _FIELD_FLAGS:

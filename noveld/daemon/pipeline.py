@@ -30,6 +30,7 @@ from noveld.models.novelty import Confirmation, NoveltyTracker
 from noveld.models.svi import SVI, SVIConfig
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
 from noveld.schema import (
+    ASSIGNMENTS_PER_MESSAGE,
     SCHEMA_VERSION,
     ClusterBorn,
     ClusterMerged,
@@ -37,6 +38,7 @@ from noveld.schema import (
     Document,
     InvalidReason,
     SourcePosition,
+    assignment_batch_event_id,
     assignment_event_id,
     format_rfc3339,
 )
@@ -376,9 +378,12 @@ class Pipeline:
                 if self.settings.novelty.refound
                 else None,
             )
+            mode = self.settings.events.assignments
             events = (
                 self._assignment_events(docs, positions, result.assignments)
-                if self.settings.events.assignments
+                if mode == "document"
+                else self._assignment_batch_events(docs, positions, result.assignments)
+                if mode == "batch"
                 else []
             )
             events += [self._born_event(c) for c in confirmed]
@@ -565,6 +570,46 @@ class Pipeline:
                     "label": known.get(uid),
                 }
             )
+        return out
+
+    def _assignment_batch_events(
+        self, docs: Sequence[Document], positions: Sequence[SourcePosition], assigned: np.ndarray
+    ) -> list[dict[str, Any]]:
+        """``documents.assigned`` (``events.assignments = "batch"``): the batch's assignments
+        grouped by input partition, in input order, at most ``ASSIGNMENTS_PER_MESSAGE`` per
+        event. Plain dicts, validated against ``DocumentsAssigned`` in the unit tests."""
+        ns, kind, known = self.settings.namespace, self.model.kind, self.known_labels
+        groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for doc, pos, uid in zip(docs, positions, assigned.tolist(), strict=True):
+            ts = pos.ts if pos.ts is not None or doc.ts is None else format_rfc3339(doc.ts)
+            groups.setdefault((pos.topic, pos.partition), []).append(
+                {
+                    "doc_id": doc.id,
+                    "offset": pos.offset,
+                    "ts": ts,
+                    "cluster_id": self._cluster_id(uid),
+                    "label": known.get(uid),
+                }
+            )
+        out: list[dict[str, Any]] = []
+        for (topic, partition), rows in groups.items():
+            for start in range(0, len(rows), ASSIGNMENTS_PER_MESSAGE):
+                chunk = rows[start : start + ASSIGNMENTS_PER_MESSAGE]
+                first = chunk[0]["offset"]
+                out.append(
+                    {
+                        "event_id": assignment_batch_event_id(ns, topic, partition, first),
+                        "type": "documents.assigned",
+                        "schema_version": SCHEMA_VERSION,
+                        "namespace": ns,
+                        "model": kind,
+                        "topic": topic,
+                        "partition": partition,
+                        "first_offset": first,
+                        "last_offset": chunk[-1]["offset"],
+                        "assignments": chunk,
+                    }
+                )
         return out
 
     def _retired_events(

@@ -9,13 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+_BOOL_WORDS = {
+    **dict.fromkeys(("true", "1", "yes", "on"), "document"),
+    **dict.fromkeys(("false", "0", "no"), "off"),
+}
+"""Boolean spellings accepted for ``events.assignments`` (an env var is always a string)."""
 
 
 class _Section(BaseModel):
@@ -116,9 +122,23 @@ class NoveltySettings(_Section):
 class EventsSettings(_Section):
     """Optional event types beyond the cluster events (docs/events.md)."""
 
-    assignments: bool = Field(
-        False, description="emit a document.assigned event per document (its cluster)"
+    assignments: Literal["off", "document", "batch"] = Field(
+        "off",
+        description=(
+            "each document's cluster: off, document (a document.assigned event per document) or "
+            "batch (a documents.assigned event per batch and input partition); true = document"
+        ),
     )
+
+    @field_validator("assignments", mode="before")
+    @classmethod
+    def _assignments_from_bool(cls, value: Any) -> Any:
+        """``true``/``false`` (the setting's earlier boolean form) mean document/off."""
+        if isinstance(value, bool):
+            return "document" if value else "off"
+        if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:
+            return _BOOL_WORDS[value.strip().lower()]
+        return value
 
 
 class LimitsSettings(_Section):

@@ -232,33 +232,50 @@ def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
         assert info["mass"] == pytest.approx(total)
 
 
+ASSIGNMENT_MODES = {
+    "document": ("--emit-assignments", "document.assigned"),
+    "batch": ("--emit-assignment-batches", "documents.assigned"),
+}
+
+
+def seats_of(events: list[dict[str, Any]]) -> dict[int, str]:
+    """Input offset → cluster id, from either form of the assignment events."""
+    seats: dict[int, str] = {}
+    for e in events:
+        if e["type"] == "document.assigned":
+            seats[e["position"]["offset"]] = e["cluster_id"]
+        elif e["type"] == "documents.assigned":
+            seats.update((a["offset"], a["cluster_id"]) for a in e["assignments"])
+    return seats
+
+
 @pytest.mark.faults
+@pytest.mark.parametrize("mode", sorted(ASSIGNMENT_MODES))
 def test_sigkill_chaos_every_document_assignment_arrives_with_the_clean_runs_cluster(
-    big_stream: Path, tmp_path: Path
+    big_stream: Path, tmp_path: Path, mode: str
 ) -> None:
-    """``--emit-assignments`` under SIGKILL: every document's ``document.assigned`` event is
-    delivered (at least once), and every copy is the clean run's event — same id, same
-    cluster — so a consumer deduplicating on ``event_id`` sees exactly the clean run."""
+    """Assignment events under SIGKILL, one per document or one per batch: every document's
+    seat is delivered (at least once), and every copy is the clean run's event — same id, same
+    clusters — so a consumer deduplicating on ``event_id`` sees exactly the clean run."""
     total = 100_000
     source = _prefix(big_stream, total, tmp_path)
+    flag, kind = ASSIGNMENT_MODES[mode]
     # small batches, each snapshotted in the killed runs, keep every kill mid-stream however
     # fast the machine (the clean run must use the same batches: they shape the clustering)
-    flags = ("--emit-assignments", "--batch-size", "32")
+    flags = (flag, "--batch-size", "32")
     clean = noveld(
         "run", "--input", str(source), "--state-dir", str(tmp_path / "clean"), "--quiet", *flags,
     )  # fmt: skip
     assert clean.returncode == 0, clean.stderr
-    expected = {
-        e["event_id"]: e for e in events_of(clean.stdout) if e["type"] == "document.assigned"
-    }
-    assert sorted(e["position"]["offset"] for e in expected.values()) == list(range(total))
+    expected = {e["event_id"]: e for e in events_of(clean.stdout) if e["type"] == kind}
+    assert sorted(seats_of(list(expected.values()))) == list(range(total))
     events = _kill_resume(
         source, tmp_path / "chaos", kills=3, extra=flags, total=total, pause=(0.1, 0.5)
     )
-    assigned = [e for e in events if e["type"] == "document.assigned"]
+    assigned = [e for e in events if e["type"] == kind]
     assert {e["event_id"] for e in assigned} == set(expected)  # nothing missing, no strays
     assert all(e == expected[e["event_id"]] for e in assigned)  # replays repeat themselves
-    assert len({e["cluster_id"] for e in assigned}) > 10
+    assert len(set(seats_of(assigned).values())) > 10
 
 
 @pytest.mark.faults

@@ -17,6 +17,7 @@ from harness import TEST_SESSION_TIMEOUT_MS
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from noveld.schema import ASSIGNMENTS_PER_MESSAGE, DocumentsAssigned, parse_event
 from noveld.state.redis_store import RedisStore
 from noveld.synth import SynthConfig, generate
 
@@ -62,11 +63,13 @@ def wait_for_docs(
     raise AssertionError(f"daemon did not drain the topic in time: {counters}")
 
 
-def create_topics(bootstrap: str, ns: str) -> dict[str, str]:
-    """The namespace's input, events and DLQ topics (one partition each), by role."""
+def create_topics(bootstrap: str, ns: str, input_partitions: int = 1) -> dict[str, str]:
+    """The namespace's input, events and DLQ topics (one partition each unless told), by role."""
     topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()])
+    admin.create_topics(
+        [NewTopic(t, input_partitions if role == "in" else 1, 1) for role, t in topics.items()]
+    )
     admin.close()
     return topics
 
@@ -197,6 +200,49 @@ def test_daemon_clusters_embeddings_from_kafka(kafka_bootstrap: str, redis_url: 
     dead = consume_all(kafka_bootstrap, topics["dlq"], 1)
     assert len(dead) == 1
     assert {k: v.decode() for k, v in dead[0].headers}["error"] == "wrong_dimension"
+
+
+def test_assignment_batches_cover_every_input_partition_in_order(
+    kafka_bootstrap: str, redis_url: str
+) -> None:
+    """`--emit-assignment-batches` on a three-partition input: each `documents.assigned`
+    message holds one input partition's documents in offset order and is keyed by that
+    partition, and together they seat every document exactly once."""
+    ns = f"b{uuid.uuid4().hex[:6]}"
+    topics = create_topics(kafka_bootstrap, ns, input_partitions=3)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    for i, doc in enumerate(generate(SynthConfig(n_docs=900, n_stories=8, seed=9))):
+        producer.send(topics["in"], value=json.dumps(doc).encode(), partition=i % 3)
+    producer.flush()
+    producer.close()
+    client = redis.Redis.from_url(redis_url)
+    proc = start_daemon(kafka_bootstrap, redis_url, ns, topics, ("--emit-assignment-batches",))
+    counters = wait_for_docs(client, ns, 900, proc)
+    stop(proc)
+    assert counters["docs"] == 900
+    messages = consume_all(kafka_bootstrap, topics["events"], counters["births"] + 3)
+    batches: dict[str, DocumentsAssigned] = {}
+    for m in messages:
+        ev = parse_event(m.value)
+        if isinstance(ev, DocumentsAssigned):
+            assert m.key.decode() == f"{ev.topic}:{ev.partition}"
+            batches[ev.event_id] = ev
+        else:
+            assert m.key.decode() == ev.cluster_id
+    seats: dict[tuple[int, int], str] = {}
+    for ev in batches.values():
+        offsets = [a.offset for a in ev.assignments]
+        assert ev.topic == topics["in"] and 1 <= len(offsets) <= ASSIGNMENTS_PER_MESSAGE
+        assert offsets == sorted(offsets) and (offsets[0], offsets[-1]) == (
+            ev.first_offset,
+            ev.last_offset,
+        )
+        for a in ev.assignments:
+            assert (ev.partition, a.offset) not in seats  # seated once
+            seats[ev.partition, a.offset] = a.cluster_id
+    assert sorted(seats) == [(p, o) for p in range(3) for o in range(300)]
+    born = {json.loads(m.value)["cluster_id"] for m in messages if b"cluster.born" in m.value}
+    assert len(born) == counters["births"] and born <= set(seats.values())
 
 
 def test_produce_sends_every_line_and_reports(kafka_bootstrap: str, tmp_path: Any) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from noveld.daemon.cli import build_parser
 from noveld.daemon.settings import Settings
+from noveld.schema import parse_event
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,3 +39,11 @@ def test_every_run_flag_is_in_the_configuration_reference() -> None:
     ignored = {"--help", "--config", "--quiet", "--sampled"}
     missing = [f for f in flags if f not in ignored and f"`{f}`" not in text]
     assert not missing, f"undocumented flags: {missing}"
+
+
+def test_the_event_reference_examples_are_valid_events() -> None:
+    """Every JSON example in docs/events.md parses as the event type it documents."""
+    text = (ROOT / "docs" / "events.md").read_text()
+    examples = re.findall(r"```json\n(.*?)```", text, re.S)
+    kinds = {type(parse_event(block)).__name__ for block in examples}
+    assert {"ClusterMerged", "DocumentAssigned", "DocumentsAssigned"} <= kinds

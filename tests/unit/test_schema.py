@@ -10,17 +10,21 @@ import pytest
 from pydantic import ValidationError
 
 from noveld.schema import (
+    Assignment,
     ClusterBorn,
     ClusterMerged,
     ClusterRetired,
     Document,
     DocumentAssigned,
+    DocumentsAssigned,
     InvalidReason,
     SourcePosition,
     StoredEvent,
+    assignment_batch_event_id,
     assignment_event_id,
     event_id,
     event_json,
+    event_key,
     format_rfc3339,
     parse_event,
     parse_rfc3339,
@@ -251,6 +255,19 @@ def test_parse_event_round_trips_each_type() -> None:
             position=POS,
             label="world",
         ),
+        DocumentsAssigned(
+            event_id=assignment_batch_event_id("n", POS.topic, POS.partition, POS.offset),
+            namespace="n",
+            model="dpmm",
+            topic=POS.topic,
+            partition=POS.partition,
+            first_offset=POS.offset,
+            last_offset=POS.offset + 2,
+            assignments=[
+                Assignment(doc_id="d1", offset=POS.offset, cluster_id="c1"),
+                Assignment(doc_id="d2", offset=POS.offset + 2, ts=POS.ts, cluster_id="c2"),
+            ],
+        ),
     ]
     for ev in events:
         back = parse_event(ev.model_dump_json())
@@ -291,3 +308,20 @@ def test_a_stored_event_keeps_its_text_for_the_sinks() -> None:
     assert ev == {"event_id": "e", "label": "zoë"} and ev.raw == text
     assert stored_json(ev) == text
     assert stored_json({"event_id": "e"}) == '{"event_id":"e"}'
+
+
+def test_event_keys_keep_a_cluster_or_an_input_partition_in_order() -> None:
+    assert event_key({"type": "cluster.born", "cluster_id": "c7"}) == "c7"
+    batch = {"type": "documents.assigned", "topic": "news", "partition": 3}
+    assert event_key(batch) == "news:3"
+
+
+def test_assignment_batch_ids_are_per_partition_and_first_offset() -> None:
+    ids = {
+        assignment_batch_event_id("n", "t", 0, 10),
+        assignment_batch_event_id("n", "t", 1, 10),
+        assignment_batch_event_id("n", "t", 0, 11),
+        assignment_batch_event_id("n", "u", 0, 10),
+        assignment_batch_event_id("m", "t", 0, 10),
+    }
+    assert len(ids) == 5 and all(len(i) == 32 for i in ids)
