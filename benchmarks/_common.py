@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -11,6 +12,20 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / 
 
 ASSIGNMENT_FLAGS = {"document": "--emit-assignments", "batch": "--emit-assignment-batches"}
 """The daemon flag for each ``--emit-assignments`` choice of the end-to-end benchmarks."""
+
+
+def add_assignment_option(parser: argparse.ArgumentParser) -> None:
+    """``--emit-assignments [batch]``: run the daemon with one of the assignment event forms."""
+    parser.add_argument(
+        "--emit-assignments",
+        nargs="?",
+        const="document",
+        choices=sorted(ASSIGNMENT_FLAGS),
+        help=(
+            "the daemon also emits each document's cluster: a document.assigned event per "
+            "document (default) or, with 'batch', a documents.assigned event per batch"
+        ),
+    )
 
 
 def machine() -> str:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ASSIGNMENT_FLAGS, DEFAULT_DATA, machine
+from _common import ASSIGNMENT_FLAGS, DEFAULT_DATA, add_assignment_option, machine
 
 
 def timed_run(data: Path, extra: list[str], state: bool = False) -> tuple[float, float]:
@@ -62,16 +62,7 @@ def main() -> None:
     )
     p.add_argument("--model", choices=["dpmm", "svi", "hdp"], default="dpmm")
     p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
-    p.add_argument(
-        "--emit-assignments",
-        nargs="?",
-        const="document",
-        choices=["document", "batch"],
-        help=(
-            "the daemon also emits each document's cluster: a document.assigned event per "
-            "document (default) or, with 'batch', a documents.assigned event per batch"
-        ),
-    )
+    add_assignment_option(p)
     a = p.parse_args()
     model = ["--model", a.model, "--likelihood", a.likelihood]
     model += [ASSIGNMENT_FLAGS[a.emit_assignments]] if a.emit_assignments else []

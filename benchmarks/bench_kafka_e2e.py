@@ -29,7 +29,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import ASSIGNMENT_FLAGS, DEFAULT_DATA, machine  # noqa: E402
+from _common import ASSIGNMENT_FLAGS, DEFAULT_DATA, add_assignment_option, machine  # noqa: E402
 from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, RedisServer, free_port  # noqa: E402
 
 
@@ -76,16 +76,7 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--times", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument(
-        "--emit-assignments",
-        nargs="?",
-        const="document",
-        choices=["document", "batch"],
-        help=(
-            "the daemon also emits each document's cluster: a document.assigned event per "
-            "document (default) or, with 'batch', a documents.assigned event per batch"
-        ),
-    )
+    add_assignment_option(p)
     a = p.parse_args()
     lines = [line for line in a.data.read_bytes().splitlines() if line.strip()] * a.times
     print(f"machine: {machine()}")
