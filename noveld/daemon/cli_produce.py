@@ -5,15 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+from noveld.connectors.errors import kafka_unreachable
 from noveld.daemon.embedded import UserError
+from noveld.daemon.kafka_flags import KAFKA_SECURITY_FLAGS, add_kafka_security_flags
+from noveld.daemon.settings import KafkaSettings, load_settings
 
 
 def _cmd_produce(ns: argparse.Namespace) -> int:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
+    kafka = _kafka_settings(ns)
     try:
         fh = sys.stdin.buffer if ns.file == "-" else open(ns.file, "rb")  # noqa: SIM115
     except OSError as exc:
@@ -25,9 +30,14 @@ def _cmd_produce(ns: argparse.Namespace) -> int:
             linger_ms=5,
             retries=5,
             bootstrap_timeout_ms=10_000,
+            **kafka.client_options(),
         )
     except KafkaError as exc:
-        raise UserError(f"cannot reach Kafka at {ns.kafka_bootstrap}: {exc}") from exc
+        if fh is not sys.stdin.buffer:
+            fh.close()
+        raise UserError(
+            kafka_unreachable(ns.kafka_bootstrap, kafka.security_protocol, exc)
+        ) from exc
     sent = skipped = 0
     t0 = last = time.monotonic()
     try:
@@ -58,6 +68,18 @@ def _cmd_produce(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _kafka_settings(ns: argparse.Namespace) -> KafkaSettings:
+    """The ``kafka`` settings (security included) from ``--config``, the environment and the
+    security flags, as ``noveld run`` reads them."""
+    given = {
+        key: getattr(ns, dest)
+        for dest, key in KAFKA_SECURITY_FLAGS.items()
+        if getattr(ns, dest, None) is not None
+    }
+    given["bootstrap_servers"] = ns.kafka_bootstrap
+    return load_settings(ns.config, {"kafka": given}).kafka
+
+
 def add_produce_command(sub: Any) -> None:
     """Register ``produce``."""
     p = sub.add_parser(
@@ -70,4 +92,6 @@ def add_produce_command(sub: Any) -> None:
     p.add_argument("--topic", required=True, help="destination topic")
     p.add_argument("--kafka-bootstrap", required=True, metavar="HOST:PORT")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.add_argument("--config", type=Path, help="TOML config file (its [kafka] security settings)")
+    add_kafka_security_flags(p.add_argument_group("Kafka security (as for noveld run)"))
     p.set_defaults(func=_cmd_produce)

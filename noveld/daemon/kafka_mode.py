@@ -7,6 +7,7 @@ import sys
 import threading
 from typing import IO
 
+from noveld.connectors.errors import kafka_unreachable
 from noveld.connectors.kafka import KafkaDeadLetters, KafkaEvents, KafkaSource
 from noveld.daemon.embedded import (
     EXIT_OK,
@@ -84,11 +85,12 @@ def run_kafka(
     store = default_store(settings)
     assert isinstance(store, RedisStore)
     bootstrap = str(k.bootstrap_servers)
+    client = k.client_options()
     try:
-        events = KafkaEvents(bootstrap, k.events_topic)
-        dead = KafkaDeadLetters(bootstrap, k.dlq_topic)
+        events = KafkaEvents(bootstrap, k.events_topic, client)
+        dead = KafkaDeadLetters(bootstrap, k.dlq_topic, client)
     except Exception as exc:  # kafka-python raises NoBrokersAvailable and friends
-        raise UserError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+        raise UserError(kafka_unreachable(bootstrap, k.security_protocol, exc)) from exc
     try:
         pipeline = Pipeline(settings, store, events, dead)
     except FingerprintMismatch as exc:
@@ -102,6 +104,7 @@ def run_kafka(
         store.release,
         session_timeout_ms=k.session_timeout_ms,
         max_poll_records=settings.batch.max_docs,
+        client_options=client,
     )
     progress = Progress(progress_out, settings.progress_interval_s)
     metrics, server = start_metrics(settings, pipeline)

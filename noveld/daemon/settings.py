@@ -9,7 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,6 +32,10 @@ _BOOL_WORDS = {
     **dict.fromkeys(("false", "0", "no"), "off"),
 }
 """Boolean spellings accepted for ``events.assignments`` (an env var is always a string)."""
+
+
+COMPLETE = "complete"
+"""Validation-context key: these are the final, merged settings (cross-field checks apply)."""
 
 
 class _Section(BaseModel):
@@ -183,6 +197,78 @@ class KafkaSettings(_Section):
     events_topic: str = "noveld.events"
     dlq_topic: str = "noveld.dlq"
     session_timeout_ms: int = Field(10_000, ge=1000)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="how clients talk to the brokers (TLS: SSL or SASL_SSL)"
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = Field(None, description="CA bundle (PEM); default: the system's")
+    ssl_certfile: Path | None = Field(None, description="client certificate (PEM), for mTLS")
+    ssl_keyfile: Path | None = Field(None, description="client key (PEM), for mTLS")
+    ssl_check_hostname: bool = True
+
+    @model_validator(mode="after")
+    def _security_is_consistent(self, info: ValidationInfo) -> KafkaSettings:
+        """SASL settings only with a SASL protocol (and then all of them), TLS files only with
+        TLS, and every named file readable: a mistake here is a start-up error, not a hang.
+        Checked on the complete settings only (``load_settings``), since one layer may name
+        the protocol (a flag) and another the password (the environment)."""
+        if not (info.context or {}).get(COMPLETE):
+            return self
+        if self.bootstrap_servers is None and self.security_protocol == "PLAINTEXT":
+            return self  # Kafka not in use: a shared secret in the environment is harmless
+        sasl = self.security_protocol.startswith("SASL_")
+        tls = self.security_protocol.endswith("SSL")
+        given = [
+            name
+            for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+            if getattr(self, name) is not None
+        ]
+        if sasl and len(given) < 3:
+            missing = {"sasl_mechanism", "sasl_username", "sasl_password"} - set(given)
+            raise ValueError(
+                f"security_protocol {self.security_protocol} needs "
+                + ", ".join(f"kafka.{m}" for m in sorted(missing))
+            )
+        if not sasl and given:
+            raise ValueError(
+                f"kafka.{given[0]} is set but security_protocol is {self.security_protocol} "
+                "(SASL_PLAINTEXT or SASL_SSL use it)"
+            )
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, name)
+            if path is None:
+                continue
+            if not tls:
+                raise ValueError(
+                    f"kafka.{name} is set but security_protocol is {self.security_protocol} "
+                    "(SSL or SASL_SSL use it)"
+                )
+            if not path.is_file():
+                raise ValueError(f"kafka.{name}: no such file {str(path)!r}")
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ValueError("kafka.ssl_keyfile needs kafka.ssl_certfile (the client certificate)")
+        return self
+
+    def client_options(self) -> dict[str, Any]:
+        """kafka-python keyword arguments for these security settings (for every client:
+        consumer, producers, admin); empty for PLAINTEXT, kafka-python's default."""
+        if self.security_protocol == "PLAINTEXT":
+            return {}
+        opts: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.security_protocol.startswith("SASL_"):
+            assert self.sasl_password is not None  # the validator saw to it
+            opts["sasl_mechanism"] = self.sasl_mechanism
+            opts["sasl_plain_username"] = self.sasl_username
+            opts["sasl_plain_password"] = self.sasl_password.get_secret_value()
+        if self.security_protocol.endswith("SSL"):
+            opts["ssl_check_hostname"] = self.ssl_check_hostname
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                path = getattr(self, name)
+                if path is not None:
+                    opts[name] = str(path)
+        return opts
 
 
 class RedisSettings(_Section):
@@ -266,7 +352,28 @@ def load_settings(
     # lower layers are resolved first and the overrides merged on top.
     base = _FileSettings().model_dump()
     merged = _deep_merge(base, overrides or {})
-    return Settings.model_validate(merged)
+    settings = Settings.model_validate(merged)
+    _check_complete(settings.kafka, "kafka")
+    return settings
+
+
+def _check_complete(section: BaseModel, name: str) -> None:
+    """Run a section's cross-field checks on the final settings (a pydantic-settings model
+    re-validates through ``__init__``, which drops the validation context, so this is done
+    once here); errors are reported under the section's name."""
+    try:
+        type(section).model_validate(section.model_dump(), context={COMPLETE: True})
+    except ValidationError as exc:
+        errors: list[InitErrorDetails] = [
+            {
+                "type": e["type"],
+                "loc": (name, *e["loc"]),
+                "input": e["input"],
+                "ctx": e.get("ctx", {}),
+            }
+            for e in exc.errors()
+        ]
+        raise ValidationError.from_exception_data("Settings", errors) from None
 
 
 def _kind_fingerprint(settings: Settings) -> dict[str, Any]:

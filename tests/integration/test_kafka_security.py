@@ -1,0 +1,191 @@
+"""Kafka and Redis over TLS, and SASL, against real servers (tests/harness.py).
+
+The daemon's TLS clients talk to the real broker and the real Redis-protocol server through
+``TLSProxy`` (TLS termination, as a load balancer does in production): the broker advertises
+only the proxy's port, so every Kafka connection of every client is TLS, verified against a
+test CA. SASL is checked against tansu with ``--authentication``: credentials it does not know
+must give a one-line start-up error, not a hang or a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import trustme
+from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, RedisServer, TLSProxy, free_port
+from kafka import KafkaConsumer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from noveld.synth import SynthConfig, write_jsonl
+
+NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
+
+
+@dataclass(frozen=True)
+class TLSServers:
+    """A broker and a Redis server reachable only through TLS proxies, and the test CA."""
+
+    kafka: str  # host:port of the broker's TLS proxy
+    redis_url: str  # rediss:// URL of the Redis TLS proxy, verifying against the CA
+    plain_redis: str  # the server itself, for the test's own checks
+    ca: Path
+    client: dict[str, Any]  # kafka-python options for the test's own clients
+
+
+def write_ca(ca: trustme.CA, directory: Path) -> Path:
+    path = directory / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSServers]:
+    d = tmp_path_factory.mktemp("tls")
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    cert, key = d / "cert.pem", d / "key.pem"
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
+    ca_file = write_ca(ca, d)
+    client = {"security_protocol": "SSL", "ssl_cafile": str(ca_file)}
+    broker_port = free_port()
+    with (
+        TLSProxy(broker_port, cert, key) as kafka_proxy,
+        KafkaBroker(broker_port, kafka_proxy.port, client) as broker,
+        RedisServer() as server,
+        TLSProxy(server.port, cert, key) as redis_proxy,
+    ):
+        yield TLSServers(
+            kafka=broker.bootstrap,
+            redis_url=f"rediss://127.0.0.1:{redis_proxy.port}/0?ssl_ca_certs={ca_file}",
+            plain_redis=server.url,
+            ca=ca_file,
+            client=client,
+        )
+
+
+def create_topics(tls: TLSServers, ns: str) -> dict[str, str]:
+    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
+    admin = KafkaAdminClient(bootstrap_servers=tls.kafka, **tls.client)
+    admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()])
+    admin.close()
+    return topics
+
+
+def daemon_args(bootstrap: str, redis_url: str, ns: str, topics: dict[str, str]) -> list[str]:
+    return [
+        *NOVELD, "run",
+        "--kafka-bootstrap", bootstrap,
+        "--input-topic", topics["in"],
+        "--events-topic", topics["events"],
+        "--dlq-topic", topics["dlq"],
+        "--group", ns,
+        "--redis-url", redis_url,
+        "--namespace", ns,
+        "--session-timeout-ms", str(TEST_SESSION_TIMEOUT_MS),
+    ]  # fmt: skip
+
+
+def counters(url: str, ns: str) -> dict[str, int]:
+    raw = redis.Redis.from_url(url).hgetall(f"noveld:{{{ns}}}:counters")
+    return {k.decode(): int(v) for k, v in raw.items()}
+
+
+def test_the_daemon_runs_over_tls_to_kafka_and_redis(tls: TLSServers, tmp_path: Path) -> None:
+    """`noveld produce` and `noveld run` with `--kafka-security-protocol SSL` and a
+    `rediss://` URL: every document is counted in Redis, and the births arrive on the events
+    topic, read back over TLS."""
+    ns = f"t{uuid.uuid4().hex[:6]}"
+    topics = create_topics(tls, ns)
+    source = tmp_path / "in.jsonl"
+    write_jsonl(SynthConfig(n_docs=600, n_stories=6, seed=3), source)
+    security = ["--kafka-security-protocol", "SSL", "--kafka-ssl-cafile", str(tls.ca)]
+    produced = subprocess.run(
+        [*NOVELD, "produce", str(source), "--topic", topics["in"], "--kafka-bootstrap",
+         tls.kafka, *security],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    proc = subprocess.Popen(
+        [*daemon_args(tls.kafka, tls.redis_url, ns, topics), *security],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "200"},
+    )
+    deadline = time.monotonic() + 120
+    seen: dict[str, int] = {}
+    while time.monotonic() < deadline and seen.get("docs", 0) < 600:
+        assert proc.poll() is None, proc.communicate()[1]
+        seen = counters(tls.plain_redis, ns)
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert seen.get("docs") == 600 and seen.get("births", 0) >= 3, seen
+    consumer = KafkaConsumer(
+        topics["events"],
+        bootstrap_servers=tls.kafka,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+        **tls.client,
+    )
+    born = [json.loads(m.value) for m in consumer]
+    consumer.close()
+    assert len([e for e in born if e["type"] == "cluster.born"]) == seen["births"]
+
+
+def test_an_untrusted_broker_certificate_is_a_clear_start_up_error(
+    tls: TLSServers, tmp_path: Path
+) -> None:
+    """A CA that did not sign the broker's certificate: exit 2 with what to check."""
+    ns = f"u{uuid.uuid4().hex[:6]}"
+    other_ca = write_ca(trustme.CA(), tmp_path)
+    out = subprocess.run(
+        [*daemon_args(tls.kafka, tls.redis_url, ns, {"in": "x", "events": "y", "dlq": "z"}),
+         "--kafka-security-protocol", "SSL", "--kafka-ssl-cafile", str(other_ca)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert f"cannot reach Kafka at {tls.kafka} (SSL)" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_credentials_the_broker_rejects_are_a_clear_start_up_error(redis_url: str) -> None:
+    """SASL SCRAM against a broker that requires authentication and has no such user."""
+    ns = f"s{uuid.uuid4().hex[:6]}"
+    with KafkaBroker(authentication=True) as broker:
+        out = subprocess.run(
+            [*daemon_args(broker.bootstrap, redis_url, ns, {"in": "x", "events": "y", "dlq": "z"}),
+             "--kafka-security-protocol", "SASL_PLAINTEXT",
+             "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-username", "nobody"],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "NOVELD_KAFKA__SASL_PASSWORD": "not-this-one"},
+        )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert f"cannot reach Kafka at {broker.bootstrap} (SASL_PLAINTEXT)" in out.stderr
+    assert "credentials" in out.stderr and "not-this-one" not in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_sasl_settings_without_a_password_are_refused_before_connecting(redis_url: str) -> None:
+    out = subprocess.run(
+        [*daemon_args("127.0.0.1:1", redis_url, "n", {"in": "x", "events": "y", "dlq": "z"}),
+         "--kafka-security-protocol", "SASL_SSL", "--kafka-sasl-mechanism", "PLAIN",
+         "--kafka-sasl-username", "svc"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "kafka.sasl_password" in out.stderr and "Traceback" not in out.stderr
