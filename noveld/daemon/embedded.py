@@ -23,7 +23,7 @@ from noveld.daemon.settings import Settings
 from noveld.schema import InvalidReason, stored_json
 from noveld.state.base import CommitOutcome, FingerprintMismatch, StateStore, partition_key
 from noveld.state.memory import MemoryStore
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis_store import RedisStore, connect
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -110,8 +110,7 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
 
     url = settings.redis.url.get_secret_value()
     try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5)
-        client.ping()
+        client = connect(url)
     except (redis.RedisError, ValueError) as exc:
         raise UserError(f"cannot reach Redis ({redacted(url)}): {exc}") from exc
     return RedisStore(client, settings.namespace)

@@ -8,12 +8,17 @@ from dataclasses import dataclass
 import redis
 
 # What a Redis outage looks like from redis-py: refused/reset connections, timeouts, a server
-# still loading its AOF after a restart, or a replica that is read-only during a failover.
+# still loading its AOF after a restart, or a replica that is read-only during a failover; on a
+# Redis Cluster also a cluster that is down or failing over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN)
+# and the cluster client giving up after its own redirects and retries (ClusterError).
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.BusyLoadingError,
     redis.exceptions.ReadOnlyError,
+    redis.exceptions.ClusterError,  # includes ClusterDownError and MasterDownError
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
 )
 
 

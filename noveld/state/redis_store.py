@@ -31,6 +31,7 @@ from importlib.resources import files
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
@@ -75,20 +76,54 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _stream_entries(raw: list[Any]) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    """XRANGE entries as (id, fields dict). A cluster client's transaction returns XRANGE
+    unparsed (fields as a flat [k, v, …] list; redis-py 8.1), a plain client parsed."""
+    out: list[tuple[bytes, dict[bytes, bytes]]] = []
+    for entry_id, fields in raw:
+        if isinstance(fields, list):
+            fields = dict(zip(fields[::2], fields[1::2], strict=True))
+        out.append((entry_id, fields))
+    return out
+
+
 def uid_slot(partition_keys: list[str]) -> int:
     """The uid slot of a batch: the lowest partition number among its inputs."""
     parts = [int(k.rsplit(":", 1)[1]) for k in partition_keys if k.rsplit(":", 1)[-1].isdigit()]
     return min(parts, default=0)
 
 
+def connect(url: str, timeout_s: float = 5.0) -> redis.Redis | RedisCluster:
+    """A client for ``url``: a cluster client when the server runs in cluster mode (``INFO
+    cluster``), so a cluster's configuration endpoint works as given; else a plain one. All of a
+    namespace's keys share one hash slot, so its scripts and transactions stay on one node.
+    Raises ``redis.RedisError`` when the server does not answer."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s)
+    try:
+        clustered = bool(int(client.info("cluster").get("cluster_enabled", 0)))
+    except redis.ResponseError:  # INFO renamed or disabled: take the server as it presents
+        clustered = False
+    if not clustered:
+        return client
+    client.close()
+    cluster = RedisCluster.from_url(url, socket_connect_timeout=timeout_s)
+    cluster.ping()
+    return cluster
+
+
 class RedisStore:
-    """A namespace's durable state in Redis; every batch is one atomic Lua commit."""
+    """A namespace's durable state in Redis (a server or a cluster); every batch is one atomic
+    Lua commit."""
 
     def __init__(
-        self, client: redis.Redis, namespace: str, checkpoint_every: int = CHECKPOINT_EVERY
+        self,
+        client: redis.Redis | RedisCluster,
+        namespace: str,
+        checkpoint_every: int = CHECKPOINT_EVERY,
     ) -> None:
         # redis-py's stubs type replies as unions of bytes/str/None; replies here are bytes
         self.client: Any = client
+        self.clustered = isinstance(client, RedisCluster)
         self.namespace = namespace
         self.prefix = f"noveld:{{{namespace}}}:"
         names = [
@@ -209,7 +244,8 @@ class RedisStore:
         pipe.hgetall(k["offsets"])
         pipe.hgetall(k["counters"])
         pipe.hget(k["meta"], "seq")
-        ckpt, log, vocab_raw, novelty_raw, offsets, counters, seq = pipe.execute()
+        ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq = pipe.execute()
+        log = _stream_entries(log_raw)
         if ckpt is None and not log and not offsets:
             self.last_seq = 0
             return None
@@ -395,7 +431,11 @@ class RedisStore:
         """Commits are durable per the server's AOF policy; wait for the local fsync."""
         # a server without AOF or WAITAOF (Redis < 7.2) has nothing more to wait for
         with contextlib.suppress(redis.ResponseError):
-            self.client.execute_command("WAITAOF", 1, 0, 1000)
+            if self.clustered:  # on the node that holds the namespace
+                node = self.client.get_node_from_key(self.keys["meta"])
+                self.client.execute_command("WAITAOF", 1, 0, 1000, target_nodes=node)
+            else:
+                self.client.execute_command("WAITAOF", 1, 0, 1000)
 
     def flush_due(self) -> bool:
         """Every commit is already in Redis."""

@@ -189,3 +189,70 @@ def test_sasl_settings_without_a_password_are_refused_before_connecting(redis_ur
     )  # fmt: skip
     assert out.returncode == 2
     assert "kafka.sasl_password" in out.stderr and "Traceback" not in out.stderr
+
+
+@dataclass(frozen=True)
+class MutualTLS:
+    """A broker behind a proxy that requires a client certificate signed by the test CA."""
+
+    kafka: str
+    ca: Path
+    cert: Path  # a client certificate the proxy accepts, and its key
+    key: Path
+
+
+@pytest.fixture(scope="module")
+def mtls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MutualTLS]:
+    d = tmp_path_factory.mktemp("mtls")
+    ca = trustme.CA()
+    server, client = ca.issue_cert("127.0.0.1"), ca.issue_cert("noveld-client")
+    paths = {name: d / f"{name}.pem" for name in ("server", "server-key", "client", "client-key")}
+    server.cert_chain_pems[0].write_to_path(str(paths["server"]))
+    server.private_key_pem.write_to_path(str(paths["server-key"]))
+    client.cert_chain_pems[0].write_to_path(str(paths["client"]))
+    client.private_key_pem.write_to_path(str(paths["client-key"]))
+    ca_file = write_ca(ca, d)
+    options = {
+        "security_protocol": "SSL",
+        "ssl_cafile": str(ca_file),
+        "ssl_certfile": str(paths["client"]),
+        "ssl_keyfile": str(paths["client-key"]),
+    }
+    broker_port = free_port()
+    with (
+        TLSProxy(broker_port, paths["server"], paths["server-key"], client_ca=ca_file) as proxy,
+        KafkaBroker(broker_port, proxy.port, options) as broker,
+    ):
+        yield MutualTLS(broker.bootstrap, ca_file, paths["client"], paths["client-key"])
+
+
+def test_mutual_tls_presents_the_client_certificate(mtls: MutualTLS, tmp_path: Path) -> None:
+    """`--kafka-ssl-certfile/--kafka-ssl-keyfile`: a broker that demands a client certificate
+    takes the records; without the certificate the same command is a clear error."""
+    topic = f"m{uuid.uuid4().hex[:6]}"
+    source = tmp_path / "in.jsonl"
+    write_jsonl(SynthConfig(n_docs=50, n_stories=2, seed=1), source)
+    tls_flags = ["--kafka-security-protocol", "SSL", "--kafka-ssl-cafile", str(mtls.ca)]
+    base = [*NOVELD, "produce", str(source), "--topic", topic, "--kafka-bootstrap", mtls.kafka]
+    with_cert = subprocess.run(
+        [*base, *tls_flags, "--kafka-ssl-certfile", str(mtls.cert),
+         "--kafka-ssl-keyfile", str(mtls.key)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert with_cert.returncode == 0, with_cert.stderr
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=mtls.kafka,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+        security_protocol="SSL",
+        ssl_cafile=str(mtls.ca),
+        ssl_certfile=str(mtls.cert),
+        ssl_keyfile=str(mtls.key),
+    )
+    assert len(list(consumer)) == 50
+    consumer.close()
+    without = subprocess.run([*base, *tls_flags], capture_output=True, text=True, timeout=120)
+    assert without.returncode == 2
+    assert f"cannot reach Kafka at {mtls.kafka} (SSL)" in without.stderr
+    assert "Traceback" not in without.stderr

@@ -15,6 +15,15 @@ def test_connection_failures_are_outages_and_bugs_are_not() -> None:
     assert not is_outage(ValueError("bug"))
 
 
+def test_a_cluster_that_is_down_or_failing_over_is_an_outage() -> None:
+    assert is_outage(redis.exceptions.ClusterDownError("CLUSTERDOWN The cluster is down"))
+    assert is_outage(redis.exceptions.MasterDownError("MASTERDOWN"))
+    assert is_outage(redis.exceptions.TryAgainError("TRYAGAIN"))
+    assert is_outage(redis.exceptions.ClusterError("TTL exhausted."))
+    assert is_outage(redis.exceptions.SlotNotCoveredError("slot 7 not covered"))
+    assert not is_outage(redis.exceptions.MovedError("7 127.0.0.1:7001"))  # followed, not seen
+
+
 def test_backoff_grows_to_its_cap_and_resets() -> None:
     b = Backoff(first=0.1, factor=2.0, cap=1.0)
     delays = [b.delay() for _ in range(6)]
