@@ -52,7 +52,7 @@ def ride_out_outage(
         if metrics is not None:
             metrics.turn()
         try:
-            store.client.ping()
+            store.ping()
             pipeline.reload()
             source.resync()
         except Exception as again:

@@ -427,6 +427,15 @@ class RedisStore:
         )
         return bool(int(written))
 
+    def ping(self) -> None:
+        """Round trip to the server that holds the namespace (on a cluster: its slot's node);
+        raises ``redis.RedisError`` while it is unreachable."""
+        if self.clustered:
+            node = self.client.get_node_from_key(self.keys["meta"])
+            self.client.execute_command("PING", target_nodes=node)
+        else:
+            self.client.ping()
+
     def flush(self, state: NamespaceState) -> None:
         """Commits are durable per the server's AOF policy; wait for the local fsync."""
         # a server without AOF or WAITAOF (Redis < 7.2) has nothing more to wait for

@@ -21,9 +21,9 @@ from harness import TEST_SESSION_TIMEOUT_MS, RedisClusterServers, RedisServer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from redis.cluster import RedisCluster
-from redis.exceptions import MovedError
+from redis.exceptions import MovedError, RedisError
 
-from noveld.state.redis_store import _stream_entries, connect
+from noveld.state.redis_store import RedisStore, _stream_entries, connect
 from noveld.synth import SynthConfig, generate, write_jsonl
 
 NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
@@ -200,3 +200,22 @@ def test_cluster_transactions_give_stream_fields_as_a_mapping(
     plain = client.xrange("{t}log", "-", "+")
     assert _stream_entries(raw) == _stream_entries(plain)
     assert _stream_entries(raw)[0][1] == {b"w": b"a", b"d": b"\x00\x01"}
+
+
+def test_the_store_pings_the_node_that_holds_its_namespace() -> None:
+    """The daemon's "is Redis back?" probe asks the namespace's node, not whichever node the
+    client defaults to: with that node down the probe fails although the others answer."""
+    with RedisClusterServers(3) as own:
+        first = own.servers[0]
+        ns = next(
+            n
+            for n in namespaces_on_every_node(own)
+            if own.node_of(f"noveld:{{{n}}}:meta") is not first
+        )
+        store = RedisStore(connect(own.url), ns)
+        assert store.client.get_default_node().port == first.port  # a plain PING's target
+        store.ping()
+        own.node_of(f"noveld:{{{ns}}}:meta").kill()
+        with pytest.raises(RedisError):
+            store.ping()
+        assert first.client().ping()  # the node the client was given still answers
