@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from noveld import __version__
 from noveld.daemon.embedded import EXIT_USAGE, UserError, run_file
-from noveld.daemon.kafka_flags import KAFKA_SECURITY_FLAGS, add_kafka_security_flags
+from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
 from noveld.daemon.settings import Settings, load_settings
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
@@ -171,8 +171,8 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("kafka", "events_topic", getattr(ns, "events_topic", None))
     put("kafka", "dlq_topic", getattr(ns, "dlq_topic", None))
     put("kafka", "session_timeout_ms", getattr(ns, "session_timeout_ms", None))
-    for dest, key in KAFKA_SECURITY_FLAGS.items():
-        put("kafka", key, getattr(ns, dest, None))
+    for key, value in kafka_security_overrides(ns).items():
+        put("kafka", key, value)
     put(None, "dlq", getattr(ns, "dlq", None))
     put(None, "input", getattr(ns, "input", None))
     return o

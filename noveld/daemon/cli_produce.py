@@ -10,7 +10,7 @@ from typing import Any
 
 from noveld.connectors.errors import kafka_unreachable
 from noveld.daemon.embedded import UserError
-from noveld.daemon.kafka_flags import KAFKA_SECURITY_FLAGS, add_kafka_security_flags
+from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
 from noveld.daemon.settings import KafkaSettings, load_settings
 
 
@@ -71,12 +71,7 @@ def _cmd_produce(ns: argparse.Namespace) -> int:
 def _kafka_settings(ns: argparse.Namespace) -> KafkaSettings:
     """The ``kafka`` settings (security included) from ``--config``, the environment and the
     security flags, as ``noveld run`` reads them."""
-    given = {
-        key: getattr(ns, dest)
-        for dest, key in KAFKA_SECURITY_FLAGS.items()
-        if getattr(ns, dest, None) is not None
-    }
-    given["bootstrap_servers"] = ns.kafka_bootstrap
+    given = {**kafka_security_overrides(ns), "bootstrap_servers": ns.kafka_bootstrap}
     return load_settings(ns.config, {"kafka": given}).kafka
 
 

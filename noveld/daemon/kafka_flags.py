@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def add_kafka_security_flags(group: argparse._ArgumentGroup) -> None:
@@ -33,3 +34,12 @@ KAFKA_SECURITY_FLAGS = {
     "kafka_ssl_keyfile": "ssl_keyfile",
 }
 """argparse dest → ``kafka.*`` setting of :func:`add_kafka_security_flags`."""
+
+
+def kafka_security_overrides(ns: argparse.Namespace) -> dict[str, Any]:
+    """The ``kafka.*`` settings given by these flags (those not given are left out)."""
+    return {
+        key: getattr(ns, dest)
+        for dest, key in KAFKA_SECURITY_FLAGS.items()
+        if getattr(ns, dest, None) is not None
+    }

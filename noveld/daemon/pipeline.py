@@ -108,13 +108,21 @@ def _empty_detail(doc: Document, embeddings: bool) -> str:
     return "no tokens after tokenization"
 
 
+def event_time(pos: SourcePosition, doc: Document) -> str | None:
+    """An event's time for a record: the source's, else the document's own ``ts``."""
+    if pos.ts is None and doc.ts is not None:
+        return format_rfc3339(doc.ts)
+    return pos.ts
+
+
 def position_json(pos: SourcePosition, doc: Document) -> dict[str, Any]:
-    """A record's position as an event's JSON dict; the document's own ``ts`` (event time)
-    fills in the position's time when the source has none."""
-    ts = pos.ts
-    if ts is None and doc.ts is not None:
-        ts = format_rfc3339(doc.ts)
-    return {"topic": pos.topic, "partition": pos.partition, "offset": pos.offset, "ts": ts}
+    """A record's position as an event's JSON dict, timed by :func:`event_time`."""
+    return {
+        "topic": pos.topic,
+        "partition": pos.partition,
+        "offset": pos.offset,
+        "ts": event_time(pos, doc),
+    }
 
 
 class _PositionDicts(Sequence[dict[str, Any]]):
@@ -581,12 +589,11 @@ class Pipeline:
         ns, kind, known = self.settings.namespace, self.model.kind, self.known_labels
         groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for doc, pos, uid in zip(docs, positions, assigned.tolist(), strict=True):
-            ts = pos.ts if pos.ts is not None or doc.ts is None else format_rfc3339(doc.ts)
             groups.setdefault((pos.topic, pos.partition), []).append(
                 {
                     "doc_id": doc.id,
                     "offset": pos.offset,
-                    "ts": ts,
+                    "ts": event_time(pos, doc),
                     "cluster_id": self._cluster_id(uid),
                     "label": known.get(uid),
                 }

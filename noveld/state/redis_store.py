@@ -106,9 +106,7 @@ def connect(url: str, timeout_s: float = 5.0) -> redis.Redis | RedisCluster:
     if not clustered:
         return client
     client.close()
-    cluster = RedisCluster.from_url(url, socket_connect_timeout=timeout_s)
-    cluster.ping()
-    return cluster
+    return RedisCluster.from_url(url, socket_connect_timeout=timeout_s)  # reads the slot map
 
 
 class RedisStore:
@@ -427,24 +425,24 @@ class RedisStore:
         )
         return bool(int(written))
 
-    def ping(self) -> None:
-        """Round trip to the server that holds the namespace (on a cluster: its slot's node);
-        raises ``redis.RedisError`` while it is unreachable."""
+    def _on_home_node(self, *command: Any) -> Any:
+        """Run a keyless command on the server that holds the namespace (on a cluster: the
+        node of its hash slot, as the slot map has it now)."""
         if self.clustered:
             node = self.client.get_node_from_key(self.keys["meta"])
-            self.client.execute_command("PING", target_nodes=node)
-        else:
-            self.client.ping()
+            return self.client.execute_command(*command, target_nodes=node)
+        return self.client.execute_command(*command)
+
+    def ping(self) -> None:
+        """Round trip to the server that holds the namespace; raises ``redis.RedisError``
+        while it is unreachable."""
+        self._on_home_node("PING")
 
     def flush(self, state: NamespaceState) -> None:
         """Commits are durable per the server's AOF policy; wait for the local fsync."""
         # a server without AOF or WAITAOF (Redis < 7.2) has nothing more to wait for
         with contextlib.suppress(redis.ResponseError):
-            if self.clustered:  # on the node that holds the namespace
-                node = self.client.get_node_from_key(self.keys["meta"])
-                self.client.execute_command("WAITAOF", 1, 0, 1000, target_nodes=node)
-            else:
-                self.client.execute_command("WAITAOF", 1, 0, 1000)
+            self._on_home_node("WAITAOF", 1, 0, 1000)
 
     def flush_due(self) -> bool:
         """Every commit is already in Redis."""
