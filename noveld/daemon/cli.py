@@ -164,6 +164,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("state", "dir", getattr(ns, "state_dir", None))
     put("state", "snapshot_interval_s", getattr(ns, "snapshot_interval", None))
     put("redis", "url", getattr(ns, "redis_url", None))
+    put("redis", "replicas_to_ack", getattr(ns, "redis_replicas_to_ack", None))
     put(None, "metrics_port", getattr(ns, "metrics_port", None))
     put("kafka", "bootstrap_servers", getattr(ns, "kafka_bootstrap", None))
     put("kafka", "input_topic", getattr(ns, "input_topic", None))
@@ -281,6 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--redis-url",
         help="keep the state in Redis (redis://[:password@]host:port/db) "
         "instead of --state-dir; --namespace names it",
+    )
+    run.add_argument(
+        "--redis-replicas-to-ack",
+        type=int,
+        metavar="N",
+        help="publish events only of commits N Redis replicas acknowledged (default 0; "
+        "set it to the replica count of a Redis with failover)",
     )
     kg = run.add_argument_group("Kafka (production mode; needs --redis-url)")
     kg.add_argument(

@@ -113,7 +113,12 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
         client = connect(url)
     except (redis.RedisError, ValueError) as exc:
         raise UserError(f"cannot reach Redis ({redacted(url)}): {exc}") from exc
-    return RedisStore(client, settings.namespace)
+    return RedisStore(
+        client,
+        settings.namespace,
+        replicas_to_ack=settings.redis.replicas_to_ack,
+        replica_ack_timeout_ms=settings.redis.replica_ack_timeout_ms,
+    )
 
 
 def redacted(url: str) -> str:
@@ -236,6 +241,7 @@ def run_file(
                 if not records:
                     if source.exhausted:
                         break
+                    pipeline.retry_pending()
                     continue
                 nxt = source.next_offset
                 code = step_or_stop(

@@ -118,6 +118,15 @@ def run_kafka(
                     metrics.turn()
                     metrics.ready = bool(source.expected)  # partitions assigned
                 if not records:
+                    try:
+                        held = pipeline.retry_pending()
+                    except Exception as exc:
+                        if not is_outage(exc):
+                            raise
+                        ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
+                        continue
+                    if metrics is not None:
+                        metrics.outbox.set(held)
                     continue
                 first, nxt = source.offsets_of(records)
                 try:

@@ -270,6 +270,8 @@ class Pipeline:
         )
         self.consecutive_invalid = 0
         self._delivery_failing = False
+        self._replication_holding = False
+        self.pending_events = 0  # events left in the outbox by the last delivery attempt
         self.publish_pending()
 
     # ---- public ---------------------------------------------------------------------------
@@ -454,14 +456,38 @@ class Pipeline:
             )
         return rep
 
+    def retry_pending(self) -> int:
+        """On an idle turn: try again to deliver events the last attempt left in the outbox
+        (held for the replicas, or the sink was down), so they do not wait for more input."""
+        return self.publish_pending() if self.pending_events else 0
+
     def publish_pending(self) -> int:
         """Deliver committed events from the outbox and acknowledge them; returns how many are
         still pending. A sink that cannot deliver now (:class:`DeliveryFailed`) leaves them in
         the outbox for the next attempt (at least once: a partly delivered set is sent again)
-        instead of stopping the daemon; ``noveld_outbox_pending_events`` shows the backlog."""
+        instead of stopping the daemon; ``noveld_outbox_pending_events`` shows the backlog.
+        Events of commits the store's replicas have not acknowledged yet are held the same way
+        (:meth:`StateStore.replicated`)."""
+        self.pending_events = self._deliver()
+        return self.pending_events
+
+    def _deliver(self) -> int:
+        """One delivery attempt of the outbox; returns how many events are still pending."""
         pending = self.store.outbox_pending()
         if not pending:
             return 0
+        if not self.store.replicated():  # a failover could still lose these commits
+            if not self._replication_holding:
+                log.warning(
+                    "holding %d events: the state store's replicas have not acknowledged the "
+                    "commits yet (redis.replicas_to_ack)",
+                    len(pending),
+                )
+            self._replication_holding = True
+            return len(pending)
+        if self._replication_holding:
+            log.warning("replicas caught up; publishing %d held events", len(pending))
+        self._replication_holding = False
         try:
             self.events.publish(pending)
         except DeliveryFailed as exc:

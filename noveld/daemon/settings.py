@@ -275,6 +275,15 @@ class RedisSettings(_Section):
     """Redis state store (instead of the in-process store with snapshots)."""
 
     url: SecretStr | None = None
+    replicas_to_ack: int = Field(
+        0,
+        ge=0,
+        description="publish a commit's events only once this many replicas acknowledge it "
+        "(WAIT), so a failover cannot lose a commit whose events were published",
+    )
+    replica_ack_timeout_ms: int = Field(
+        200, ge=1, le=60_000, description="longest WAIT for the replicas per attempt"
+    )
 
 
 class Settings(BaseSettings):

@@ -85,6 +85,10 @@ class StateStore(Protocol):
         """Whether commits must carry the vocabulary growth and novelty state of each batch
         (stores that persist per batch) or the owner syncs them only before a flush."""
 
+    def replicated(self) -> bool:
+        """Whether every commit so far would survive a failover of the store (it reached the
+        configured number of replicas), so that its events may be published."""
+
     def outbox_pending(self) -> list[dict[str, Any]]:
         """Committed events not yet acknowledged by the sink."""
 

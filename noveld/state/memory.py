@@ -131,6 +131,10 @@ class MemoryStore:
         self._last_snapshot = self._clock()
         self.snapshots_written += 1
 
+    def replicated(self) -> bool:
+        """An in-process store has no replicas to wait for."""
+        return True
+
     def outbox_pending(self) -> list[dict[str, Any]]:
         """Events committed but not yet acknowledged."""
         return list(self._outbox)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import uuid
 from importlib.resources import files
 from typing import Any
@@ -51,6 +52,7 @@ SCHEMA = 2
 OUTBOX_ENTRY_EVENTS = 1000
 UID_SLOT_BITS = 40  # uid = slot << 40 | counter; partition 0's uids are plain counters
 CHECKPOINT_EVERY = 200  # log entries between checkpoints
+REPLICA_HOLD_S = 1.0  # after a short WAIT, hold events this long before asking again
 
 _LUA = files("noveld.state")
 _STATUS = {
@@ -118,6 +120,8 @@ class RedisStore:
         client: redis.Redis | RedisCluster,
         namespace: str,
         checkpoint_every: int = CHECKPOINT_EVERY,
+        replicas_to_ack: int = 0,
+        replica_ack_timeout_ms: int = 200,
     ) -> None:
         # redis-py's stubs type replies as unions of bytes/str/None; replies here are bytes
         self.client: Any = client
@@ -136,6 +140,7 @@ class RedisStore:
             "vocab",
             "vocab_idx",
             "ckpt",
+            "ack",
         ]
         self.keys = {n: self.prefix + n for n in names}
         self._commit = client.register_script(_LUA.joinpath("commit.lua").read_text())
@@ -151,6 +156,9 @@ class RedisStore:
         self._stream_ids: dict[str, bytes] = {}  # event id → its outbox entry
         self._entry_events: dict[bytes, set[str]] = {}  # outbox entry → events not yet acked
         self.reloads = 0  # times this replica fell behind a checkpoint and reloaded
+        self.replicas_to_ack = replicas_to_ack
+        self.replica_ack_timeout_ms = replica_ack_timeout_ms
+        self._hold_until = 0.0  # after a short WAIT, answer "not replicated" until then
 
     @property
     def wants_batch_state(self) -> bool:
@@ -201,6 +209,9 @@ class RedisStore:
                 "or the original settings"
             )
         self._check_schema(meta)
+        # the uid counter is re-read with the state: after a failover the store may be behind
+        # this writer's last commits, and its counter with it
+        self._slot = None
         return self._read_state(fingerprint)
 
     def read(self) -> NamespaceState | None:
@@ -425,6 +436,14 @@ class RedisStore:
         )
         return bool(int(written))
 
+    def _home_client(self) -> Any:
+        """A client of the namespace's server: the node of its hash slot on a cluster."""
+        if self.clustered:
+            return self.client.get_redis_connection(
+                self.client.get_node_from_key(self.keys["meta"])
+            )
+        return self.client
+
     def _on_home_node(self, *command: Any) -> Any:
         """Run a keyless command on the server that holds the namespace (on a cluster: the
         node of its hash slot, as the slot map has it now)."""
@@ -446,6 +465,40 @@ class RedisStore:
 
     def flush_due(self) -> bool:
         """Every commit is already in Redis."""
+        return False
+
+    def replicated(self) -> bool:
+        """Whether every commit so far has reached ``replicas_to_ack`` replicas of the
+        namespace's server, so no failover can lose a commit whose events are published.
+
+        Redis replicates asynchronously: a primary that dies can take its last writes with it,
+        and the promoted replica then holds older offsets. The daemon re-consumes from those
+        (nothing lost), but a re-consumed batch can be cut differently and seat differently, so
+        events already published from the lost commit could disagree with the new ones under
+        the same ids. Publishing only replicated commits closes that window.
+
+        ``WAIT`` counts the acknowledgements of *this connection's* writes, so a marker write
+        and the WAIT go in one pipeline on one connection of the namespace's node; the marker
+        follows every earlier commit in the primary's replication stream. After a WAIT that
+        comes back short (a replica down or behind) the answer is "no" for
+        ``REPLICA_HOLD_S`` without asking, so a lost replica costs one timeout a second rather
+        than one per batch."""
+        if self.replicas_to_ack == 0:
+            return True
+        now = time.monotonic()
+        if now < self._hold_until:
+            return False
+        pipe = self._home_client().pipeline(transaction=False)
+        pipe.set(self.keys["ack"], self.writer)
+        pipe.execute_command("WAIT", self.replicas_to_ack, self.replica_ack_timeout_ms)
+        try:
+            _, acked = pipe.execute()
+        except redis.exceptions.MovedError:  # failed over: the slot lives elsewhere now
+            self.client.nodes_manager.initialize()
+            acked = 0
+        if int(acked) >= self.replicas_to_ack:
+            return True
+        self._hold_until = now + REPLICA_HOLD_S
         return False
 
     # ---- outbox ---------------------------------------------------------------------------

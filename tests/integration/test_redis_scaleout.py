@@ -119,3 +119,32 @@ def test_a_lagging_replica_reloads_when_the_log_was_trimmed(redis_url: str, tmp_
     assert loaded is not None
     b._sync_state()
     assert state_digest(loaded) == state_digest(replace(b.state, offsets=loaded.offsets))
+
+
+def test_a_store_rolled_back_by_a_failover_is_reloaded_with_its_uid_counter(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A failover can promote a replica that lacks the last commits: the store is then *behind*
+    the writer, uid counter included. After reloading, the writer re-does the lost batches and
+    ends where a writer that never saw the rollback ends (a stale uid counter was refused)."""
+    client = redis.Redis.from_url(redis_url)
+    recs = records(600, 5, "in", 0)
+    settings = settings_for(tmp_path, "fo")
+    pipe = replica(client, settings, ["in:0"])
+    feed(pipe, recs[:300])
+    keys = sorted(client.scan_iter("noveld:{fo}:*"))
+    saved = {k: client.dump(k) for k in keys}  # what the replica holds
+    feed(pipe, recs[300:450])  # commits the primary takes with it
+    assert int(client.hget("noveld:{fo}:offsets", "in:0") or 0) == 450
+    for k in client.scan_iter("noveld:{fo}:*"):
+        client.delete(k)
+    for k, v in saved.items():
+        client.restore(k, 0, v, replace=True)  # the promoted replica
+    pipe.reload()
+    feed(pipe, recs[300:])
+    clean = replica(client, settings_for(tmp_path, "fo-clean"), ["in:0"])
+    feed(clean, recs)
+    assert int(client.hget("noveld:{fo}:offsets", "in:0") or 0) == 600
+    assert state_digest(pipe.state) == state_digest(clean.state)
+    reloaded = RedisStore(client, "fo").load(model_fingerprint(settings))
+    assert reloaded is not None and state_digest(reloaded) == state_digest(clean.state)
