@@ -47,12 +47,14 @@ def ride_out_outage(
         progress_out.write(f"noveld: Redis unreachable ({exc}); pausing input, retrying\n")
     source.pause()
     backoff = Backoff()
+    lost: list[str] = []
     while not stop.is_set():
         source.poll_idle(int(backoff.delay() * 1000))
         if metrics is not None:
             metrics.turn()
         try:
             store.ping()
+            lost = store.restore_claims()
             pipeline.reload()
             source.resync()
         except Exception as again:
@@ -61,6 +63,11 @@ def ride_out_outage(
             continue
         break
     source.resume()
+    if lost and progress_out is not None:
+        progress_out.write(
+            f"noveld: Redis had lost this replica's claim on {', '.join(lost)} (a failover); "
+            "claimed again\n"
+        )
     if progress_out is not None and not stop.is_set():
         progress_out.write("noveld: Redis is back; state reloaded, input resumed\n")
 

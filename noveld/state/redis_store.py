@@ -176,6 +176,20 @@ class RedisStore:
         self._slot = None  # ownership changed: re-read the uid slot counter
         return dict(self.epochs)
 
+    def restore_claims(self) -> list[str]:
+        """After Redis came back: claim again the partitions whose epoch the store lost, and
+        return them. A store behind this writer's grant (a lower epoch) went through a failover
+        that lost the claim; without a new one every commit would be refused as fenced. A
+        higher epoch means another writer owns the partition now, which stays so."""
+        owned = list(self.epochs)
+        if not owned:
+            return []
+        stored = self.client.hmget(self.keys["epochs"], owned)
+        lost = [k for k, v in zip(owned, stored, strict=True) if int(v or 0) < self.epochs[k]]
+        if lost:
+            self.claim(lost)
+        return lost
+
     def claim_keys(self, partition_keys: list[str]) -> None:
         """:meth:`claim` without the result (a rebalance callback)."""
         self.claim(partition_keys)

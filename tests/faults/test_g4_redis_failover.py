@@ -60,9 +60,13 @@ def trickle(bootstrap: str, topic: str, values: list[bytes], chunk: int = 7) -> 
     producer.close()
 
 
+@pytest.mark.parametrize("cut", ["mid-stream", "before-start"])
 def test_g4_failover_to_a_replica_without_the_last_commits(
-    kafka_broker: KafkaBroker, request: pytest.FixtureRequest
+    kafka_broker: KafkaBroker, request: pytest.FixtureRequest, cut: str
 ) -> None:
+    """``mid-stream``: the replica has the daemon's claim and first commits. ``before-start``:
+    it has nothing of the namespace, not even the daemon's claim on the partition, so the
+    promoted replica would refuse every commit as fenced unless the daemon claims it again."""
     topic, ns = unique_name("g4f-in"), unique_name("g4f")
     for t in (topic, f"{ns}.events", f"{ns}.dlq"):
         kafka_broker.create_topic(t)
@@ -73,28 +77,35 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
         home = cluster.node_of(f"noveld:{{{ns}}}:meta")
         (replica,) = cluster.replicas_of(home)
         entry = next(s for s in cluster.primaries if s is not home)  # the URL the daemon gets
-        proc = start(
-            kafka_broker.bootstrap, entry.url, ns, topic, "--batch-size", "50",
-            "--emit-assignment-batches", *ACK,
-        )  # fmt: skip
-        request.addfinalizer(proc.kill)  # a failed assertion must not leave the daemon running
-        wait_until(lambda: committed_docs(home.url, ns) >= live, 60, "the first documents")
-        replica.kill(signal.SIGSTOP)
-        try:
-            # cut the replication link too: what the primary already sent sits in the stopped
-            # replica's socket and would still arrive; from here on commits reach the primary only
+
+        def cut_off_replica() -> int:
+            """Stop the replica and cut its link (what the primary already sent sits in the
+            stopped replica's socket and would still arrive); from here on commits reach the
+            primary only. Returns the documents committed by then."""
+            replica.kill(signal.SIGSTOP)
             home.client().client_kill_filter(_type="replica")
-            at_stop = committed_docs(home.url, ns)
+            return committed_docs(home.url, ns)
+
+        try:
+            at_cut = cut_off_replica() if cut == "before-start" else 0
+            proc = start(
+                kafka_broker.bootstrap, entry.url, ns, topic, "--batch-size", "50",
+                "--emit-assignment-batches", *ACK,
+            )  # fmt: skip
+            request.addfinalizer(proc.kill)  # a failed assertion must not leave it running
+            wait_until(lambda: committed_docs(home.url, ns) >= live, 60, "the first documents")
+            if cut == "mid-stream":
+                at_cut = cut_off_replica()
             # a live feed: the daemon's batches are whatever arrived, so the documents it
             # re-consumes after the failover (all there at once) are cut and seated differently
             trickle(kafka_broker.bootstrap, topic, docs[live : 2 * live])
             wait_until(lambda: committed_docs(home.url, ns) >= 2 * live, 60, "the live feed")
             on_primary = committed_docs(home.url, ns)
-            home.kill(signal.SIGKILL)  # ...and are lost with it
+            home.kill(signal.SIGKILL)  # ...and the commits since the cut are lost with it
         finally:
             replica.kill(signal.SIGCONT)
         survived = committed_on_replica(replica.url, ns)
-        assert survived <= at_stop < on_primary, (survived, at_stop, on_primary)
+        assert survived <= at_cut < on_primary, (survived, at_cut, on_primary)
         produce(kafka_broker.bootstrap, topic, docs[2 * live :])
         wait_until(lambda: committed_on(replica.url, ns) >= N, 180, "the promoted replica")
         assert replica.client().info("replication")["role"] == "master"
@@ -108,6 +119,7 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
     assert info["offsets"] == {f"{topic}:0": N}
     assert "Redis unreachable" in err and "Redis is back" in err
     assert "holding" in err and "replicas caught up" in err
+    assert ("claimed again" in err) == (cut == "before-start"), err
 
     events = [json.loads(m.value) for m in consume_all(kafka_broker.bootstrap, f"{ns}.events", 1)]
     seats: dict[int, set[str]] = defaultdict(set)

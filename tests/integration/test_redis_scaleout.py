@@ -148,3 +148,18 @@ def test_a_store_rolled_back_by_a_failover_is_reloaded_with_its_uid_counter(
     assert state_digest(pipe.state) == state_digest(clean.state)
     reloaded = RedisStore(client, "fo").load(model_fingerprint(settings))
     assert reloaded is not None and state_digest(reloaded) == state_digest(clean.state)
+
+
+def test_claims_a_failover_lost_are_restored_and_other_owners_stay(redis_url: str) -> None:
+    """restore_claims(): a store that lost this writer's claim (lower epoch) gets a new one; a
+    partition another writer claimed since (higher epoch) stays theirs."""
+    client = redis.Redis.from_url(redis_url)
+    a, b = RedisStore(client, "rc"), RedisStore(client, "rc")
+    a.claim(["in:0", "in:1"])
+    assert a.restore_claims() == []  # nothing lost: no new claim
+    assert client.hgetall("noveld:{rc}:epochs") == {b"in:0": b"1", b"in:1": b"1"}
+    client.hset("noveld:{rc}:epochs", "in:0", 0)  # the promoted replica never saw the claim
+    b.claim(["in:1"])  # ...while in:1 really moved to another writer
+    assert a.restore_claims() == ["in:0"]
+    assert a.epochs["in:0"] == int(client.hget("noveld:{rc}:epochs", "in:0") or 0) == 1
+    assert a.epochs["in:1"] < b.epochs["in:1"]  # still fenced on in:1
