@@ -126,14 +126,14 @@ def run_kafka(
                     metrics.ready = bool(source.expected)  # partitions assigned
                 if not records:
                     try:
-                        held = pipeline.retry_pending()
+                        pending = pipeline.retry_pending()
                     except Exception as exc:
                         if not is_outage(exc):
                             raise
                         ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
                         continue
                     if metrics is not None:
-                        metrics.outbox.set(held)
+                        metrics.set_outbox(pending, pipeline.held_for_replicas)
                     continue
                 first, nxt = source.offsets_of(records)
                 try:

@@ -71,6 +71,11 @@ class Metrics:
         )
         self.fenced = Counter("noveld_fenced_commits", "Commits refused by fencing", registry=r)
         self.outbox = Gauge("noveld_outbox_pending_events", "Events not yet delivered", registry=r)
+        self.held = Gauge(
+            "noveld_events_held_for_replicas",
+            "1 while events wait for Redis replicas to acknowledge their commits",
+            registry=r,
+        )
         self.last_commit = Gauge(
             "noveld_last_commit_timestamp_seconds", "Unix time of the last state commit", registry=r
         )
@@ -108,13 +113,18 @@ class Metrics:
         for stage, sec in rep.stage_seconds.items():
             self.stage_duration.labels(stage=stage).observe(sec)
         self.clusters_active.set(rep.clusters_active)
-        self.outbox.set(rep.outbox_pending)
+        self.set_outbox(rep.outbox_pending, rep.held_for_replicas)
         self.born.inc(rep.model_births)
         self.retired.inc(rep.retired)
         self.merged.inc(rep.merged)
         self.novelty_events.inc(rep.births)
         if rep.log_predictive_per_token == rep.log_predictive_per_token:  # not NaN
             self.log_pred.set(rep.log_predictive_per_token)
+
+    def set_outbox(self, pending: int, held_for_replicas: bool) -> None:
+        """Events not yet delivered, and whether they wait for the Redis replicas."""
+        self.outbox.set(pending)
+        self.held.set(1 if held_for_replicas else 0)
 
     def set_lag(self, lag: dict[str, int]) -> None:
         """Consumer lag per ``topic:partition``."""

@@ -168,6 +168,7 @@ class BatchReport:
     retired: int = 0
     merged: int = 0
     outbox_pending: int = 0
+    held_for_replicas: bool = False  # the pending events wait for Redis replicas to catch up
     replayed: bool = False
     clusters_active: int = 0
     log_predictive_per_token: float = float("nan")
@@ -439,6 +440,7 @@ class Pipeline:
             self.flush()
         t4 = time.perf_counter()
         rep.outbox_pending = self.publish_pending()
+        rep.held_for_replicas = self.held_for_replicas
         t5 = time.perf_counter()
         rep.clusters_active = int(self.state.stats.alive.sum())
         rep.stage_seconds = {
@@ -455,6 +457,11 @@ class Pipeline:
                 rep,
             )
         return rep
+
+    @property
+    def held_for_replicas(self) -> bool:
+        """Whether the last delivery attempt held events back for the store's replicas."""
+        return self._replication_holding
 
     def retry_pending(self) -> int:
         """On an idle turn: try again to deliver events the last attempt left in the outbox

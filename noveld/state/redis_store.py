@@ -508,7 +508,9 @@ class RedisStore:
         try:
             _, acked = pipe.execute()
         except redis.exceptions.MovedError:  # failed over: the slot lives elsewhere now
-            self.client.nodes_manager.initialize()
+            if not self.clustered:
+                raise
+            self.client.nodes_manager.initialize()  # re-read the slot map; ask again later
             acked = 0
         if int(acked) >= self.replicas_to_ack:
             return True

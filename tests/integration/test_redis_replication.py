@@ -8,19 +8,20 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from harness import RedisServer, start_replica
+from harness import RedisClusterServers, RedisServer, start_replica
 
 from noveld.daemon.embedded import CollectingEvents
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import load_settings
 from noveld.state import redis_store
 from noveld.state.base import CommitOutcome, CommitRequest
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis_store import RedisStore, connect
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -141,3 +142,31 @@ def test_events_wait_in_the_outbox_until_the_replica_has_their_commit(
     want = [{k: v for k, v in e.items() if k != "namespace"} for e in births(reference.stdout)]
     assert [e["cluster_id"] for e in strip] == [e["cluster_id"] for e in want]
     assert strip == [{**e, "event_id": s["event_id"]} for e, s in zip(want, strip, strict=True)]
+
+
+def test_replicated_follows_a_failover_it_was_not_told_about(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A graceful failover (``CLUSTER FAILOVER`` on the replica) leaves no connection error
+    behind, only a stale slot map: the marker write is redirected (MOVED), the store re-reads
+    the map and holds the events for now, and the next check asks the new primary, whose
+    replica is the old one."""
+    monkeypatch.setattr(redis_store, "REPLICA_HOLD_S", 0.0)
+    with RedisClusterServers(3, replicas=1) as cluster:
+        store = RedisStore(connect(cluster.url), "gf", replicas_to_ack=1)
+        commit_one(store, 0)
+        assert store.replicated()
+        home = cluster.node_of("noveld:{gf}:meta")
+        (replica,) = cluster.replicas_of(home)
+        replica.client().execute_command("CLUSTER", "FAILOVER")
+        deadline = time.monotonic() + 30
+        while home.client().info("replication")["role"] != "slave":
+            assert time.monotonic() < deadline, "the failover did not happen"
+            time.sleep(0.1)
+        assert not store.replicated()  # redirected: held, and the slot map re-read
+        assert store.replicated()  # no commit in between (an idle daemon): the new primary
+        commit_one(store, 1)  # the cluster client follows the redirect itself
+        assert store.replicated()
+        old_primary = home.client(single_connection_client=True)
+        old_primary.execute_command("READONLY")  # a replica serves reads only when asked so
+        assert old_primary.hget("noveld:{gf}:offsets", "f:0") == b"2"  # WAIT meant it

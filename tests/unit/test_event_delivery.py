@@ -9,6 +9,7 @@ from typing import Any
 
 from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
+from noveld.daemon.metrics import Metrics
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import load_settings
 from noveld.schema import SourcePosition
@@ -50,3 +51,59 @@ def test_events_wait_in_the_outbox_until_the_sink_recovers(tmp_path: Path) -> No
     assert rep.outbox_pending == 0
     ids = [e["event_id"] for e in sink.delivered]
     assert len(ids) == 2 == len(set(ids))  # the held-back birth and the new one, once each
+
+
+class LaggingReplicas(MemoryStore):
+    """A store whose replicas have not acknowledged the commits while ``behind``."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.behind = True
+
+    def replicated(self) -> bool:
+        return not self.behind
+
+
+def records(texts: list[str]) -> list[Record]:
+    return [Record(json.dumps({"id": f"d{i}", "text": t}).encode(),
+                   SourcePosition(topic="f", partition=0, offset=i))
+            for i, t in enumerate(texts)]  # fmt: skip
+
+
+def test_events_wait_for_the_replicas_and_go_on_an_idle_turn(tmp_path: Path) -> None:
+    """Events of commits the replicas do not hold yet stay in the outbox (reported, and in the
+    metrics); commits go on; once the replicas catch up an idle turn delivers them, without
+    waiting for more input."""
+    settings = load_settings(None, {"dlq": str(tmp_path / "d.jsonl"),
+                                    "novelty": {"min_size": 2}})  # fmt: skip
+    sink, store = FlakySink(), LaggingReplicas()
+    sink.down = False
+    pipe = Pipeline(settings, store, sink, NoDlq())
+    metrics = Metrics("dpmm")
+    recs = records(["volcano eruption ash cloud"] * 4 + ["election vote count ballot"] * 4)
+    rep = pipe.step(recs[:4], {"f:0": 0}, {"f:0": 4})
+    metrics.observe(rep)
+    assert rep.births == 1 and rep.outbox_pending == 1 and rep.held_for_replicas
+    assert sink.delivered == [] and pipe.state.offsets == {"f:0": 4}  # committed all the same
+    assert metrics.held._value.get() == 1 and metrics.outbox._value.get() == 1
+    rep = pipe.step(recs[4:], {"f:0": 4}, {"f:0": 8})
+    assert rep.outbox_pending == 2 and sink.delivered == []
+    assert pipe.retry_pending() == 2  # still behind: nothing goes
+    store.behind = False
+    assert pipe.retry_pending() == 0 and not pipe.held_for_replicas  # an idle turn sends them
+    assert len({e["event_id"] for e in sink.delivered}) == 2 == len(sink.delivered)
+    metrics.set_outbox(0, pipe.held_for_replicas)
+    assert metrics.held._value.get() == 0
+    assert pipe.retry_pending() == 0 and len(sink.delivered) == 2  # nothing pending: no resend
+
+
+def test_an_idle_turn_retries_a_sink_that_was_down(tmp_path: Path) -> None:
+    settings = load_settings(None, {"dlq": str(tmp_path / "d.jsonl"),
+                                    "novelty": {"min_size": 2}})  # fmt: skip
+    sink = FlakySink()
+    pipe = Pipeline(settings, MemoryStore(None), sink, NoDlq())
+    rep = pipe.step(records(["volcano eruption ash cloud"] * 4), {"f:0": 0}, {"f:0": 4})
+    assert rep.outbox_pending == 1 and not rep.held_for_replicas
+    assert pipe.retry_pending() == 1  # still down
+    sink.down = False
+    assert pipe.retry_pending() == 0 and len(sink.delivered) == 1
