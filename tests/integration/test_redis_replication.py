@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from doubles import NoDlq
 from harness import RedisClusterServers, RedisServer, start_replica
 
 from noveld.daemon.embedded import CollectingEvents
@@ -44,17 +45,9 @@ def wait_calls(client: redis.Redis) -> int:
     return int(stats["calls"]) if stats else 0
 
 
-class _NoDlq:
-    def send(self, record: object, reason: object, detail: str) -> None:
-        raise AssertionError("no dead letters expected")
-
-    def flush(self) -> None:
-        pass
-
-
 def commit_one(store: RedisStore, offset: int) -> None:
     settings = load_settings(None, {"namespace": "r"})
-    state = Pipeline(settings, store, CollectingEvents(), _NoDlq()).state
+    state = Pipeline(settings, store, CollectingEvents(), NoDlq()).state
     store.claim(["f:0"])
     req = CommitRequest({"f:0": offset}, {"f:0": offset + 1}, None, [], {"docs": 1})
     assert store.commit(state, req) is CommitOutcome.COMMITTED

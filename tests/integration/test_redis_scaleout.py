@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from doubles import NoDlq
 
 from noveld.connectors.jsonl import Record
 from noveld.daemon.embedded import CollectingEvents
@@ -20,14 +21,6 @@ from noveld.state.redis_store import UID_SLOT_BITS, RedisStore
 from noveld.synth import SynthConfig, generate
 
 pytestmark = pytest.mark.integration
-
-
-class _NoDlq:
-    def send(self, record: object, reason: object, detail: str) -> None:
-        raise AssertionError("no dead letters expected")
-
-    def flush(self) -> None:
-        pass
 
 
 def settings_for(tmp_path: Path, ns: str) -> Settings:
@@ -57,7 +50,7 @@ def feed(pipe: Pipeline, recs: list[Record], batch: int = 100) -> None:
 
 def replica(client: redis.Redis, settings: Settings, keys: list[str], **kw: int) -> Pipeline:
     store = RedisStore(client, settings.namespace, **kw)
-    pipe = Pipeline(settings, store, CollectingEvents(), _NoDlq())
+    pipe = Pipeline(settings, store, CollectingEvents(), NoDlq())
     store.claim(keys)
     return pipe
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import redis
+from doubles import NoDlq
 
 from noveld.daemon.embedded import CollectingEvents, run_file
 from noveld.daemon.pipeline import Pipeline
@@ -219,7 +220,7 @@ def test_outbox_keeps_events_until_acknowledged(redis_url: str, tmp_path: Path) 
     client = redis.Redis.from_url(redis_url)
     settings = settings_for(tmp_path)
     store = RedisStore(client, "t")
-    pipe_state = Pipeline(settings, store, CollectingEvents(), _NoDlq()).state
+    pipe_state = Pipeline(settings, store, CollectingEvents(), NoDlq()).state
     events = [{"event_id": f"e{i}", "type": "cluster.born", "n": i} for i in range(3)]
     req = CommitRequest({"f:0": 0}, {"f:0": 5}, None, events, {"docs": 5})
     assert store.commit(pipe_state, req) is CommitOutcome.COMMITTED
@@ -242,7 +243,7 @@ def test_outbox_entries_hold_a_bounded_number_of_events_and_go_when_delivered(
     store = RedisStore(client, "big")
     state = Pipeline(
         load_settings(None, {"namespace": "big", "dlq": str(tmp_path / "dlq.jsonl")}),
-        store, CollectingEvents(), _NoDlq(),
+        store, CollectingEvents(), NoDlq(),
     ).state  # fmt: skip
     n = 2 * OUTBOX_ENTRY_EVENTS + 5
     events = [{"event_id": f"x{i}", "type": "document.assigned", "doc": "é" * (i % 3)}
@@ -268,14 +269,6 @@ def test_outbox_entries_of_earlier_versions_are_delivered(redis_url: str) -> Non
     assert store.outbox_pending() == old and store.outbox_length() == 2
     store.ack(["o0"])
     assert RedisStore(client, "old").outbox_pending() == old[1:]
-
-
-class _NoDlq:
-    def send(self, record: object, reason: object, detail: str) -> None:
-        raise AssertionError("no dead letters expected")
-
-    def flush(self) -> None:
-        pass
 
 
 def test_a_fenced_writer_stops_instead_of_diverging(

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from doubles import NoDlq
+
 from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.daemon.metrics import Metrics
@@ -25,14 +27,6 @@ class FlakySink:
         if self.down:
             raise DeliveryFailed("broker unreachable")
         self.delivered.extend(events)
-
-
-class NoDlq:
-    def send(self, *args: object) -> None:
-        raise AssertionError("no dead letters expected")
-
-    def flush(self) -> None:
-        pass
 
 
 def test_events_wait_in_the_outbox_until_the_sink_recovers(tmp_path: Path) -> None:
