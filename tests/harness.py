@@ -257,8 +257,10 @@ class RedisServer(_OwnedProcess, _Started):
         appendonly: bool = True,
         extra_args: Sequence[str] = (),
         binary: str | None = None,
+        password: str | None = None,
     ) -> None:
         super().__init__("redis")
+        self.password = password  # requirepass (and masterauth, for a replica's link)
         self._fixed_port = port is not None
         self.port = port if port is not None else free_port()
         self.appendonly = appendonly
@@ -278,10 +280,11 @@ class RedisServer(_OwnedProcess, _Started):
 
     @property
     def url(self) -> str:
-        """redis:// URL of database 0."""
+        """redis:// URL of database 0 (with the password, if the server has one)."""
         if self._external_url is not None:
             return self._external_url
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def client(self, **kwargs: Any) -> redis.Redis:
         """A new redis-py client for this server."""
@@ -298,8 +301,15 @@ class RedisServer(_OwnedProcess, _Started):
             "--appendonly", "yes" if self.appendonly else "no",
             "--appendfsync", "everysec",
             "--logfile", "",  # log to stdout, i.e. our log file, with startup errors
+            *self._auth_args(),
             *self.extra_args,
         ]  # fmt: skip
+
+    def _auth_args(self) -> list[str]:
+        """The password clients need, and the one a replica gives its primary."""
+        if not self.password:
+            return []
+        return ["--requirepass", self.password, "--masterauth", self.password]
 
     def start(self, timeout: float = 20.0) -> RedisServer:
         """Start and return once PING answers; on failure raise with the server's log."""
@@ -375,10 +385,13 @@ class RedisServer(_OwnedProcess, _Started):
 # --------------------------------------------------------------------------------------- Kafka
 
 
-def start_replica(primary: RedisServer, timeout: float = 30.0) -> RedisServer:
-    """A replica of ``primary`` on a free port (asynchronous replication, as in production),
-    returned once its initial sync is done."""
-    replica = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(primary.port)]).start()
+def start_replica(
+    primary: RedisServer, timeout: float = 30.0, extra_args: Sequence[str] = ()
+) -> RedisServer:
+    """A replica of ``primary`` (with its password) on a free port (asynchronous replication,
+    as in production), returned once its initial sync is done."""
+    args = ["--replicaof", "127.0.0.1", str(primary.port), *extra_args]
+    replica = RedisServer(extra_args=args, password=primary.password).start()
     client = replica.client()
     deadline = time.monotonic() + timeout
     try:
@@ -390,6 +403,109 @@ def start_replica(primary: RedisServer, timeout: float = 30.0) -> RedisServer:
     finally:
         client.close()
     return replica
+
+
+class SentinelServer(RedisServer):
+    """A Redis Sentinel (the same binary with ``--sentinel``) watching the primary on
+    ``primary_port`` as service ``service``; ``quorum`` sentinels must agree it is down."""
+
+    def __init__(
+        self,
+        primary: RedisServer,
+        service: str,
+        quorum: int,
+        down_after_ms: int = 1000,
+        password: str | None = None,
+    ) -> None:
+        super().__init__(appendonly=False, password=password)
+        self.settings = [
+            f"sentinel monitor {service} 127.0.0.1 {primary.port} {quorum}",
+            f"sentinel down-after-milliseconds {service} {down_after_ms}",
+            f"sentinel failover-timeout {service} {10 * down_after_ms}",
+        ]
+        if primary.password:
+            self.settings.append(f"sentinel auth-pass {service} {primary.password}")
+        if password:
+            self.settings.append(f"requirepass {password}")  # the sentinel's own
+
+    def _args(self) -> list[str]:
+        conf = self.dir / "sentinel.conf"  # sentinel rewrites it with what it learns
+        if not conf.exists():
+            lines = [f"port {self.port}", "bind 127.0.0.1", "protected-mode no"]
+            conf.write_text("\n".join([*lines, f"dir {self.dir}", *self.settings, ""]))
+        return [self.binary or redis_binary(), str(conf), "--sentinel"]
+
+
+class RedisSentinelGroup(_Started):
+    """A primary with ``replicas`` replicas and ``sentinels`` sentinels (quorum: a majority)
+    on free loopback ports: Redis with Sentinel failover, as self-hosted deployments run it.
+    ``url`` is the ``redis+sentinel://`` URL a client is given."""
+
+    SERVICE = "noveld"
+
+    def __init__(
+        self,
+        replicas: int = 1,
+        sentinels: int = 3,
+        down_after_ms: int = 1000,
+        password: str | None = None,
+        sentinel_password: str | None = None,
+    ) -> None:
+        self.data_args = ["--repl-diskless-sync-delay", "0"]  # replicas sync at once
+        self.primary = RedisServer(extra_args=self.data_args, password=password)
+        self.sentinel_password = sentinel_password
+        self.n_replicas = replicas
+        self.n_sentinels = sentinels
+        self.down_after_ms = down_after_ms
+        self.replicas: list[RedisServer] = []
+        self.sentinels: list[SentinelServer] = []
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.SERVICE}/0"
+
+    def primary_port(self) -> int | None:
+        """The primary's port as the first sentinel that answers names it."""
+        for sentinel in self.sentinels:
+            try:
+                with sentinel.client(socket_timeout=2) as c:
+                    addr = c.sentinel_get_master_addr_by_name(self.SERVICE)
+                return int(addr[1])
+            except redis.RedisError:
+                continue
+        return None
+
+    def start(self, timeout: float = 30.0) -> RedisSentinelGroup:
+        """Start the primary and its replicas, then the sentinels; return once every sentinel
+        knows the others and the replicas (what a failover needs)."""
+        self.primary.start()
+        self.replicas = [
+            start_replica(self.primary, extra_args=self.data_args) for _ in range(self.n_replicas)
+        ]
+        quorum = self.n_sentinels // 2 + 1
+        self.sentinels = [
+            SentinelServer(
+                self.primary, self.SERVICE, quorum, self.down_after_ms, self.sentinel_password
+            ).start()
+            for _ in range(self.n_sentinels)
+        ]
+        deadline = time.monotonic() + timeout
+        seen: list[Any] = []
+        while time.monotonic() < deadline:
+            seen = []
+            for sentinel in self.sentinels:
+                with sentinel.client() as c:
+                    info = c.sentinel_master(self.SERVICE)
+                    seen.append((info["num-other-sentinels"], info["num-slaves"]))
+            if all(int(o) == self.n_sentinels - 1 and int(r) == self.n_replicas for o, r in seen):
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"the sentinels did not find each other within {timeout:.0f} s: {seen}")
+
+    def stop(self) -> None:
+        for server in [*self.sentinels, *self.replicas, self.primary]:
+            server.stop()
 
 
 class RedisClusterServers(_Started):

@@ -280,8 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--redis-url",
-        help="keep the state in Redis (redis://[:password@]host:port/db) "
-        "instead of --state-dir; --namespace names it",
+        help="keep the state in Redis instead of --state-dir; --namespace names it. "
+        "redis://[:password@]host:port/db (a server or a cluster's endpoint), rediss:// "
+        "(TLS), or redis+sentinel://[:password@]host:port[,host:port...]/service[/db] "
+        "(the primary Redis Sentinel names)",
     )
     run.add_argument(
         "--redis-replicas-to-ack",

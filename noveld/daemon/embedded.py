@@ -24,6 +24,7 @@ from noveld.schema import InvalidReason, stored_json
 from noveld.state.base import CommitOutcome, FingerprintMismatch, StateStore, partition_key
 from noveld.state.memory import MemoryStore
 from noveld.state.redis_store import RedisStore, connect
+from noveld.state.redis_url import redacted
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -111,7 +112,9 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
     url = settings.redis.url.get_secret_value()
     try:
         client = connect(url)
-    except (redis.RedisError, ValueError) as exc:
+    except ValueError as exc:
+        raise UserError(f"bad Redis URL ({redacted(url)}): {exc}") from exc
+    except redis.RedisError as exc:
         raise UserError(f"cannot reach Redis ({redacted(url)}): {exc}") from exc
     return RedisStore(
         client,
@@ -119,14 +122,6 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
         replicas_to_ack=settings.redis.replicas_to_ack,
         replica_ack_timeout_ms=settings.redis.replica_ack_timeout_ms,
     )
-
-
-def redacted(url: str) -> str:
-    """A Redis URL without its password."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path}"
 
 
 def start_metrics(

@@ -27,6 +27,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from noveld.state.redis_url import check_url
+
 _BOOL_WORDS = {
     **dict.fromkeys(("true", "1", "yes", "on"), "document"),
     **dict.fromkeys(("false", "0", "no"), "off"),
@@ -274,7 +276,11 @@ class KafkaSettings(_Section):
 class RedisSettings(_Section):
     """Redis state store (instead of the in-process store with snapshots)."""
 
-    url: SecretStr | None = None
+    url: SecretStr | None = Field(
+        None,
+        description="redis://, rediss:// or unix:// of a server or a cluster's endpoint; "
+        "redis+sentinel://host:port[,host:port...]/service[/db] for a Sentinel-managed primary",
+    )
     replicas_to_ack: int = Field(
         0,
         ge=0,
@@ -285,6 +291,14 @@ class RedisSettings(_Section):
         200, ge=1, le=60_000, description="longest WAIT for the replicas per attempt"
     )
 
+    @field_validator("url")
+    @classmethod
+    def _usable_url(cls, value: SecretStr | None) -> SecretStr | None:
+        """A URL noveld cannot use fails at start-up, with no password in the message."""
+        if value is not None:
+            check_url(value.get_secret_value())
+        return value
+
 
 class Settings(BaseSettings):
     """Effective configuration of one noveld process."""
@@ -294,6 +308,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         frozen=True,
         extra="forbid",
+        hide_input_in_errors=True,  # a Redis URL may carry a password: name field and reason
     )
 
     namespace: str = Field("default", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
@@ -382,7 +397,7 @@ def _check_complete(section: BaseModel, name: str) -> None:
             }
             for e in exc.errors()
         ]
-        raise ValidationError.from_exception_data("Settings", errors) from None
+        raise ValidationError.from_exception_data("Settings", errors, hide_input=True) from None
 
 
 def _kind_fingerprint(settings: Settings) -> dict[str, Any]:

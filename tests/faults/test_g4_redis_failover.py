@@ -1,6 +1,7 @@
-"""G4 with a failover: a Redis Cluster whose primaries have replicas, as managed services run it.
-The namespace's primary is SIGKILLed while its replica lags behind (SIGSTOPped and its link
-cut, so the last commits exist only on the primary). The cluster promotes the replica, which
+"""G4 with a failover: Redis whose primary has a replica that takes over, as managed services
+(a Redis Cluster with replicas) and self-hosted Sentinel deployments run it. The namespace's
+primary is SIGKILLed while its replica lags behind (SIGSTOPped and its link cut, so the last
+commits exist only on the primary). The cluster, or the sentinels, promote the replica, which
 has *older* offsets than the daemon had committed. The daemon rides out the outage, reloads
 the promoted replica's state, re-seeks and re-consumes: every document counted exactly once.
 With ``--redis-replicas-to-ack 1`` no event of a lost commit was ever published, so every
@@ -15,10 +16,19 @@ import json
 import signal
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pytest
 import redis
-from harness import KafkaBroker, RedisClusterServers, unique_name
+from harness import (
+    KafkaBroker,
+    RedisClusterServers,
+    RedisSentinelGroup,
+    RedisServer,
+    unique_name,
+)
 from kafka import KafkaProducer
 from kafka_daemon import committed_docs, consume_all, produce, show, start, stop, wait_until
 from redis.exceptions import RedisError
@@ -60,9 +70,37 @@ def trickle(bootstrap: str, topic: str, values: list[bytes], chunk: int = 7) -> 
     producer.close()
 
 
-@pytest.mark.parametrize("cut", ["mid-stream", "before-start"])
+@dataclass
+class Failover:
+    """Where the daemon is pointed, the namespace's primary and the replica that takes over."""
+
+    daemon_url: str
+    home: RedisServer
+    replica: RedisServer
+
+
+@contextmanager
+def failover_setup(kind: str, ns: str) -> Iterator[Failover]:
+    """``cluster``: three shards with a replica each, the daemon given another shard's
+    address (a configuration endpoint). ``sentinel``: a primary, its replica and three
+    sentinels, the daemon given the sentinels (``redis+sentinel://``)."""
+    if kind == "cluster":
+        with RedisClusterServers(3, replicas=1, node_timeout_ms=2000) as cluster:
+            home = cluster.node_of(f"noveld:{{{ns}}}:meta")
+            (replica,) = cluster.replicas_of(home)
+            entry = next(s for s in cluster.primaries if s is not home)
+            yield Failover(entry.url, home, replica)
+    else:
+        with RedisSentinelGroup(replicas=1, sentinels=3, down_after_ms=1000) as group:
+            yield Failover(group.url, group.primary, group.replicas[0])
+
+
+@pytest.mark.parametrize(
+    ("kind", "cut"),
+    [("cluster", "mid-stream"), ("cluster", "before-start"), ("sentinel", "mid-stream")],
+)
 def test_g4_failover_to_a_replica_without_the_last_commits(
-    kafka_broker: KafkaBroker, request: pytest.FixtureRequest, cut: str
+    kafka_broker: KafkaBroker, request: pytest.FixtureRequest, kind: str, cut: str
 ) -> None:
     """``mid-stream``: the replica has the daemon's claim and first commits. ``before-start``:
     it has nothing of the namespace, not even the daemon's claim on the partition, so the
@@ -73,10 +111,8 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
     docs = [json.dumps(d).encode() for d in generate(SynthConfig(n_docs=N, seed=11))]
     live = N // 3  # documents that arrive while the replica is cut off, a few at a time
     produce(kafka_broker.bootstrap, topic, docs[:live])
-    with RedisClusterServers(3, replicas=1, node_timeout_ms=2000) as cluster:
-        home = cluster.node_of(f"noveld:{{{ns}}}:meta")
-        (replica,) = cluster.replicas_of(home)
-        entry = next(s for s in cluster.primaries if s is not home)  # the URL the daemon gets
+    with failover_setup(kind, ns) as setup:
+        home, replica, url = setup.home, setup.replica, setup.daemon_url
 
         def cut_off_replica() -> int:
             """Stop the replica and cut its link (what the primary already sent sits in the
@@ -89,7 +125,7 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
         try:
             at_cut = cut_off_replica() if cut == "before-start" else 0
             proc = start(
-                kafka_broker.bootstrap, entry.url, ns, topic, "--batch-size", "50",
+                kafka_broker.bootstrap, url, ns, topic, "--batch-size", "50",
                 "--emit-assignment-batches", *ACK,
             )  # fmt: skip
             request.addfinalizer(proc.kill)  # a failed assertion must not leave it running
@@ -110,11 +146,11 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
         wait_until(lambda: committed_on(replica.url, ns) >= N, 180, "the promoted replica")
         assert replica.client().info("replication")["role"] == "master"
         # the promoted node has no replica: the events of its commits wait in the outbox...
-        assert show(entry.url, ns)["outbox_pending"] > 0
+        assert show(url, ns)["outbox_pending"] > 0
         home.restart()  # ...until the failed node is back; it rejoins as the new replica
-        wait_until(lambda: show(entry.url, ns)["outbox_pending"] == 0, 120, "held events")
+        wait_until(lambda: show(url, ns)["outbox_pending"] == 0, 120, "held events")
         err = stop(proc)
-        info = show(entry.url, ns)
+        info = show(url, ns)
     assert info["docs"] == N  # the lost commits were consumed again; nothing counted twice
     assert info["offsets"] == {f"{topic}:0": N}
     assert "Redis unreachable" in err and "Redis is back" in err
