@@ -33,7 +33,10 @@ class Backoff:
 
     first: float = 0.1
     factor: float = 2.0
-    cap: float = 5.0
+    # A failover completes within seconds (Sentinel ~1.5 s, a cluster ~3 s after the node
+    # timeout): with a 5 s cap the daemon slept through the promotion for up to 3 s more
+    # (benchmarks/bench_failover.py). One PING a second from each replica costs Redis nothing.
+    cap: float = 1.0
     _next: float = 0.0
 
     def delay(self) -> float:

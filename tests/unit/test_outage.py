@@ -30,3 +30,12 @@ def test_backoff_grows_to_its_cap_and_resets() -> None:
     assert delays == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
     b.reset()
     assert b.delay() == 0.1
+
+
+def test_default_backoff_asks_at_least_once_a_second() -> None:
+    """A failover is over in seconds; a longer wait between retries is stall after it
+    (benchmarks/bench_failover.py measured up to 3 s more with a 5 s cap)."""
+    b = Backoff()
+    delays = [b.delay() for _ in range(20)]
+    assert max(delays) <= 1.0
+    assert delays[0] <= 0.1  # a blip (a reconnect) costs next to nothing
