@@ -3,19 +3,16 @@ committed state through the public CLI (`noveld state show --json`) and the Kafk
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import redis
+from cli_runner import NOVELD
 from harness import TEST_SESSION_TIMEOUT_MS
 from kafka import KafkaConsumer, KafkaProducer
-
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 
 
 def start(
@@ -34,17 +31,6 @@ def start(
         text=True,
         env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"},
     )  # fmt: skip
-
-
-def show(redis_url: str, ns: str) -> dict[str, Any]:
-    """`noveld state show --json` of a namespace."""
-    out = subprocess.run(
-        [*NOVELD, "state", "show", "--redis-url", redis_url, "--namespace", ns, "--json"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    info: dict[str, Any] = json.loads(out.stdout)
-    return info
 
 
 def committed_docs(redis_url: str, ns: str) -> int:

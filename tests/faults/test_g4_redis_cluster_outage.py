@@ -10,8 +10,9 @@ import signal
 import time
 
 import pytest
+from cli_runner import redis_state
 from harness import KafkaBroker, RedisClusterServers, unique_name
-from kafka_daemon import committed_docs, produce, show, start, stop, wait_until
+from kafka_daemon import committed_docs, produce, start, stop, wait_until
 from redis.exceptions import RedisError
 
 from noveld.synth import SynthConfig, generate
@@ -46,7 +47,7 @@ def test_g4_the_namespaces_cluster_node_killed_and_restarted(kafka_broker: Kafka
         home.restart()
         wait_until(lambda: committed_on(home.url, ns) >= N, 120, "the topic to drain")
         err = stop(proc)
-        info = show(entry.url, ns)
+        info = redis_state(entry.url, ns)
     assert info["docs"] == N  # nothing lost, nothing counted twice
     assert info["offsets"] == {f"{topic}:0": N}
     assert "Redis unreachable" in err and "Redis is back" in err

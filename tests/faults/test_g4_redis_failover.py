@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 import redis
+from cli_runner import redis_state
 from harness import (
     KafkaBroker,
     RedisClusterServers,
@@ -30,7 +31,7 @@ from harness import (
     unique_name,
 )
 from kafka import KafkaProducer
-from kafka_daemon import committed_docs, consume_all, produce, show, start, stop, wait_until
+from kafka_daemon import committed_docs, consume_all, produce, start, stop, wait_until
 from redis.exceptions import RedisError
 
 from noveld.synth import SynthConfig, generate
@@ -146,11 +147,11 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
         wait_until(lambda: committed_on(replica.url, ns) >= N, 180, "the promoted replica")
         assert replica.client().info("replication")["role"] == "master"
         # the promoted node has no replica: the events of its commits wait in the outbox...
-        assert show(url, ns)["outbox_pending"] > 0
+        assert redis_state(url, ns)["outbox_pending"] > 0
         home.restart()  # ...until the failed node is back; it rejoins as the new replica
-        wait_until(lambda: show(url, ns)["outbox_pending"] == 0, 120, "held events")
+        wait_until(lambda: redis_state(url, ns)["outbox_pending"] == 0, 120, "held events")
         err = stop(proc)
-        info = show(url, ns)
+        info = redis_state(url, ns)
     assert info["docs"] == N  # the lost commits were consumed again; nothing counted twice
     assert info["offsets"] == {f"{topic}:0": N}
     assert "Redis unreachable" in err and "Redis is back" in err

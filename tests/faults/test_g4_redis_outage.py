@@ -12,8 +12,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+from cli_runner import redis_state
 from harness import KafkaBroker, RedisServer, free_port, unique_name
-from kafka_daemon import committed_docs, produce, show, start, stop, wait_until
+from kafka_daemon import committed_docs, produce, start, stop, wait_until
 
 from noveld.synth import SynthConfig, generate
 
@@ -54,7 +55,7 @@ def test_g4_redis_killed_and_restarted_mid_stream(kafka_broker: KafkaBroker) -> 
         wait_until(lambda: ready(port), 60, "ready again after Redis is back")
         wait_until(lambda: committed_docs(server.url, ns) >= N, 120, "the topic to drain")
         err = stop(proc)
-        info = show(server.url, ns)
+        info = redis_state(server.url, ns)
     assert info["docs"] == N  # nothing lost, nothing counted twice
     assert info["offsets"] == {f"{topic}:0": N}
     assert "Redis unreachable" in err and "Redis is back" in err

@@ -9,20 +9,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
 
 import pytest
 import redis
+from cli_runner import NOVELD
 from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port, unique_name
 from kafka import KafkaProducer
 
 from noveld.synth import SynthConfig, generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 
 
 def state(redis_url: str, ns: str) -> dict[str, object]:

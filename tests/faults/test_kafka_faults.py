@@ -10,6 +10,7 @@ import signal
 import time
 
 import pytest
+from cli_runner import redis_state
 from harness import KafkaBroker, unique_name
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -17,7 +18,6 @@ from kafka_daemon import (
     committed_docs,
     consume_all,
     produce,
-    show,
     start,
     stop,
     wait_until,
@@ -61,7 +61,7 @@ def test_g1_g3_sigkill_chaos_equals_a_clean_run(
     ids on the topic are the confirmed births, the same as the clean run's; the outbox drains."""
     clean = unique_name("clean")
     drain(kafka_broker, redis_url, clean, stream, "--batch-size", "20")
-    clean_info = show(redis_url, clean)
+    clean_info = redis_state(redis_url, clean)
 
     ns = unique_name("chaos")
     for suffix in ("events", "dlq"):
@@ -81,9 +81,9 @@ def test_g1_g3_sigkill_chaos_equals_a_clean_run(
     assert committed_docs(redis_url, ns) < N, "the stream drained before the last kill"
     proc = start(kafka_broker.bootstrap, redis_url, ns, stream, "--batch-size", "20")
     wait_until(lambda: committed_docs(redis_url, ns) >= N, 120, "the chaos run to drain")
-    wait_until(lambda: show(redis_url, ns)["outbox_pending"] == 0, 30, "the outbox to drain")
+    wait_until(lambda: redis_state(redis_url, ns)["outbox_pending"] == 0, 30, "the outbox to drain")
     stop(proc)
-    info = show(redis_url, ns)
+    info = redis_state(redis_url, ns)
     assert info["docs"] == N
     assert info["offsets"] == {f"{stream}:0": N}
     assert info["digest"] == clean_info["digest"]
@@ -108,7 +108,7 @@ def test_g2_lagging_kafka_offsets_replay_nothing(
     is processed twice and the model is unchanged."""
     ns = unique_name("g2")
     drain(kafka_broker, redis_url, ns, stream)
-    before = show(redis_url, ns)
+    before = redis_state(redis_url, ns)
     rewind = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, group_id=ns,
                            enable_auto_commit=False)  # fmt: skip
     tp = TopicPartition(stream, 0)
@@ -119,7 +119,7 @@ def test_g2_lagging_kafka_offsets_replay_nothing(
     proc = start(kafka_broker.bootstrap, redis_url, ns, stream)
     time.sleep(8)  # group join and a few empty polls
     stop(proc)
-    after = show(redis_url, ns)
+    after = redis_state(redis_url, ns)
     assert after["docs"] == before["docs"] == N
     assert after["digest"] == before["digest"]
     assert after["batches"] == before["batches"]
@@ -138,13 +138,13 @@ def test_g7_sigterm_mid_stream_exits_promptly_and_replays_nothing(
     proc = start(kafka_broker.bootstrap, redis_url, ns, topic)
     wait_until(lambda: committed_docs(redis_url, ns) > 0, 60, "the first commit")
     stop(proc, grace=10.0)  # exit 0 within the grace period
-    first = show(redis_url, ns)
+    first = redis_state(redis_url, ns)
     assert 0 < first["docs"] < 20000, "SIGTERM did not arrive mid-stream"
     assert first["offsets"] == {f"{topic}:0": first["docs"]}  # committed exactly up to there
     proc = start(kafka_broker.bootstrap, redis_url, ns, topic)
     wait_until(lambda: committed_docs(redis_url, ns) >= 20000, 120, "the restart to drain")
     stop(proc)
-    final = show(redis_url, ns)
+    final = redis_state(redis_url, ns)
     assert final["docs"] == 20000  # the restart continued exactly where the first run stopped
 
 
@@ -161,7 +161,7 @@ def test_g8_all_poison_trips_the_breaker(kafka_broker: KafkaBroker, redis_url: s
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 3, err
     assert "circuit breaker open" in err and "Traceback" not in err
-    info = show(redis_url, ns)
+    info = redis_state(redis_url, ns)
     assert info["invalid"] == 50 and info["docs"] == 0  # stopped right after the 50th
     assert info["offsets"] == {f"{topic}:0": 50}  # a fixed producer resumes after them
     assert len(consume_all(kafka_broker.bootstrap, f"{ns}.dlq", 50)) == 50
@@ -176,4 +176,4 @@ def test_g12_incompatible_settings_are_refused(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert "beta" in err and "different model settings" in err and "Traceback" not in err
-    assert show(redis_url, ns)["docs"] == N  # untouched
+    assert redis_state(redis_url, ns)["docs"] == N  # untouched

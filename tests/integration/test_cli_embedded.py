@@ -8,31 +8,22 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import NOVELD, noveld
 
 pytestmark = pytest.mark.integration
 
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 BIG = 300_000  # long enough that a kill 0.1–1 s after the first snapshot lands mid-stream
 # documents each model's SIGKILL chaos test reads: a kill must land mid-stream (the test asserts
 # it), i.e. the stream must outlast three kills' worth of progress at the model's speed
 # (measured, session 8: svi's kills land at ~28k / 70k / 102k documents, hdp's at ~14k / 30k /
 # 45k; 150k and 60k left too thin a margin on a fast machine)
 CHAOS_DOCS = {"dpmm": BIG, "svi": BIG, "hdp": 120_000}
-
-
-def noveld(
-    *args: str, input_text: str | None = None, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*NOVELD, *args], input=input_text, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def state_show(state_dir: Path) -> dict[str, Any]:

@@ -9,20 +9,19 @@ import re
 import select
 import signal
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cli_runner import NOVELD
 from harness import free_port
 
 from noveld.daemon.settings import Settings
 
 pytestmark = pytest.mark.integration
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 METRIC = re.compile(r"\bnoveld_[a-z_]+")
 
 

@@ -6,13 +6,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from typing import Any
 
 import pytest
 import redis
+from cli_runner import NOVELD
 from harness import TEST_SESSION_TIMEOUT_MS
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -22,7 +22,6 @@ from noveld.state.redis_store import RedisStore
 from noveld.synth import SynthConfig, generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 N_DOCS = 2000
 POISON_AT = 500
 

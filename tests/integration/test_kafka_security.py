@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 import redis
 import trustme
+from cli_runner import NOVELD
 from harness import (
     TEST_SESSION_TIMEOUT_MS,
     KafkaBroker,
@@ -38,8 +38,6 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from noveld.synth import SynthConfig, write_jsonl
-
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 import redis
+from cli_runner import NOVELD, noveld, redis_state
 from harness import TEST_SESSION_TIMEOUT_MS, RedisClusterServers, RedisServer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -25,8 +25,6 @@ from redis.exceptions import MovedError, RedisError
 
 from noveld.state.redis_store import RedisStore, _stream_entries, connect
 from noveld.synth import SynthConfig, generate, write_jsonl
-
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +38,6 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "stream.jsonl"
     write_jsonl(SynthConfig(n_docs=3000, n_stories=15, seed=11), path)
     return path
-
-
-def noveld(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*NOVELD, *args], capture_output=True, text=True, timeout=300)
-
-
-def state_show(url: str, ns: str) -> dict[str, Any]:
-    out = noveld("state", "show", "--redis-url", url, "--namespace", ns, "--json")
-    assert out.returncode == 0, out.stderr
-    info: dict[str, Any] = json.loads(out.stdout)
-    return info
 
 
 def events(stdout: str) -> list[dict[str, Any]]:
@@ -81,12 +68,12 @@ def test_each_namespace_lives_on_its_node_with_the_single_servers_state(
     single = ["--input", str(stream), "--dlq", str(tmp_path / "dlq.jsonl")]
     reference = noveld("run", *single, "--redis-url", redis_url, "--namespace", "ref")
     assert reference.returncode == 0, reference.stderr
-    expected = state_show(redis_url, "ref")
+    expected = redis_state(redis_url, "ref")
     for ns in namespaces_on_every_node(cluster):
         out = noveld("run", *single, "--redis-url", cluster.url, "--namespace", ns)
         assert out.returncode == 0, out.stderr
         assert events(out.stdout) == events(reference.stdout)
-        info = state_show(cluster.url, ns)
+        info = redis_state(cluster.url, ns)
         assert info["digest"] == expected["digest"] and info["docs"] == 3000
         home = cluster.node_of(f"noveld:{{{ns}}}:meta")
         for server in cluster.servers:
@@ -94,14 +81,14 @@ def test_each_namespace_lives_on_its_node_with_the_single_servers_state(
             assert bool(keys) == (server is home), (ns, server.port)
         again = noveld("run", *single, "--redis-url", cluster.url, "--namespace", ns)
         assert again.returncode == 0 and again.stdout == ""  # resumed at the end
-        assert state_show(cluster.url, ns)["docs"] == 3000
+        assert redis_state(cluster.url, ns)["docs"] == 3000
     # export a namespace and import it as a new one (wherever its slot is)
     source, target = namespaces_on_every_node(cluster)[:2]
     backup = tmp_path / "backup.npz"
     for verb, ns in (("export", source), ("import", f"{target}x")):
         out = noveld("state", verb, str(backup), "--redis-url", cluster.url, "--namespace", ns)
         assert out.returncode == 0, out.stderr
-    assert state_show(cluster.url, f"{target}x")["digest"] == expected["digest"]
+    assert redis_state(cluster.url, f"{target}x")["digest"] == expected["digest"]
 
 
 def test_the_kafka_daemon_commits_to_a_cluster(
@@ -183,7 +170,7 @@ def test_a_server_that_hides_info_is_used_as_a_single_server(tmp_path: Path) -> 
             "--dlq", str(tmp_path / "dlq.jsonl"),
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
-        assert state_show(server.url, "hidden")["docs"] == 300
+        assert redis_state(server.url, "hidden")["docs"] == 300
 
 
 def test_cluster_transactions_give_stream_fields_as_a_mapping(

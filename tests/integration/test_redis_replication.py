@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from cli_runner import NOVELD
 from doubles import NoDlq
 from harness import RedisClusterServers, RedisServer, start_replica
 
@@ -26,7 +26,6 @@ from noveld.state.redis_store import RedisStore, connect
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 
 
 @pytest.fixture

@@ -6,33 +6,18 @@ error, never a traceback. The failover itself is a fault test
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from cli_runner import noveld, redis_state
 from harness import RedisSentinelGroup, unique_name
 
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 N = 600
-
-
-def noveld(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*NOVELD, *args], capture_output=True, text=True, timeout=120)
-
-
-def show(url: str, ns: str) -> dict[str, Any]:
-    out = noveld("state", "show", "--redis-url", url, "--namespace", ns, "--json")
-    assert out.returncode == 0, out.stderr
-    info: dict[str, Any] = json.loads(out.stdout)
-    return info
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +34,7 @@ def test_run_finds_the_primary_through_any_sentinel_that_answers(stream: Path) -
         out = noveld("run", "--input", str(stream), "--redis-url", group.url, "--namespace", ns)
         assert out.returncode == 0, out.stderr
         assert "cluster.born" in out.stdout
-        info = show(group.url, ns)
+        info = redis_state(group.url, ns)
         # the commits are on the primary the sentinels name, and its replica has them
         on_primary = group.primary.client().hget(f"noveld:{{{ns}}}:counters", "docs")
         replica = group.replicas[0].client()
@@ -75,7 +60,7 @@ def test_passwords_of_the_data_nodes_and_of_the_sentinels(stream: Path) -> None:
             noveld("run", "--input", str(stream), "--redis-url", url, "--namespace", ns)
             for url in (no_sentinel_pw, wrong_data_pw)
         ]
-        docs = show(good, ns)["docs"]
+        docs = redis_state(good, ns)["docs"]
     assert ok.returncode == 0, ok.stderr
     assert docs == N
     for out in refused:

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import NOVELD
 
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 
 
 def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
