@@ -165,6 +165,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("state", "snapshot_interval_s", getattr(ns, "snapshot_interval", None))
     put("redis", "url", getattr(ns, "redis_url", None))
     put("redis", "replicas_to_ack", getattr(ns, "redis_replicas_to_ack", None))
+    put("redis", "socket_timeout_s", getattr(ns, "redis_socket_timeout", None))
     put(None, "metrics_port", getattr(ns, "metrics_port", None))
     put("kafka", "bootstrap_servers", getattr(ns, "kafka_bootstrap", None))
     put("kafka", "input_topic", getattr(ns, "input_topic", None))
@@ -291,6 +292,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="publish events only of commits N Redis replicas acknowledged (default 0; "
         "set it to the replica count of a Redis with failover)",
+    )
+    run.add_argument(
+        "--redis-socket-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="longest wait for one Redis reply before Redis counts as unreachable and the "
+        "daemon pauses and retries (default 10; a hung server or a silent network)",
     )
     kg = run.add_argument_group("Kafka (production mode; needs --redis-url)")
     kg.add_argument(

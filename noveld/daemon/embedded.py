@@ -111,7 +111,7 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
 
     url = settings.redis.url.get_secret_value()
     try:
-        client = connect(url)
+        client = connect(url, socket_timeout_s=settings.redis.socket_timeout_s)
     except ValueError as exc:
         raise UserError(f"bad Redis URL ({redacted(url)}): {exc}") from exc
     except redis.RedisError as exc:

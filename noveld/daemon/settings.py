@@ -290,6 +290,13 @@ class RedisSettings(_Section):
     replica_ack_timeout_ms: int = Field(
         200, ge=1, le=60_000, description="longest WAIT for the replicas per attempt"
     )
+    socket_timeout_s: float = Field(
+        10.0,
+        ge=2.0,
+        le=3600.0,
+        description="longest wait for one Redis reply; past it Redis counts as unreachable "
+        "(a hung server or a network that drops packets), and the daemon rides out the outage",
+    )
 
     @field_validator("url")
     @classmethod
@@ -298,6 +305,18 @@ class RedisSettings(_Section):
         if value is not None:
             check_url(value.get_secret_value())
         return value
+
+    @model_validator(mode="after")
+    def _timeout_outlasts_waits(self) -> RedisSettings:
+        """A reply may legitimately take as long as a ``WAIT`` for the replicas (and the 1 s
+        ``WAITAOF``); a socket timeout below that would call a healthy Redis unreachable."""
+        longest_wait_s = max(self.replica_ack_timeout_ms, 1000) / 1000
+        if self.socket_timeout_s < longest_wait_s + 1.0:
+            raise ValueError(
+                f"redis.socket_timeout_s must be at least {longest_wait_s + 1.0:g} s "
+                "(the replica ack timeout, or WAITAOF's 1 s, plus 1 s)"
+            )
+        return self
 
 
 class Settings(BaseSettings):

@@ -96,15 +96,22 @@ def uid_slot(partition_keys: list[str]) -> int:
     return min(parts, default=0)
 
 
-def connect(url: str, timeout_s: float = 5.0) -> redis.Redis | RedisCluster:
+def connect(
+    url: str, timeout_s: float = 5.0, socket_timeout_s: float | None = None
+) -> redis.Redis | RedisCluster:
     """A client for ``url``: a cluster client when the server runs in cluster mode (``INFO
     cluster``), so a cluster's configuration endpoint works as given; the Sentinel-managed
     primary for a ``redis+sentinel://`` URL; else a plain one. All of a namespace's keys share
     one hash slot, so its scripts and transactions stay on one node. Raises
-    ``redis.RedisError`` when the server does not answer, ``ValueError`` for a bad URL."""
+    ``redis.RedisError`` when the server does not answer, ``ValueError`` for a bad URL.
+
+    ``socket_timeout_s`` bounds the wait for any reply: without it a hung server, or a network
+    that silently drops packets, blocks the caller until TCP gives up (hours)."""
     if is_sentinel_url(url):
-        return sentinel_primary(parse_sentinel_url(url), timeout_s)
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s)
+        return sentinel_primary(parse_sentinel_url(url), timeout_s, socket_timeout_s)
+    client = redis.Redis.from_url(
+        url, socket_connect_timeout=timeout_s, socket_timeout=socket_timeout_s
+    )
     try:
         clustered = bool(int(client.info("cluster").get("cluster_enabled", 0)))
     except redis.ResponseError:  # INFO renamed or disabled: take the server as it presents
@@ -112,10 +119,14 @@ def connect(url: str, timeout_s: float = 5.0) -> redis.Redis | RedisCluster:
     if not clustered:
         return client
     client.close()
-    return RedisCluster.from_url(url, socket_connect_timeout=timeout_s)  # reads the slot map
+    return RedisCluster.from_url(  # reads the slot map
+        url, socket_connect_timeout=timeout_s, socket_timeout=socket_timeout_s
+    )
 
 
-def sentinel_primary(target: SentinelURL, timeout_s: float = 5.0) -> redis.Redis:
+def sentinel_primary(
+    target: SentinelURL, timeout_s: float = 5.0, socket_timeout_s: float | None = None
+) -> redis.Redis:
     """A client of the primary the sentinels name for ``target.service``. Its connections ask
     the sentinels again whenever they (re)connect, so after a failover the daemon's outage
     ride-out lands on the promoted replica; a demoted primary's READONLY reply also drops the
@@ -135,7 +146,11 @@ def sentinel_primary(target: SentinelURL, timeout_s: float = 5.0) -> redis.Redis
         list(target.sentinels), sentinel_kwargs=sentinel_kwargs, socket_connect_timeout=timeout_s
     )
     client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-        target.service, db=target.db, username=target.username, password=target.password
+        target.service,
+        db=target.db,
+        username=target.username,
+        password=target.password,
+        socket_timeout=socket_timeout_s,
     )
     try:
         client.ping()

@@ -14,6 +14,7 @@ import pytest
 from cli_runner import noveld, redis_state
 from harness import RedisSentinelGroup, unique_name
 
+from noveld.state.redis_store import connect
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -71,6 +72,19 @@ def test_passwords_of_the_data_nodes_and_of_the_sentinels(stream: Path) -> None:
     assert "answered with a primary for service 'noveld'" in refused[0].stderr
     assert "auth" in refused[0].stderr.lower()  # the sentinel's own reply says why
     assert "password" in refused[1].stderr.lower()
+
+
+def test_connections_to_the_primary_carry_the_reply_timeout() -> None:
+    """A hung primary must not block the daemon: its connections time out (and the sentinels'
+    too, so a hung sentinel is skipped)."""
+    with RedisSentinelGroup(replicas=0, sentinels=1) as group:
+        client = connect(group.url, timeout_s=2.0, socket_timeout_s=3.0)
+        assert client.ping()
+        kwargs = client.connection_pool.connection_kwargs
+        sentinel_kwargs = client.connection_pool.sentinel_manager.sentinel_kwargs
+        client.close()
+    assert kwargs["socket_timeout"] == 3.0
+    assert sentinel_kwargs["socket_timeout"] == 2.0
 
 
 def test_an_unknown_service_or_a_bad_url_is_a_clear_error(stream: Path) -> None:
