@@ -17,6 +17,7 @@ from typing import IO, Any
 from noveld.connectors.decode import Invalid
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
 from noveld.daemon.metrics import Metrics, MetricsServer
+from noveld.daemon.outage import is_outage
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -30,6 +31,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_CIRCUIT_OPEN = 3
 EXIT_STATE_DIVERGED = 4
+EXIT_REDIS_UNREACHABLE = 5
 
 
 class UserError(RuntimeError):
@@ -176,6 +178,21 @@ def step_or_stop(
         return EXIT_CIRCUIT_OPEN
 
 
+def _redis_lost(
+    exc: BaseException, input_path: str, committed: int, progress_out: IO[str] | None
+) -> int:
+    """A file or stdin run has no input to pause (Kafka mode rides the outage out): stop with
+    a clear message; the store holds every commit up to ``committed`` lines, and running again
+    with the same input resumes after them."""
+    if progress_out is not None:
+        where = "stdin" if input_path == "-" else input_path
+        progress_out.write(
+            f"noveld: error: Redis unreachable ({exc}); stopping. The first {committed} lines "
+            f"of {where} are committed; run again with the same input to resume after them.\n"
+        )
+    return EXIT_REDIS_UNREACHABLE
+
+
 def run_file(
     settings: Settings,
     input_path: str,
@@ -233,27 +250,36 @@ def run_file(
                 records = source.read_batch(settings.batch.max_docs)
                 if metrics is not None:
                     metrics.turn()
-                if not records:
-                    if source.exhausted:
-                        break
-                    pipeline.retry_pending()
-                    continue
-                nxt = source.next_offset
-                code = step_or_stop(
-                    pipeline,
-                    records,
-                    {key: first},
-                    {key: nxt},
-                    progress,
-                    progress_out,
-                    f"in {dlq_path}",
-                    metrics,
-                )
+                try:
+                    if not records:
+                        if source.exhausted:
+                            break
+                        pipeline.retry_pending()
+                        continue
+                    nxt = source.next_offset
+                    code = step_or_stop(
+                        pipeline,
+                        records,
+                        {key: first},
+                        {key: nxt},
+                        progress,
+                        progress_out,
+                        f"in {dlq_path}",
+                        metrics,
+                    )
+                except Exception as exc:
+                    if not is_outage(exc):
+                        raise
+                    code = _redis_lost(
+                        exc, input_path, pipeline.next_offset(topic, 0), progress_out
+                    )
+                    break
                 if code != EXIT_OK:
                     break
                 first = nxt
         finally:
-            pipeline.flush()
+            if code != EXIT_REDIS_UNREACHABLE:  # else there is nothing to flush to
+                pipeline.flush()
             dlq.flush()
             source.close()
             if server is not None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
 
 import pytest
-from cli_runner import redis_state
+from cli_runner import NOVELD, redis_state
 from harness import KafkaBroker, RedisServer, free_port, unique_name
 from kafka_daemon import committed_docs, produce, start, stop, wait_until
 
@@ -68,3 +69,37 @@ def test_g4_redis_lost_and_back_mid_stream(kafka_broker: KafkaBroker, loss: str)
     assert info["offsets"] == {f"{topic}:0": N}
     assert "Redis unreachable" in err and "Redis is back" in err
     assert err.count("Redis unreachable") == 1  # one outage, reported once
+
+
+def test_g4_redis_killed_under_a_stdin_run_stops_cleanly_and_resumes() -> None:
+    """Without Kafka there is no input to pause: a ``noveld run --input -`` whose Redis dies
+    stops with exit 5 and says how far the input is committed (no traceback); piping the same
+    input again once Redis is back resumes after that line: every document counted once."""
+    lines = [json.dumps(d) + "\n" for d in generate(SynthConfig(n_docs=2000, seed=3))]
+    ns = unique_name("g4-stdin")
+    run = [*NOVELD, "run", "--input", "-", "--namespace", ns, "--batch-size", "50"]
+    with RedisServer(extra_args=["--appendfsync", "always"]) as server:
+        proc = subprocess.Popen(
+            [*run, "--redis-url", server.url],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.writelines(lines[:1000])
+        proc.stdin.flush()
+        wait_until(lambda: committed_docs(server.url, ns) >= 1000, 60, "the first lines")
+        server.kill(signal.SIGKILL)
+        proc.stdin.writelines(lines[1000:])
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 5
+        err = proc.stderr.read()
+        server.restart()
+        again = subprocess.run(
+            [*run, "--redis-url", server.url], input="".join(lines), capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        info = redis_state(server.url, ns)
+    assert "Redis unreachable" in err and "Traceback" not in err, err
+    assert "The first 1000 lines of stdin are committed" in err
+    assert again.returncode == 0, again.stderr
+    assert info["docs"] == 2000
+    assert info["offsets"] == {"-:0": 2000}
