@@ -9,6 +9,7 @@ when the only evidence is word counts.
     python benchmarks/ceiling_perfect_history.py --known-fraction 0.4 --leave-one-out
     python benchmarks/ceiling_perfect_history.py --likelihood edcm [--edcm-prior 0.001]
                                                  [--edcm-prior-docs 5]
+    python benchmarks/ceiling_perfect_history.py --prior-strength 300 [--prior-smoothing 2]
 
 With ``--known-fraction`` the same seating is scored as ``noveld evaluate --known-fraction``
 scores a model (the revealed documents sit in their class; ``known_f1`` and NMI on the others):
@@ -17,7 +18,10 @@ the bound on what any seating by this likelihood can reach under that protocol. 
 *all* other documents with their labels, past and future — fully supervised, far more than any
 stream gives; no new clusters. With ``--likelihood edcm`` the seating uses the EDCM predictive
 of ``--likelihood edcm`` (paper 002 eq. 2, the smoothed fixed point of
-:mod:`noveld.models.kernels.edcm`) instead.
+:mod:`noveld.models.kernels.edcm`) instead. With ``--prior-strength b`` the clusters' word
+distributions are drawn around the stream's word frequencies so far instead of a symmetric
+Dirichlet (a hierarchical prior, ``β_w = b·p̂(w)`` with ``p̂`` smoothed by
+``--prior-smoothing`` pseudo-counts per word); a new cluster is then scored by ``p̂`` itself.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ def ceiling(
     beta: float,
     alpha: float,
     revealed: np.ndarray | None = None,
+    strength: float = 0.0,
+    smoothing: float = 0.5,
 ) -> list[int]:
     """MAP seating of each document against the true partition of the documents before it
     (revealed documents are placed in their class); returns the seatings (class index, or a
@@ -62,19 +68,47 @@ def ceiling(
     counts = np.zeros((n_classes, n_words))
     tokens = np.zeros(n_classes)
     mass = np.zeros(n_classes)
+    seen = np.zeros(n_words)  # word counts of all earlier documents (hierarchical prior)
     preds: list[int] = []
     next_new = n_classes
     for i, words in enumerate(docs):
         k = int(truth[i])
         if revealed is not None and revealed[i]:
             preds.append(k)
+        elif strength > 0:
+            phi = (seen[words] + smoothing) / (seen.sum() + smoothing * n_words)
+            preds.append(seat_hierarchical(words, phi, counts, tokens, mass, strength, alpha))
+            preds[-1] = next_new if preds[-1] < 0 else preds[-1]
+            next_new += int(preds[-1] == next_new)
         else:
             preds.append(seat(words, counts, tokens, mass, beta, alpha, n_words, next_new))
             next_new += int(preds[-1] == next_new)
         np.add.at(counts[k], words, 1.0)
+        np.add.at(seen, words, 1.0)
         tokens[k] += words.shape[0]
         mass[k] += 1
     return preds
+
+
+def seat_hierarchical(
+    words: np.ndarray,
+    phi: np.ndarray,
+    counts: np.ndarray,
+    tokens: np.ndarray,
+    mass: np.ndarray,
+    strength: float,
+    alpha: float,
+) -> int:
+    """MAP over the classes with mass under ``p(w|k) = (n_kw + b·φ_w)/(n_k + b)`` and a new
+    cluster under ``φ``; -1 for the new one."""
+    live = np.flatnonzero(mass > 0)
+    new = math.log(alpha) + float(np.log(phi).sum())
+    if not live.shape[0]:
+        return -1
+    p = (counts[np.ix_(live, words)] + strength * phi) / (tokens[live, None] + strength)
+    lp = np.log(mass[live]) + np.log(p).sum(axis=1)
+    j = int(np.argmax(lp))
+    return int(live[j]) if lp[j] > new else -1
 
 
 def seat(
@@ -177,6 +211,8 @@ def main() -> None:
     p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
     p.add_argument("--edcm-prior", type=float, default=0.001)
     p.add_argument("--edcm-prior-docs", type=float, default=5.0)
+    p.add_argument("--prior-strength", type=float, default=0.0, help="hierarchical prior's b")
+    p.add_argument("--prior-smoothing", type=float, default=0.5)
     a = p.parse_args()
     rows = load_texts(a.data)
     texts = [str(r["text"]) for r in rows]
@@ -197,10 +233,15 @@ def main() -> None:
         preds = (
             leave_one_out(texts, labels, a.beta)
             if a.leave_one_out
-            else ceiling(texts, labels, a.beta, a.alpha)
+            else ceiling(texts, labels, a.beta, a.alpha, None, a.prior_strength, a.prior_smoothing)
         )
         nmi = clustering_scores(labels, preds)["nmi"]
-        print(f"{a.data.name}: NMI of {what} {nmi:.4f} (β={a.beta})")
+        prior = (
+            f"hierarchical b={a.prior_strength}, smoothing {a.prior_smoothing}"
+            if a.prior_strength > 0
+            else f"β={a.beta}"
+        )
+        print(f"{a.data.name}: NMI of {what} {nmi:.4f} ({prior}, α={a.alpha})")
         return
     known, revealed = split_known(labels, a.known_fraction, a.known_seed)
     preds = (
