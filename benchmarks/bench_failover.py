@@ -26,8 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -40,26 +38,12 @@ from _common import DEFAULT_DATA, machine  # noqa: E402
 from harness import (  # noqa: E402
     TEST_SESSION_TIMEOUT_MS,
     KafkaBroker,
-    RedisClusterServers,
-    RedisSentinelGroup,
     RedisServer,
+    failover_topology,
     unique_name,
 )
 
 NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
-
-
-@contextmanager
-def topology(kind: str, ns: str) -> Iterator[tuple[str, RedisServer, RedisServer]]:
-    """(URL the daemon is given, the namespace's primary, the replica that takes over)."""
-    if kind == "cluster":
-        with RedisClusterServers(3, replicas=1, node_timeout_ms=2000) as cluster:
-            home = cluster.node_of(f"noveld:{{{ns}}}:meta")
-            entry = next(s for s in cluster.primaries if s is not home)
-            yield entry.url, home, cluster.replicas_of(home)[0]
-    else:
-        with RedisSentinelGroup(replicas=1, sentinels=3, down_after_ms=1000) as group:
-            yield group.url, group.primary, group.replicas[0]
 
 
 def committed(server: RedisServer, ns: str) -> int | None:
@@ -101,7 +85,8 @@ def one_run(
     topic, ns = unique_name("fo-in"), unique_name("fo")
     for t in (topic, f"{ns}.events", f"{ns}.dlq"):
         broker.create_topic(t)
-    with topology(kind, ns) as (url, home, replica):
+    with failover_topology(kind, ns) as setup:
+        url, home, replica = setup.url, setup.home, setup.replica
         proc = subprocess.Popen(
             [
                 *NOVELD, "run", "--kafka-bootstrap", broker.bootstrap, "--input-topic", topic,

@@ -37,7 +37,9 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -382,9 +384,6 @@ class RedisServer(_OwnedProcess, _Started):
             self._cleanup()
 
 
-# --------------------------------------------------------------------------------------- Kafka
-
-
 def start_replica(
     primary: RedisServer, timeout: float = 30.0, extra_args: Sequence[str] = ()
 ) -> RedisServer:
@@ -406,8 +405,8 @@ def start_replica(
 
 
 class SentinelServer(RedisServer):
-    """A Redis Sentinel (the same binary with ``--sentinel``) watching the primary on
-    ``primary_port`` as service ``service``; ``quorum`` sentinels must agree it is down."""
+    """A Redis Sentinel (the same binary with ``--sentinel``) watching ``primary`` as service
+    ``service``; ``quorum`` sentinels must agree it is down."""
 
     def __init__(
         self,
@@ -464,17 +463,6 @@ class RedisSentinelGroup(_Started):
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         return f"redis+sentinel://{hosts}/{self.SERVICE}/0"
-
-    def primary_port(self) -> int | None:
-        """The primary's port as the first sentinel that answers names it."""
-        for sentinel in self.sentinels:
-            try:
-                with sentinel.client(socket_timeout=2) as c:
-                    addr = c.sentinel_get_master_addr_by_name(self.SERVICE)
-                return int(addr[1])
-            except redis.RedisError:
-                continue
-        return None
 
     def start(self, timeout: float = 30.0) -> RedisSentinelGroup:
         """Start the primary and its replicas, then the sentinels; return once every sentinel
@@ -583,6 +571,37 @@ class RedisClusterServers(_Started):
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
+
+
+@dataclass
+class Failover:
+    """A Redis with failover: the URL a client is given, the primary that holds a namespace,
+    and the replica that takes over when it dies."""
+
+    url: str
+    home: RedisServer
+    replica: RedisServer
+
+
+@contextmanager
+def failover_topology(kind: str, namespace: str) -> Iterator[Failover]:
+    """``cluster``: three shards with a replica each (node timeout 2 s), the client given
+    another shard's address (a configuration endpoint). ``sentinel``: a primary, its replica and
+    three sentinels (down-after 1 s), the client given the sentinels (``redis+sentinel://``)."""
+    if kind == "cluster":
+        with RedisClusterServers(3, replicas=1, node_timeout_ms=2000) as cluster:
+            home = cluster.node_of(f"noveld:{{{namespace}}}:meta")
+            (replica,) = cluster.replicas_of(home)
+            entry = next(s for s in cluster.primaries if s is not home)
+            yield Failover(entry.url, home, replica)
+    elif kind == "sentinel":
+        with RedisSentinelGroup(replicas=1, sentinels=3, down_after_ms=1000) as group:
+            yield Failover(group.url, group.primary, group.replicas[0])
+    else:
+        raise ValueError(f"unknown failover topology {kind!r}")
+
+
+# --------------------------------------------------------------------------------------- Kafka
 
 
 def tansu_binary() -> str:

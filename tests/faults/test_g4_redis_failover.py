@@ -16,20 +16,11 @@ import json
 import signal
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 
 import pytest
 import redis
 from cli_runner import redis_state
-from harness import (
-    KafkaBroker,
-    RedisClusterServers,
-    RedisSentinelGroup,
-    RedisServer,
-    unique_name,
-)
+from harness import KafkaBroker, failover_topology, unique_name
 from kafka import KafkaProducer
 from kafka_daemon import committed_docs, consume_all, produce, start, stop, wait_until
 from redis.exceptions import RedisError
@@ -71,31 +62,6 @@ def trickle(bootstrap: str, topic: str, values: list[bytes], chunk: int = 7) -> 
     producer.close()
 
 
-@dataclass
-class Failover:
-    """Where the daemon is pointed, the namespace's primary and the replica that takes over."""
-
-    daemon_url: str
-    home: RedisServer
-    replica: RedisServer
-
-
-@contextmanager
-def failover_setup(kind: str, ns: str) -> Iterator[Failover]:
-    """``cluster``: three shards with a replica each, the daemon given another shard's
-    address (a configuration endpoint). ``sentinel``: a primary, its replica and three
-    sentinels, the daemon given the sentinels (``redis+sentinel://``)."""
-    if kind == "cluster":
-        with RedisClusterServers(3, replicas=1, node_timeout_ms=2000) as cluster:
-            home = cluster.node_of(f"noveld:{{{ns}}}:meta")
-            (replica,) = cluster.replicas_of(home)
-            entry = next(s for s in cluster.primaries if s is not home)
-            yield Failover(entry.url, home, replica)
-    else:
-        with RedisSentinelGroup(replicas=1, sentinels=3, down_after_ms=1000) as group:
-            yield Failover(group.url, group.primary, group.replicas[0])
-
-
 @pytest.mark.parametrize(
     ("kind", "cut"),
     [("cluster", "mid-stream"), ("cluster", "before-start"), ("sentinel", "mid-stream")],
@@ -112,8 +78,8 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
     docs = [json.dumps(d).encode() for d in generate(SynthConfig(n_docs=N, seed=11))]
     live = N // 3  # documents that arrive while the replica is cut off, a few at a time
     produce(kafka_broker.bootstrap, topic, docs[:live])
-    with failover_setup(kind, ns) as setup:
-        home, replica, url = setup.home, setup.replica, setup.daemon_url
+    with failover_topology(kind, ns) as setup:
+        home, replica, url = setup.home, setup.replica, setup.url
 
         def cut_off_replica() -> int:
             """Stop the replica and cut its link (what the primary already sent sits in the
