@@ -10,6 +10,7 @@ when the only evidence is word counts.
     python benchmarks/ceiling_perfect_history.py --likelihood edcm [--edcm-prior 0.001]
                                                  [--edcm-prior-docs 5]
     python benchmarks/ceiling_perfect_history.py --prior-strength 300 [--prior-smoothing 2]
+    python benchmarks/ceiling_perfect_history.py --lag 256   # decisions that may wait L documents
 
 With ``--known-fraction`` the same seating is scored as ``noveld evaluate --known-fraction``
 scores a model (the revealed documents sit in their class; ``known_f1`` and NMI on the others):
@@ -22,6 +23,9 @@ of ``--likelihood edcm`` (paper 002 eq. 2, the smoothed fixed point of
 distributions are drawn around the stream's word frequencies so far instead of a symmetric
 Dirichlet (a hierarchical prior, ``β_w = b·p̂(w)`` with ``p̂`` smoothed by
 ``--prior-smoothing`` pseudo-counts per word); a new cluster is then scored by ``p̂`` itself.
+With ``--lag L`` each document is seated against the true stories of every other document up to
+``L`` positions after it: the bound for a stream whose labels may wait ``L`` documents (a
+within-batch Gibbs sweep, or a fixed-lag re-seating, sees at most that much of the future).
 """
 
 from __future__ import annotations
@@ -87,6 +91,35 @@ def ceiling(
         np.add.at(seen, words, 1.0)
         tokens[k] += words.shape[0]
         mass[k] += 1
+    return preds
+
+
+def lagged_ceiling(
+    texts: list[str], labels: list[str], beta: float, alpha: float, lag: int
+) -> list[int]:
+    """:func:`ceiling` where document ``i`` also sees the true stories of documents
+    ``i+1 … i+lag`` (itself left out)."""
+    docs, truth, n_classes, n_words = featurized(texts, labels)
+    counts = np.zeros((n_classes, n_words))
+    tokens = np.zeros(n_classes)
+    mass = np.zeros(n_classes)
+
+    def add(j: int, sign: float) -> None:
+        k = int(truth[j])
+        np.add.at(counts[k], docs[j], sign)
+        tokens[k] += sign * docs[j].shape[0]
+        mass[k] += sign
+
+    preds: list[int] = []
+    next_new, added = n_classes, 0
+    for i, words in enumerate(docs):
+        while added < min(len(docs), i + lag + 1):
+            add(added, 1.0)
+            added += 1
+        add(i, -1.0)
+        preds.append(seat(words, counts, tokens, mass, beta, alpha, n_words, next_new))
+        next_new += int(preds[-1] == next_new)
+        add(i, 1.0)
     return preds
 
 
@@ -213,6 +246,7 @@ def main() -> None:
     p.add_argument("--edcm-prior-docs", type=float, default=5.0)
     p.add_argument("--prior-strength", type=float, default=0.0, help="hierarchical prior's b")
     p.add_argument("--prior-smoothing", type=float, default=0.5)
+    p.add_argument("--lag", type=int, default=0, help="documents a decision may wait")
     a = p.parse_args()
     rows = load_texts(a.data)
     texts = [str(r["text"]) for r in rows]
@@ -228,6 +262,13 @@ def main() -> None:
             f"{a.data.name}: NMI of {what}, EDCM {nmi:.4f} (b0={a.edcm_prior}, "
             f"c={a.edcm_prior_docs}, α={a.alpha})"
         )
+        return
+    if a.lag > 0:
+        if a.known_fraction is not None or a.leave_one_out or a.prior_strength > 0:
+            p.error("--lag measures the plain ceiling only")
+        preds = lagged_ceiling(texts, labels, a.beta, a.alpha, a.lag)
+        nmi = clustering_scores(labels, preds)["nmi"]
+        print(f"{a.data.name}: NMI of {what}, lag {a.lag} {nmi:.4f} (β={a.beta}, α={a.alpha})")
         return
     if a.known_fraction is None:
         preds = (
