@@ -14,12 +14,22 @@ from cli_runner import NOVELD
 from harness import TEST_SESSION_TIMEOUT_MS
 from kafka import KafkaConsumer, KafkaProducer
 
+STARTED: list[subprocess.Popen[str]] = []
+"""Every daemon a fault test started; ``conftest.reap_daemons`` kills those still running when
+the test ends, so a failed assertion never leaves a daemon behind."""
+
+
+def tracked(proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
+    """``proc``, recorded for :data:`STARTED`'s clean-up."""
+    STARTED.append(proc)
+    return proc
+
 
 def start(
     bootstrap: str, redis_url: str, ns: str, topic: str, *extra: str
 ) -> subprocess.Popen[str]:
     """The daemon on ``topic`` with group = namespace = ``ns`` and its own events/DLQ topics."""
-    return subprocess.Popen(
+    return tracked(subprocess.Popen(
         [
             *NOVELD, "run", "--kafka-bootstrap", bootstrap, "--input-topic", topic,
             "--events-topic", f"{ns}.events", "--dlq-topic", f"{ns}.dlq", "--group", ns,
@@ -30,7 +40,7 @@ def start(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"},
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def committed_docs(redis_url: str, ns: str) -> int:

@@ -67,7 +67,7 @@ def trickle(bootstrap: str, topic: str, values: list[bytes], chunk: int = 7) -> 
     [("cluster", "mid-stream"), ("cluster", "before-start"), ("sentinel", "mid-stream")],
 )
 def test_g4_failover_to_a_replica_without_the_last_commits(
-    kafka_broker: KafkaBroker, request: pytest.FixtureRequest, kind: str, cut: str
+    kafka_broker: KafkaBroker, kind: str, cut: str
 ) -> None:
     """``mid-stream``: the replica has the daemon's claim and first commits. ``before-start``:
     it has nothing of the namespace, not even the daemon's claim on the partition, so the
@@ -95,7 +95,6 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
                 kafka_broker.bootstrap, url, ns, topic, "--batch-size", "50",
                 "--emit-assignment-batches", *ACK,
             )  # fmt: skip
-            request.addfinalizer(proc.kill)  # a failed assertion must not leave it running
             wait_until(lambda: committed_docs(home.url, ns) >= live, 60, "the first documents")
             if cut == "mid-stream":
                 at_cut = cut_off_replica()

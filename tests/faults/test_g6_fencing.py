@@ -18,6 +18,7 @@ import redis
 from cli_runner import NOVELD
 from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port, unique_name
 from kafka import KafkaProducer
+from kafka_daemon import tracked
 
 from noveld.synth import SynthConfig, generate
 
@@ -37,35 +38,37 @@ def state(redis_url: str, ns: str) -> dict[str, object]:
 
 
 def replica(bootstrap: str, redis_url: str, ns: str, port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            *NOVELD,
-            "run",
-            "--kafka-bootstrap",
-            bootstrap,
-            "--input-topic",
-            f"{ns}.in",
-            "--events-topic",
-            f"{ns}.events",
-            "--dlq-topic",
-            f"{ns}.dlq",
-            "--group",
-            ns,
-            "--redis-url",
-            redis_url,
-            "--namespace",
-            ns,
-            "--batch-size",
-            "200",
-            "--session-timeout-ms",
-            str(TEST_SESSION_TIMEOUT_MS),
-            "--metrics-port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"},
+    return tracked(
+        subprocess.Popen(
+            [
+                *NOVELD,
+                "run",
+                "--kafka-bootstrap",
+                bootstrap,
+                "--input-topic",
+                f"{ns}.in",
+                "--events-topic",
+                f"{ns}.events",
+                "--dlq-topic",
+                f"{ns}.dlq",
+                "--group",
+                ns,
+                "--redis-url",
+                redis_url,
+                "--namespace",
+                ns,
+                "--batch-size",
+                "200",
+                "--session-timeout-ms",
+                str(TEST_SESSION_TIMEOUT_MS),
+                "--metrics-port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"},
+        )
     )
 
 
