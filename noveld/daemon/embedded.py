@@ -1,6 +1,7 @@
 """The embedded default: JSONL file or stdin in, in-process state with snapshots, events to stdout.
 
-Exit codes: 0 done (input exhausted or SIGINT/SIGTERM after a clean snapshot); 3 circuit breaker.
+Exit codes: 0 done (input exhausted or SIGINT/SIGTERM after a clean snapshot); 3 circuit breaker;
+4 state refused the commit; 5 Redis unreachable (see :func:`_redis_lost`).
 Configuration and state errors are raised as :class:`UserError` for the CLI to print.
 """
 
@@ -17,7 +18,7 @@ from typing import IO, Any
 from noveld.connectors.decode import Invalid
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
 from noveld.daemon.metrics import Metrics, MetricsServer
-from noveld.daemon.outage import is_outage
+from noveld.daemon.outage import is_outage, retry_until_back
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -179,18 +180,67 @@ def step_or_stop(
 
 
 def _redis_lost(
-    exc: BaseException, input_path: str, committed: int, progress_out: IO[str] | None
+    why: str, input_path: str, committed: int | None, progress_out: IO[str] | None
 ) -> int:
-    """A file or stdin run has no input to pause (Kafka mode rides the outage out): stop with
-    a clear message; the store holds every commit up to ``committed`` lines, and running again
-    with the same input resumes after them."""
+    """Stop a file or stdin run that cannot go on without Redis (stopped while waiting for it,
+    or stdin whose lost commits cannot be read again), saying where a new run resumes."""
     if progress_out is not None:
         where = "stdin" if input_path == "-" else input_path
+        kept = (
+            f"The first {committed} lines of {where} are committed"
+            if committed is not None
+            else f"Redis keeps {where} as of its last commit"
+        )
         progress_out.write(
-            f"noveld: error: Redis unreachable ({exc}); stopping. The first {committed} lines "
-            f"of {where} are committed; run again with the same input to resume after them.\n"
+            f"noveld: error: {why}; stopping. {kept}; run again with the same input to resume "
+            "after them.\n"
         )
     return EXIT_REDIS_UNREACHABLE
+
+
+def wait_for_redis(
+    exc: BaseException,
+    pipeline: Pipeline,
+    store: RedisStore,
+    metrics: Metrics | None,
+    stop: threading.Event,
+    progress_out: IO[str] | None,
+) -> bool:
+    """Redis went away under a file or stdin run (G4): go unready, retry with capped backoff
+    until it answers, then reload the state from it (claiming the input again if a failover
+    lost the claim). False if a signal stopped the wait first."""
+    if metrics is not None:
+        metrics.ready = False
+    if progress_out is not None:
+        progress_out.write(f"noveld: Redis unreachable ({exc}); pausing input, retrying\n")
+
+    def wait(seconds: float) -> None:
+        stop.wait(seconds)
+        if metrics is not None:
+            metrics.turn()
+
+    def reconnect() -> None:
+        store.ping()
+        store.restore_claims()
+        pipeline.reload()
+
+    back, _ = retry_until_back(reconnect, wait, stop)
+    if back and metrics is not None:
+        metrics.ready = True
+    return back
+
+
+def open_source(settings: Settings, input_path: str, start: int) -> JsonlSource | TimedSource:
+    """The input from line ``start`` on; stdin's reads close a batch after ``max_wait_ms``."""
+    try:
+        base = JsonlSource(
+            input_path, start_offset=start, max_line_bytes=settings.limits.max_doc_bytes
+        )
+    except OSError as exc:
+        raise UserError(f"cannot read input {input_path}: {exc}") from exc
+    if input_path == "-":
+        return TimedSource(base, settings.batch.max_wait_ms / 1000)
+    return base
 
 
 def run_file(
@@ -227,16 +277,7 @@ def run_file(
     key = partition_key(topic, 0)
     if isinstance(store, RedisStore):
         store.claim([key])  # fences any other process still committing this input
-    start = pipeline.next_offset(topic, 0)
-    try:
-        base = JsonlSource(
-            input_path, start_offset=start, max_line_bytes=settings.limits.max_doc_bytes
-        )
-        source: JsonlSource | TimedSource = (
-            TimedSource(base, settings.batch.max_wait_ms / 1000) if input_path == "-" else base
-        )
-    except OSError as exc:
-        raise UserError(f"cannot read input {input_path}: {exc}") from exc
+    source = open_source(settings, input_path, pipeline.next_offset(topic, 0))
     progress = Progress(progress_out, settings.progress_interval_s)
     progress.clusters = int(pipeline.state.stats.alive.sum())
     metrics, server = start_metrics(settings, pipeline)
@@ -246,8 +287,10 @@ def run_file(
     with graceful_stop() as stop:
         try:
             first = source.next_offset
+            held: list[Record] = []  # stdin's batch to step again: its commit did not land
             while not stop.is_set():
-                records = source.read_batch(settings.batch.max_docs)
+                records = held or source.read_batch(settings.batch.max_docs)
+                held = []
                 if metrics is not None:
                     metrics.turn()
                 try:
@@ -268,18 +311,46 @@ def run_file(
                         metrics,
                     )
                 except Exception as exc:
-                    if not is_outage(exc):
+                    if not (is_outage(exc) and isinstance(store, RedisStore)):
                         raise
-                    code = _redis_lost(
-                        exc, input_path, pipeline.next_offset(topic, 0), progress_out
-                    )
-                    break
+                    if not wait_for_redis(exc, pipeline, store, metrics, stop, progress_out):
+                        code = _redis_lost("stopped while Redis was unreachable", input_path,
+                                           None, progress_out)  # fmt: skip
+                        break
+                    stored = pipeline.next_offset(topic, 0)
+                    if input_path != "-":  # a file can be read again from wherever Redis is
+                        source.close()
+                        source = open_source(settings, input_path, stored)
+                    elif stored == first and records:
+                        held = records
+                    elif stored != source.next_offset:  # lines Redis lost are gone from stdin
+                        code = _redis_lost(
+                            f"Redis came back without the commits of lines {stored + 1} to "
+                            f"{first} of stdin (lost in the outage), which cannot be read again",
+                            input_path,
+                            stored,
+                            progress_out,
+                        )
+                        break
+                    first = stored
+                    if progress_out is not None:
+                        progress_out.write(
+                            f"noveld: Redis is back; state reloaded, input resumed after line "
+                            f"{stored}\n"
+                        )
+                    continue
                 if code != EXIT_OK:
                     break
                 first = nxt
         finally:
             if code != EXIT_REDIS_UNREACHABLE:  # else there is nothing to flush to
-                pipeline.flush()
+                try:
+                    pipeline.flush()
+                except Exception as exc:
+                    if not (is_outage(exc) and isinstance(store, RedisStore)):
+                        raise
+                    code = _redis_lost(f"Redis unreachable at the end ({exc})", input_path,
+                                       None, progress_out)  # fmt: skip
             dlq.flush()
             source.close()
             if server is not None:

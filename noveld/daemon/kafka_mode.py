@@ -19,7 +19,7 @@ from noveld.daemon.embedded import (
     step_or_stop,
 )
 from noveld.daemon.metrics import Metrics
-from noveld.daemon.outage import Backoff, is_outage
+from noveld.daemon.outage import is_outage, retry_until_back
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -46,22 +46,20 @@ def ride_out_outage(
     if progress_out is not None:
         progress_out.write(f"noveld: Redis unreachable ({exc}); pausing input, retrying\n")
     source.pause()
-    backoff = Backoff()
-    lost: list[str] = []
-    while not stop.is_set():
-        source.poll_idle(int(backoff.delay() * 1000))
+
+    def wait(seconds: float) -> None:
+        source.poll_idle(int(seconds * 1000))
         if metrics is not None:
             metrics.turn()
-        try:
-            store.ping()
-            lost = store.restore_claims()
-            pipeline.reload()
-            source.resync()
-        except Exception as again:
-            if not is_outage(again):
-                raise
-            continue
-        break
+
+    def reconnect() -> list[str]:
+        store.ping()
+        lost = store.restore_claims()
+        pipeline.reload()
+        source.resync()
+        return lost
+
+    _, lost = retry_until_back(reconnect, wait, stop)
     source.resume()
     if lost and progress_out is not None:
         progress_out.write(

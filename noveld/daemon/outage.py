@@ -1,11 +1,17 @@
 """Riding out a Redis outage (DESIGN §6, G4): recognise connection failures, back off with a
-cap, and decide when to try again. Pure policy; the Kafka loop applies it."""
+cap, and retry until Redis answers. Policy only; the Kafka and file loops say how to wait and
+what to do once it is back."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
+
+T = TypeVar("T")
 
 # What a Redis outage looks like from redis-py: refused/reset connections, timeouts, a server
 # still loading its AOF after a restart, or a replica that is read-only during a failover; on a
@@ -47,3 +53,21 @@ class Backoff:
     def reset(self) -> None:
         """After a success: start again from ``first``."""
         self._next = 0.0
+
+
+def retry_until_back(
+    attempt: Callable[[], T], wait: Callable[[float], None], stop: threading.Event
+) -> tuple[bool, T | None]:
+    """Call ``wait(backoff)`` then ``attempt()`` until an attempt raises no outage error;
+    ``(True, its result)``, or ``(False, None)`` once ``stop`` is set. Other errors propagate."""
+    backoff = Backoff()
+    while not stop.is_set():
+        wait(backoff.delay())
+        if stop.is_set():
+            break
+        try:
+            return True, attempt()
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+    return False, None

@@ -5,22 +5,23 @@ socket timeout (``--redis-socket-timeout``) can tell, and without it the daemon 
 long as TCP keeps the connection. Either way the daemon goes unready and pauses, does not crash
 or restart, and when Redis answers again it reloads the state and re-seeks to the stored
 offsets: every document counted exactly once, nothing lost — even the commits Redis lost from
-its last second of AOF are redone from Kafka."""
+its last second of AOF are redone from Kafka. A file or stdin run (no Kafka) waits for Redis the
+same way; stdin stops with exit 5 only if Redis came back without commits it cannot re-read."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from cli_runner import NOVELD, redis_state
 from harness import KafkaBroker, RedisServer, free_port, unique_name
-from kafka_daemon import committed_docs, produce, start, stop, wait_until
+from kafka_daemon import committed_docs, produce, start, stop, tracked, wait_until
 
 from noveld.synth import SynthConfig, generate
 
@@ -72,38 +73,120 @@ def test_g4_redis_lost_and_back_mid_stream(kafka_broker: KafkaBroker, loss: str)
     assert err.count("Redis unreachable") == 1  # one outage, reported once
 
 
-def test_g4_redis_killed_under_a_stdin_run_stops_cleanly_and_resumes() -> None:
-    """Without Kafka there is no input to pause: a ``noveld run --input -`` whose Redis dies
-    stops with exit 5 and says how far the input is committed (no traceback); piping the same
-    input again once Redis is back resumes after that line: every document counted once."""
+def stdin_run(url: str, ns: str) -> subprocess.Popen[str]:
+    """``noveld run --input -`` against ``url``, fed by the test through a pipe."""
+    return tracked(subprocess.Popen(
+        [*NOVELD, "run", "--input", "-", "--namespace", ns, "--batch-size", "50",
+         "--redis-url", url],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    ))  # fmt: skip
+
+
+def feed(proc: subprocess.Popen[str], lines: list[str], close: bool = False) -> None:
+    assert proc.stdin is not None
+    proc.stdin.writelines(lines)
+    proc.stdin.flush()
+    if close:
+        proc.stdin.close()
+
+
+def test_g4_redis_killed_under_a_stdin_run_is_waited_for() -> None:
+    """A ``noveld run --input -`` whose Redis dies waits for it (more input piling up in the
+    pipe), reloads the state and goes on: every document counted once. Whether the batch in
+    flight was committed or not, the stored offset says which (it is stepped again if not)."""
     lines = [json.dumps(d) + "\n" for d in generate(SynthConfig(n_docs=2000, seed=3))]
     ns = unique_name("g4-stdin")
-    run = [*NOVELD, "run", "--input", "-", "--namespace", ns, "--batch-size", "50"]
     with RedisServer(extra_args=["--appendfsync", "always"]) as server:
-        proc = subprocess.Popen(
-            [*run, "--redis-url", server.url],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert proc.stdin is not None and proc.stderr is not None
-        proc.stdin.writelines(lines[:1000])
-        proc.stdin.flush()
+        proc = stdin_run(server.url, ns)
+        feed(proc, lines[:1000])
         wait_until(lambda: committed_docs(server.url, ns) >= 1000, 60, "the first lines")
         server.kill(signal.SIGKILL)
-        # the run may stop before it reads these (an idle turn already found Redis gone)
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.writelines(lines[1000:])
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.close()
-        assert proc.wait(timeout=60) == 5
-        err = proc.stderr.read()
+        feed(proc, lines[1000:], close=True)
+        time.sleep(3)  # an outage of a few seconds: the run waits, it does not exit
+        assert proc.poll() is None, proc.communicate()[1]
         server.restart()
+        assert proc.wait(timeout=60) == 0, proc.communicate()[1]
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        info = redis_state(server.url, ns)
+    assert "Redis unreachable" in err and "Redis is back" in err and "Traceback" not in err, err
+    assert info["docs"] == 2000  # nothing lost, nothing counted twice
+    assert info["offsets"] == {"-:0": 2000}
+
+
+def test_g4_redis_back_without_the_commits_of_a_stdin_run_stops_and_resumes() -> None:
+    """Redis comes back *without* the run's commits (no persistence: it restarts empty). A file
+    could be read again from the start; stdin cannot, so the run stops with exit 5 and says from
+    where the input must come again. Piping it again resumes there: every document counted
+    once."""
+    lines = [json.dumps(d) + "\n" for d in generate(SynthConfig(n_docs=2000, seed=3))]
+    ns = unique_name("g4-stdin-lost")
+    with RedisServer(appendonly=False) as server:
+        proc = stdin_run(server.url, ns)
+        feed(proc, lines[:1000])
+        wait_until(lambda: committed_docs(server.url, ns) >= 1000, 60, "the first lines")
+        server.kill(signal.SIGKILL)
+        feed(proc, lines[1000:], close=True)  # the next commit finds Redis gone
+        time.sleep(1)
+        assert proc.poll() is None, proc.communicate()[1]  # waiting for Redis
+        server.restart()
+        assert proc.wait(timeout=60) == 5
+        assert proc.stderr is not None
+        err = proc.stderr.read()
         again = subprocess.run(
-            [*run, "--redis-url", server.url], input="".join(lines), capture_output=True,
-            text=True, timeout=120,
+            [*NOVELD, "run", "--input", "-", "--namespace", ns, "--batch-size", "50",
+             "--redis-url", server.url],
+            input="".join(lines), capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         info = redis_state(server.url, ns)
-    assert "Redis unreachable" in err and "Traceback" not in err, err
-    assert "The first 1000 lines of stdin are committed" in err
+    assert "Traceback" not in err, err
+    assert "Redis came back without the commits of lines 1 to 1000 of stdin" in err, err
+    assert "The first 0 lines of stdin are committed" in err, err
     assert again.returncode == 0, again.stderr
     assert info["docs"] == 2000
     assert info["offsets"] == {"-:0": 2000}
+
+
+@pytest.mark.parametrize("then", ["restart", "sigterm"])
+def test_g4_redis_killed_under_a_file_run(tmp_path: Path, then: str) -> None:
+    """A file run whose Redis dies (AOF everysec: the restarted server may lack its last
+    second of commits) waits for it, reloads and reads the file again from the stored offset:
+    every document counted once. SIGTERM while it waits stops it with exit 5 and where to
+    resume; a second run finishes the file."""
+    n = 40_000
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in generate(SynthConfig(n_docs=n, seed=5))))
+    ns = unique_name("g4-file")
+    run = [*NOVELD, "run", "--input", str(path), "--namespace", ns, "--batch-size", "20"]
+    with RedisServer(appendonly=True) as server:
+        proc = tracked(subprocess.Popen(
+            [*run, "--redis-url", server.url],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        ))  # fmt: skip
+        wait_until(lambda: committed_docs(server.url, ns) >= 2000, 60, "the first commits")
+        server.kill(signal.SIGKILL)
+        time.sleep(2)
+        assert proc.poll() is None, proc.communicate()[1]
+        if then == "restart":
+            server.restart()
+            assert proc.wait(timeout=120) == 0, proc.communicate()[1]
+        else:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 5
+            server.restart()
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        if then == "sigterm":
+            again = subprocess.run(
+                [*run, "--redis-url", server.url], capture_output=True, text=True, timeout=300
+            )
+            assert again.returncode == 0, again.stderr
+        info = redis_state(server.url, ns)
+    assert "Redis unreachable" in err and "Traceback" not in err, err
+    if then == "restart":
+        assert "Redis is back" in err, err
+    else:
+        assert "stopped while Redis was unreachable" in err, err
+        assert f"Redis keeps {path} as of its last commit" in err, err
+    assert info["docs"] == n  # nothing lost, nothing counted twice
+    assert info["offsets"] == {f"{path}:0": n}

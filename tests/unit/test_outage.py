@@ -1,10 +1,13 @@
-"""The Redis-outage policy: which errors mean "retry later", and the capped backoff."""
+"""The Redis-outage policy: which errors mean "retry later", the capped backoff, the retry loop."""
 
 from __future__ import annotations
 
+import threading
+
+import pytest
 import redis
 
-from noveld.daemon.outage import Backoff, is_outage
+from noveld.daemon.outage import Backoff, is_outage, retry_until_back
 
 
 def test_connection_failures_are_outages_and_bugs_are_not() -> None:
@@ -39,3 +42,35 @@ def test_default_backoff_asks_at_least_once_a_second() -> None:
     delays = [b.delay() for _ in range(20)]
     assert max(delays) <= 1.0
     assert delays[0] <= 0.1  # a blip (a reconnect) costs next to nothing
+
+
+def test_retry_until_back_waits_between_outage_errors_and_returns_the_result() -> None:
+    waits: list[float] = []
+    errors = [redis.exceptions.ConnectionError("refused"), redis.exceptions.TimeoutError("slow")]
+
+    def attempt() -> str:
+        if errors:
+            raise errors.pop(0)
+        return "back"
+
+    assert retry_until_back(attempt, waits.append, threading.Event()) == (True, "back")
+    assert waits == [0.1, 0.2, 0.4]  # a wait before each of the three attempts
+
+
+def test_retry_until_back_stops_on_the_signal_and_lets_bugs_through() -> None:
+    stop = threading.Event()
+
+    def refused() -> None:
+        raise redis.exceptions.ConnectionError("refused")
+
+    def stop_on_third(seconds: float) -> None:
+        if seconds >= 0.4:
+            stop.set()
+
+    assert retry_until_back(refused, stop_on_third, stop) == (False, None)
+
+    def bug() -> None:
+        raise ValueError("bug")
+
+    with pytest.raises(ValueError, match="bug"):
+        retry_until_back(bug, lambda s: None, threading.Event())
