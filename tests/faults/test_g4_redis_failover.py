@@ -80,6 +80,8 @@ def test_g4_failover_to_a_replica_without_the_last_commits(
     produce(kafka_broker.bootstrap, topic, docs[:live])
     with failover_topology(kind, ns) as setup:
         home, replica, url = setup.home, setup.replica, setup.url
+        if kind == "cluster":  # the probe below reads the replica while the cluster is down
+            replica.client().config_set("cluster-allow-reads-when-down", "yes")
 
         def cut_off_replica() -> int:
             """Stop the replica and cut its link (what the primary already sent sits in the
