@@ -71,6 +71,12 @@ def parse_rfc3339(value: str) -> float:
     return dt.timestamp() + leap + frac
 
 
+TS_MIN = -62_135_596_800.0
+"""Earliest event time an RFC 3339 timestamp can carry (0001-01-01T00:00:00Z), epoch seconds."""
+TS_MAX = 253_402_300_799.999
+"""Latest (9999-12-31T23:59:59.999Z); a ``ts`` beyond either cannot be formatted in events."""
+
+
 def format_rfc3339(epoch: float) -> str:
     """Format epoch seconds as an RFC 3339 UTC timestamp (millisecond precision, ``Z`` suffix)."""
     dt = datetime.fromtimestamp(epoch, tz=UTC)
@@ -95,7 +101,7 @@ class Document(BaseModel):
     embedding: list[FiniteFloat] | None = None
     label: str | None = None
     context: dict[str, str] = Field(default_factory=dict)
-    ts: FiniteFloat | None = None
+    ts: Annotated[float, Field(allow_inf_nan=False, ge=TS_MIN, le=TS_MAX)] | None = None
 
     @field_validator("ts", mode="before")
     @classmethod

@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from noveld.schema import MAX_ID_CHARS, Document, InvalidReason, parse_rfc3339, trusted
+from noveld.schema import (
+    MAX_ID_CHARS,
+    TS_MAX,
+    TS_MIN,
+    Document,
+    InvalidReason,
+    parse_rfc3339,
+    trusted,
+)
 
 _orjson_loads: Callable[[str], Any] | None
 try:  # optional fast path; stdlib json stays the reference behaviour
@@ -277,27 +285,33 @@ def _context(obj: dict[str, Any], name: str) -> dict[str, str]:
 
 
 def _ts(obj: dict[str, Any], name: str) -> float | None:
-    """Event time: epoch seconds (number) or an RFC 3339 string."""
+    """Event time: epoch seconds (number) or an RFC 3339 string, within years 1-9999 (events
+    carry it as an RFC 3339 time)."""
     value = obj.get(name)
     if value is None:
         return None
     if isinstance(value, str):
         try:
-            return parse_rfc3339(value)
+            f = parse_rfc3339(value)
         except (ValueError, OverflowError) as exc:
             raise _Reject(InvalidReason.BAD_FIELD, f"{name!r}: {str(exc)[:100]}") from None
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    elif isinstance(value, int | float) and not isinstance(value, bool):
         try:
             f = float(value)
         except OverflowError:
             f = math.inf
-        if math.isfinite(f):
-            return f
-        raise _Reject(InvalidReason.BAD_FIELD, f"{name!r} is not a finite number")
-    raise _Reject(
-        InvalidReason.BAD_FIELD,
-        f"{name!r} must be epoch seconds or an RFC 3339 string, got {_type_name(value)}",
-    )
+        if not math.isfinite(f):
+            raise _Reject(InvalidReason.BAD_FIELD, f"{name!r} is not a finite number")
+    else:
+        raise _Reject(
+            InvalidReason.BAD_FIELD,
+            f"{name!r} must be epoch seconds or an RFC 3339 string, got {_type_name(value)}",
+        )
+    if not TS_MIN <= f <= TS_MAX:
+        raise _Reject(
+            InvalidReason.BAD_FIELD, f"{name!r} is {f:g} epoch seconds, outside years 1-9999"
+        )
+    return f
 
 
 def _decode(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document:

@@ -36,6 +36,17 @@ class Record:
     position: SourcePosition
 
 
+def _unfinished(line: bytes) -> bool:
+    """Whether a file's last line, which has no newline, does not parse as JSON: likely a
+    record a writer has not finished appending, so it is left for the next run rather than
+    dead-lettered for good."""
+    try:
+        json.loads(line)
+    except ValueError:  # includes UnicodeDecodeError
+        return bool(line.strip())
+    return False
+
+
 class JsonlSource:
     """Reads records from a JSONL file or stdin ("-"), one per line, resuming at ``start_offset``.
 
@@ -43,7 +54,9 @@ class JsonlSource:
     no record. Line terminators (``\\n``, ``\\r\\n``) are stripped; the bytes are not decoded.
     With ``max_line_bytes`` set, a longer line is cut to ``max_line_bytes + 1`` bytes (so the
     decoder rejects it as oversize) and its rest is skipped without being held in memory.
-    Reading stdin blocks until a line or EOF arrives.
+    Reading stdin blocks until a line or EOF arrives. A file's last line without a newline that
+    is not JSON is not read (``held_tail``): a writer may be appending to the file, and the next
+    run reads the line once it is complete.
     """
 
     def __init__(
@@ -65,6 +78,7 @@ class JsonlSource:
         self._owns_stream = True  # for stdin, the duplicate: closing it leaves stdin open
         self._next = 0  # line number of the next line to read
         self.exhausted = False
+        self.held_tail = False  # a last line left unread: no newline and not JSON (yet)
         while self._next < start_offset and self._read_line() is not None:
             pass
 
@@ -77,18 +91,22 @@ class JsonlSource:
         """Next line without its terminator, or None at EOF (sets ``exhausted``)."""
         if self.exhausted:
             return None
+        cut = False
         if self._max_line is None:
             line = self._stream.readline()
         else:
             line = self._stream.readline(self._max_line + 2)  # room for "\r\n"
             if len(line) == self._max_line + 2 and not line.endswith(b"\n"):
-                line = line[: self._max_line + 1]
+                line, cut = line[: self._max_line + 1], True
                 while True:  # discard the rest of the over-long line
                     rest = self._stream.readline(1 << 16)
                     if not rest or rest.endswith(b"\n"):
                         break
         if not line:
             self.exhausted = True
+            return None
+        if not cut and not line.endswith(b"\n") and self.path != STDIN and _unfinished(line):
+            self.exhausted = self.held_tail = True  # a writer may still be appending to it
             return None
         self._next += 1
         if line.endswith(b"\n"):
@@ -174,6 +192,8 @@ class DlqFileSink:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise IsADirectoryError(f"DLQ path {self.path} is a directory (name a file in it)")
         target = self.path if self.path.exists() else self.path.parent
         if not os.access(target, os.W_OK):
             raise PermissionError(f"DLQ path {self.path} is not writable")

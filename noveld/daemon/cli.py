@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,9 +17,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from noveld import __version__
-from noveld.daemon.embedded import EXIT_USAGE, UserError, run_file
+from noveld.daemon.embedded import EXIT_IO, EXIT_USAGE, UserError, run_file
 from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
-from noveld.daemon.settings import Settings, load_settings
+from noveld.daemon.settings import Settings, load_settings, unknown_env_names
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
     ("--alpha", "alpha", float, "DP concentration α (per document of the batch when scaled)"),
@@ -55,8 +56,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "(streaming variational, natural-gradient steps) or hdp (two-level category/topic "
         "HDP with known labels and context)",
     )
-    for flag, _, typ, help_ in _MODEL_FLAGS:
-        g.add_argument(flag, type=typ, help=help_)
+    for flag, key, typ, help_ in _MODEL_FLAGS:
+        g.add_argument(flag, dest=key, type=typ, help=help_)
     det = g.add_mutually_exclusive_group()
     det.add_argument(
         "--deterministic",
@@ -355,6 +356,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``noveld`` console script."""
     parser = build_parser()
     ns = parser.parse_args(argv)
+    for name in unknown_env_names(os.environ):
+        sys.stderr.write(
+            f"noveld: warning: {name} names no setting and is ignored (nested settings take "
+            "two underscores, e.g. NOVELD_STATE__DIR; docs/configuration.md)\n"
+        )
     try:
         code: int = ns.func(ns)
         return code
@@ -368,7 +374,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"noveld: error: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
-        return 0
+        # the reader of stdout went away (``noveld generate | head``): nothing more to write
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no shutdown flush error
+        if ns.command != "run":
+            return 0
+        sys.stderr.write(
+            "noveld: error: stdout was closed by its reader; stopped. Events not written yet "
+            "stay in the saved state (--state-dir or --redis-url); the next run writes them "
+            "first.\n"
+        )
+        return EXIT_IO
+    except OSError as exc:  # an unwritable path, a full disk: the environment, not a bug
+        sys.stderr.write(f"noveld: error: {exc}\n")
+        return EXIT_IO
     except KeyboardInterrupt:
         return 130
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from noveld.daemon.embedded import UserError
 from noveld.daemon.settings import Settings
+from noveld.synth import SynthConfig
 
 _REPORT_ORDER = [
     "nmi",
@@ -31,6 +32,13 @@ _REPORT_ORDER = [
 ]
 
 
+DEMO_EMBEDDING_DIM = 16
+"""Embedding dimension of ``noveld demo --likelihood vmf`` unless ``--embedding-dim`` is given."""
+
+_COUNTS = {"births", "true_clusters"}
+"""Report keys that are counts although novelty scoring returns them as floats."""
+
+
 def _print_report(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         strict = {k: (None if isinstance(v, float) and v != v else v) for k, v in report.items()}
@@ -41,6 +49,8 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     )
     for k in keys:
         v = report[k]
+        if k in _COUNTS and isinstance(v, float) and v.is_integer():
+            v = int(v)
         print(f"{k:>22}  {v:.4f}" if isinstance(v, float) else f"{k:>22}  {v}")
 
 
@@ -53,6 +63,8 @@ def _cmd_evaluate(
     path = str(ns.input)
     if path != "-" and not Path(path).is_file():
         raise UserError(f"input file {path} does not exist")
+    if ns.window < 1:
+        raise UserError(f"--window must be at least 1, got {ns.window}")
     progress = None if ns.json else sys.stderr
     with tempfile.TemporaryDirectory() as tmp:
         settings = settings.model_copy(update={"dlq": Path(tmp) / "dlq.jsonl"})
@@ -71,13 +83,16 @@ def _cmd_evaluate(
         raise UserError(
             f"no document in {path} has a label field '{settings.fields.label}' to score against"
         )
+    if report.get("invalid_records"):
+        sys.stderr.write(
+            f"noveld evaluate: {report['invalid_records']:,} invalid records were skipped, not "
+            "scored (noveld run writes them to a DLQ with the reason)\n"
+        )
     _print_report(report, ns.json)
     return 0
 
 
 def _synth_config(ns: argparse.Namespace, embedding_dim: int | None = None) -> Any:
-    from noveld.synth import SynthConfig
-
     kw = {
         k: v
         for k, v in {
@@ -107,7 +122,12 @@ def _cmd_generate(ns: argparse.Namespace) -> int:
     if ns.out is None or str(ns.out) == "-":
         write_jsonl(cfg, sys.stdout)
     else:
-        write_jsonl(cfg, ns.out)
+        if ns.out.is_dir():
+            raise UserError(f"--out {ns.out} is a directory (name a file)")
+        try:
+            write_jsonl(cfg, ns.out)
+        except OSError as exc:
+            raise UserError(f"cannot write {ns.out}: {exc}") from exc
         sys.stderr.write(f"noveld: wrote {cfg.n_docs:,} documents to {ns.out}\n")
     return 0
 
@@ -116,12 +136,18 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
     from noveld.eval.report import run_and_record, score
     from noveld.synth import write_jsonl
 
+    if getattr(ns, "likelihood", None) == "vmf":  # embeddings the demo generates itself
+        ns.embedding_dim = ns.embedding_dim or DEMO_EMBEDDING_DIM
+        ns.embedding_cosine = ns.embedding_cosine or SynthConfig().embedding_cosine
+        ns.vmf_cosine = ns.vmf_cosine or ns.embedding_cosine  # the model told the truth
     settings = settings_of(ns)
     vmf = settings.model.likelihood == "vmf"
     if settings.model.likelihood == "edcm":  # show the EDCM on what it is for: bursty documents
         ns.burstiness = 5.0 if ns.burstiness is None else ns.burstiness
         ns.doc_len = 60.0 if ns.doc_len is None else ns.doc_len
     cfg = _synth_config(ns, settings.model.embedding_dim if vmf else None)
+    if cfg.n_docs < 1:
+        raise UserError(f"the demo needs at least one document (--docs {cfg.n_docs})")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.jsonl"
         write_jsonl(cfg, path)
@@ -165,13 +191,20 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
     return 0
 
 
-def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None) -> None:
+def _add_synth_args(p: argparse.ArgumentParser) -> None:
+    d = SynthConfig()
     g = p.add_argument_group("synthetic stream")
-    g.add_argument("--docs", type=int, default=docs_default, help="number of documents")
-    g.add_argument("--stories", type=int, help="number of stories")
-    g.add_argument("--vocab", type=int, help="vocabulary size")
-    g.add_argument("--doc-len", type=float, help="mean document length in tokens")
-    g.add_argument("--birth-rate", type=float, help="probability that a document opens a new story")
+    g.add_argument("--docs", type=int, help=f"number of documents (default {d.n_docs})")
+    g.add_argument("--stories", type=int, help=f"number of stories (default {d.n_stories})")
+    g.add_argument("--vocab", type=int, help=f"vocabulary size (default {d.vocab_size})")
+    g.add_argument(
+        "--doc-len", type=float, help=f"mean document length in tokens (default {d.doc_len_mean})"
+    )
+    g.add_argument(
+        "--birth-rate",
+        type=float,
+        help=f"probability that a document opens a new story (default {d.birth_rate})",
+    )
     g.add_argument(
         "--sources",
         type=int,
@@ -182,7 +215,8 @@ def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None)
         type=int,
         metavar="DIM",
         help="add an embedding of this dimension to each document (vMF around its story's "
-        "direction; the demo adds them itself with --likelihood vmf)",
+        f"direction; the demo adds {DEMO_EMBEDDING_DIM}-dimensional ones itself with "
+        "--likelihood vmf, and sets --vmf-cosine to --embedding-cosine)",
     )
     g.add_argument(
         "--embedding-cosine",
@@ -200,7 +234,7 @@ def _add_synth_args(p: argparse.ArgumentParser, docs_default: int | None = None)
         "--stream-seed",
         dest="stream_seed",
         type=int,
-        help="generator seed (the model seed is --seed)",
+        help=f"generator seed (default {d.seed}; the model seed is --seed)",
     )
 
 
@@ -216,7 +250,10 @@ def add_tool_commands(
         description="Run the same pipeline in stream order over a labelled JSONL file and print "
         "nmi, ari, homogeneity, completeness, v_measure, purity, clusters, docs, "
         "seconds, docs_per_second, novelty_precision, novelty_recall and "
-        "novelty_latency_docs.",
+        "novelty_latency_docs; also births and true_clusters (what novelty was scored on), "
+        "unlabelled_docs (not scored) and invalid_records (rejected as a run would dead-letter "
+        "them, not scored). With --known-fraction: known_f1, known_classes, revealed_docs and "
+        "scored_docs.",
     )
     ev.add_argument("input", help="labelled JSONL file (or - for stdin)")
     ev.add_argument("--json", action="store_true", help="JSON report on stdout")

@@ -1,7 +1,8 @@
 """The embedded default: JSONL file or stdin in, in-process state with snapshots, events to stdout.
 
-Exit codes: 0 done (input exhausted or SIGINT/SIGTERM after a clean snapshot); 3 circuit breaker;
-4 state refused the commit; 5 Redis unreachable (see :func:`_redis_lost`).
+Exit codes: 0 done (input exhausted or SIGINT/SIGTERM after a clean snapshot); 1 an I/O error
+(the CLI names it); 2 usage; 3 circuit breaker; 4 state refused the commit; 5 Redis unreachable
+(see :func:`_redis_lost`).
 Configuration and state errors are raised as :class:`UserError` for the CLI to print.
 """
 
@@ -29,6 +30,7 @@ from noveld.state.redis_store import RedisStore, connect
 from noveld.state.redis_url import redacted
 
 EXIT_OK = 0
+EXIT_IO = 1
 EXIT_USAGE = 2
 EXIT_CIRCUIT_OPEN = 3
 EXIT_STATE_DIVERGED = 4
@@ -107,9 +109,14 @@ def source_name(input_path: str) -> str:
 def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
     """RedisStore when ``redis.url`` is set, else the in-process store (+ snapshots)."""
     if settings.redis.url is None:
-        return MemoryStore(
+        store = MemoryStore(
             settings.state.dir if snapshot else None, settings.state.snapshot_interval_s
         )
+        try:
+            store.check_writable()
+        except OSError as exc:
+            raise UserError(f"cannot save state in {settings.state.dir}: {exc}") from exc
+        return store
     import redis
 
     url = settings.redis.url.get_secret_value()
@@ -277,7 +284,18 @@ def run_file(
     key = partition_key(topic, 0)
     if isinstance(store, RedisStore):
         store.claim([key])  # fences any other process still committing this input
-    source = open_source(settings, input_path, pipeline.next_offset(topic, 0))
+    resume_at = pipeline.next_offset(topic, 0)
+    source = open_source(settings, input_path, resume_at)
+    if resume_at and progress_out is not None:
+        where, note = (
+            ("stdin", "; a different stream on stdin needs its own namespace or state dir")
+            if input_path == "-"
+            else (input_path, "")
+        )
+        progress_out.write(
+            f"noveld: resuming {where} after line {resume_at:,} (the state holds lines 1 to "
+            f"{resume_at:,} already{note})\n"
+        )
     progress = Progress(progress_out, settings.progress_interval_s)
     progress.clusters = int(pipeline.state.stats.alive.sum())
     metrics, server = start_metrics(settings, pipeline)
@@ -342,6 +360,12 @@ def run_file(
                 if code != EXIT_OK:
                     break
                 first = nxt
+            progress.stopped = stop.is_set()
+            if getattr(source, "held_tail", False) and progress_out is not None:
+                progress_out.write(
+                    f"noveld: the last line of {input_path} has no newline and is not JSON (yet): "
+                    "left unread for the next run, in case a writer is still appending it\n"
+                )
         finally:
             if code != EXIT_REDIS_UNREACHABLE:  # else there is nothing to flush to
                 try:

@@ -280,6 +280,7 @@ class Pipeline:
         """(Re)build the live model, vocabulary and novelty tracker from the store — at start,
         and after the store refused a commit (the in-memory model then holds a batch the store
         does not)."""
+        self._uncommitted = False
         fingerprint = model_fingerprint(self.settings)
         loaded = self.store.load(fingerprint)
         self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
@@ -341,6 +342,7 @@ class Pipeline:
         """Process one batch end to end; raise CircuitOpen after committing if the breaker trips."""
         rep = BatchReport(records=len(records))
         t0 = time.perf_counter()
+        self._uncommitted = True  # from here the in-memory model may run ahead of the store
         docs, kept, consumed = self._decode(records, rep)
         tripped = consumed < len(records) or (
             self.consecutive_invalid >= self.settings.limits.max_consecutive_invalid
@@ -422,6 +424,7 @@ class Pipeline:
         if self.store.wants_batch_state:
             request = replace(request, novelty=self._novelty_json())
         outcome = self.store.commit(self.state, request)
+        self._uncommitted = False
         if len(self.state.vocab) > len(self.vocab):  # words other writers added
             self.vocab.extend(self.state.vocab[len(self.vocab) :])
         if outcome is not CommitOutcome.COMMITTED and self.store.wants_batch_state:
@@ -509,7 +512,13 @@ class Pipeline:
         return 0
 
     def flush(self) -> None:
-        """Make the committed state durable (snapshot)."""
+        """Make the committed state durable (snapshot). Not after a batch that stopped between
+        its model step and its commit (an unexpected error): the in-memory model then holds
+        part of a batch whose offsets were never recorded, and saving it would count those
+        documents again on resumption. The last snapshot stands; resuming redoes the batch."""
+        if self._uncommitted:
+            log.warning("not saving the state: a batch stopped before its commit")
+            return
         self._sync_state()
         self.store.flush(self.state)
 

@@ -32,6 +32,7 @@ class Progress:
         self.replayed = 0
         self.clusters = 0
         self.reasons: Counter[str] = Counter()
+        self.stopped = False  # by SIGINT/SIGTERM before the input ran out
 
     def update(self, rep: BatchReport) -> None:
         """Fold in one batch; print if due."""
@@ -64,7 +65,8 @@ class Progress:
 
     def summary(self, extra: str = "") -> str:
         """Multi-line end-of-run summary."""
-        lines = [f"noveld: done — {self.line()} in {self.elapsed:.1f}s"]
+        how = "stopped by signal" if self.stopped else "done"
+        lines = [f"noveld: {how} — {self.line()} in {self.elapsed:.1f}s"]
         if self.reasons:
             parts = ", ".join(f"{k}={v}" for k, v in sorted(self.reasons.items()))
             lines.append(f"noveld: invalid records by reason: {parts}")

@@ -6,6 +6,7 @@ Environment variables use the prefix ``NOVELD_`` and ``__`` between levels, e.g.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,7 +42,8 @@ COMPLETE = "complete"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # inf passes every bound a number can have (gt=0, ge=0) yet breaks the model: refused
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ModelSettings(_Section):
@@ -100,7 +102,7 @@ class ModelSettings(_Section):
     context_prior: float = Field(
         0.1, gt=0, description="hdp: Dirichlet prior η of a category's context values"
     )
-    seed: int = 0
+    seed: int = Field(0, ge=0, lt=2**63, description="random seed (non-negative)")
 
     @model_validator(mode="after")
     def _vmf_needs_dpmm_and_dimension(self) -> ModelSettings:
@@ -167,13 +169,13 @@ class LimitsSettings(_Section):
 class FieldSettings(_Section):
     """Names of the input document's fields (DESIGN §4)."""
 
-    id: str = "id"
-    text: str = "text"
-    tokens: str = "tokens"
-    embedding: str = "embedding"
-    label: str = "label"
-    context: str = "context"
-    ts: str = "ts"
+    id: str = Field("id", min_length=1)
+    text: str = Field("text", min_length=1)
+    tokens: str = Field("tokens", min_length=1)
+    embedding: str = Field("embedding", min_length=1)
+    label: str = Field("label", min_length=1)
+    context: str = Field("context", min_length=1)
+    ts: str = Field("ts", min_length=1)
 
 
 class TokenizerSettings(_Section):
@@ -188,6 +190,14 @@ class StateSettings(_Section):
 
     dir: Path | None = None
     snapshot_interval_s: float = Field(5.0, ge=0)
+
+    @field_validator("dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        """An empty value (``NOVELD_STATE__DIR=``) would mean the working directory."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty: name a directory, or leave it unset for no snapshots")
+        return value
 
 
 class KafkaSettings(_Section):
@@ -333,7 +343,7 @@ class Settings(BaseSettings):
     namespace: str = Field("default", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
     input: str | None = None
     dlq: Path | None = None
-    progress_interval_s: float = Field(2.0, gt=0)
+    progress_interval_s: float = Field(2.0, gt=0, allow_inf_nan=False)
     metrics_port: int | None = Field(None, ge=0, le=65535)
     model: ModelSettings = ModelSettings()
     batch: BatchSettings = BatchSettings()
@@ -353,6 +363,21 @@ class Settings(BaseSettings):
         if self.state.dir is not None:
             return self.state.dir / "dlq.jsonl"
         return Path("noveld-dlq.jsonl")
+
+
+def unknown_env_names(environ: Mapping[str, str]) -> list[str]:
+    """``NOVELD_…`` variables that name no setting (a typo such as ``NOVELD_STATE_DIR`` for
+    ``NOVELD_STATE__DIR`` is otherwise ignored without a word). Nested names are checked by
+    the settings themselves; ``NOVELD_TEST_…`` belong to the test harness."""
+    top = {name.upper() for name in Settings.model_fields}
+    unknown = []
+    for name in sorted(environ):
+        if not name.startswith("NOVELD_") or name.startswith("NOVELD_TEST_"):
+            continue
+        head = name[len("NOVELD_") :].split("__", 1)[0]
+        if head not in top:
+            unknown.append(name)
+    return unknown
 
 
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

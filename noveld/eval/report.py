@@ -30,6 +30,7 @@ class StreamRecorder:
     labels: list[str | None] = field(default_factory=list)
     clusters: list[int] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
+    invalid: int = 0  # records the pipeline dead-lettered (not scored)
 
     def __call__(
         self, docs: list[Document], positions: list[SourcePosition], assignments: np.ndarray
@@ -53,9 +54,10 @@ def run_and_record(
     if settings.model.likelihood == "edcm":
         warm_up_edcm()
     t0 = time.perf_counter()
-    code, _, _ = run_file(
+    code, progress, _ = run_file(
         settings, path, events_sink=sink, observer=rec, progress_out=progress_out, snapshot=False
     )
+    rec.invalid = progress.invalid
     return rec, sink.events, time.perf_counter() - t0, code
 
 
@@ -81,6 +83,7 @@ def score(
     out["clusters"] = len(set(preds))
     out["docs"] = len(rec.ids)
     out["unlabelled_docs"] = len(rec.ids) - len(keep)
+    out["invalid_records"] = rec.invalid
     out["seconds"] = round(seconds, 4)
     out["docs_per_second"] = round(len(rec.ids) / seconds, 1) if seconds > 0 else 0.0
     return out
@@ -181,6 +184,7 @@ def evaluate_known(
     out["known_classes"] = len(known)
     out["revealed_docs"] = len(revealed_ids)
     out["scored_docs"] = len(hidden)
+    out["invalid_records"] = rec.invalid
     out["clusters"] = len(set(preds))
     out["docs"] = len(rec.ids)
     out["seconds"] = round(seconds, 4)

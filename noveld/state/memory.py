@@ -71,6 +71,16 @@ class MemoryStore:
         self._outbox: list[dict[str, Any]] = []
         self.snapshots_written = 0
 
+    def check_writable(self) -> None:
+        """Raise ``OSError`` now, not at the first snapshot, if the state directory cannot take
+        one (created if missing; probed by writing a file, as permission bits can mislead)."""
+        if self.state_dir is None:
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        probe = self.state_dir / f".noveld-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+
     @property
     def snapshot_path(self) -> Path | None:
         """Where the snapshot lives (None: purely in memory)."""
@@ -190,6 +200,15 @@ def read_snapshot(path: Path) -> tuple[NamespaceState, list[dict[str, Any]]]:
     return state, outbox
 
 
+def _damage(exc: Exception) -> str:
+    """A short reason for an unreadable snapshot (numpy's own advice to load pickles unsafely
+    is no advice for a state file)."""
+    text = str(exc)
+    if "pickle" in text:
+        return "not an archive of plain arrays"
+    return f"{type(exc).__name__}: {text[:120]}" if text else type(exc).__name__
+
+
 def read_export(
     path: Path,
 ) -> tuple[NamespaceState, list[dict[str, Any]], dict[str, int]]:
@@ -198,8 +217,12 @@ def read_export(
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
             stats = {k[len("stats.") :]: z[k] for k in z.files if k.startswith("stats.")}
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+    except OSError as exc:
         raise ValueError(f"cannot read snapshot {path}: {exc}") from exc
+    except Exception as exc:  # a foreign or damaged file fails in numpy, zipfile, zlib or json
+        raise ValueError(
+            f"cannot read snapshot {path}: not a noveld snapshot, or a damaged one ({_damage(exc)})"
+        ) from exc
     if meta.get("format") != SNAPSHOT_FORMAT:
         raise ValueError(
             f"snapshot {path} has format {meta.get('format')}, this noveld reads {SNAPSHOT_FORMAT}"

@@ -297,6 +297,7 @@ def test_sigterm_finishes_batch_snapshots_and_exits_zero(big_stream: Path, tmp_p
     assert proc.returncode == 0, err
     assert time.monotonic() - t0 < 10
     assert "Traceback" not in err
+    assert "noveld: stopped by signal" in err  # the summary does not say "done"
     info = state_show(st)
     done = info["docs"]
     assert 0 < done < BIG
@@ -383,6 +384,56 @@ def test_stdin_input_and_field_names(tmp_path: Path) -> None:
     assert not (tmp_path / "dlq.jsonl").exists()
 
 
+def test_stdin_resume_says_where_it_resumes(tmp_path: Path) -> None:
+    """Stdin resumes by line number: a second, different stream on the same state dir skips
+    as many lines as the first committed, which the run must say rather than do silently."""
+    lines = "".join(
+        json.dumps({"id": f"n{i}", "text": "storm flood river rain"}) + "\n" for i in range(30)
+    )
+    st = str(tmp_path / "st")
+    assert noveld("run", "--input", "-", "--state-dir", st, input_text=lines[:400]).returncode == 0
+    again = noveld("run", "--input", "-", "--state-dir", st, input_text=lines)
+    assert again.returncode == 0, again.stderr
+    assert "resuming stdin after line" in again.stderr
+    assert "a different stream on stdin needs its own namespace or state dir" in again.stderr
+
+
+def test_closed_stdout_stops_the_run_with_a_message_and_keeps_the_events(tmp_path: Path) -> None:
+    """The reader of the events went away: exit 1 and say so (exit 0 would tell a supervisor
+    the input was done); the events not written are delivered by the next run."""
+    rows = [
+        json.dumps({"id": f"d{i}", "text": f"story{i // 40} word{i % 7} common"})
+        for i in range(4000)
+    ]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    st = tmp_path / "st"
+    proc = subprocess.Popen(
+        [*NOVELD, "run", "--input", str(path), "--state-dir", str(st), "--emit-assignments",
+         "--batch-size", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as `| head -1` does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1, err
+    assert "stdout was closed by its reader" in err and "Traceback" not in err
+    rest = noveld("run", "--input", str(path), "--state-dir", str(st), "--emit-assignments")
+    assert rest.returncode == 0, rest.stderr
+    assigned = {e["doc_id"] for e in events_of(rest.stdout) if e["type"] == "document.assigned"}
+    assert state_show(st)["docs"] == 4000
+    assert len(assigned) > 0  # the events the first run could not write come now
+
+
+def test_unwritable_state_dir_fails_at_start(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = noveld("run", "--input", "-", "--state-dir", str(blocker / "st"), input_text="")
+    assert out.returncode == 2
+    assert "cannot save state in" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_incompatible_state_is_refused(stream: Path, tmp_path: Path) -> None:
     st = tmp_path / "state"
     assert noveld("run", "--input", str(stream), "--state-dir", str(st), "--quiet").returncode == 0
@@ -430,6 +481,13 @@ def test_demo_runs_end_to_end() -> None:
     out = noveld("demo", "--docs", "3000", "--stories", "12")
     assert out.returncode == 0, out.stderr
     assert "cluster.born" in out.stdout and "NMI" in out.stdout
+
+
+def test_vmf_demo_brings_its_own_embeddings() -> None:
+    out = noveld("demo", "--docs", "2000", "--stories", "10", "--likelihood", "vmf")
+    assert out.returncode == 0, out.stderr
+    nmi = float(out.stdout.split("NMI ")[1].split()[0])
+    assert nmi > 0.8, out.stdout[-300:]  # every document alone scored 0.39 before
 
 
 def test_help_explains_commands() -> None:

@@ -131,6 +131,10 @@ def test_id_boundaries_and_integer_ids(parser: str) -> None:
         {"text": "x", "ts": "2024-02-30T00:00:00Z"},
         {"text": "x", "ts": True},
         {"text": "x", "ts": [1]},
+        {"text": "x", "ts": 1e15},  # finite, but no RFC 3339 time: events could not carry it
+        {"text": "x", "ts": 253402300800},
+        {"text": "x", "ts": -1e20},
+        {"text": "x", "ts": "0001-01-01T00:00:00+05:00"},  # before year 1 in UTC
     ],
 )
 def test_bad_field(parser: str, fields: dict[str, Any]) -> None:
@@ -348,3 +352,8 @@ def test_decoded_documents_pass_full_model_validation(obj: dict[str, object]) ->
     out = decode_record(json.dumps(obj).encode(), FieldNames(), DecodeLimits())
     if isinstance(out, Document):
         assert Document.model_validate(out.model_dump()) == out
+
+
+def test_ts_at_the_ends_of_the_rfc3339_range_is_kept(parser: str) -> None:
+    assert _doc({"id": "a", "text": "x", "ts": -62135596800}).ts == -62135596800.0
+    assert _doc({"id": "a", "text": "x", "ts": "9999-12-31T23:59:59Z"}).ts == 253402300799.0

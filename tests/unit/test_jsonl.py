@@ -107,6 +107,30 @@ def test_max_line_bytes_cuts_long_lines(tmp_path: Path) -> None:
     assert isinstance(out, Invalid) and out.reason == InvalidReason.OVERSIZE
 
 
+def test_unfinished_last_line_of_a_file_is_left_for_the_next_run(tmp_path: Path) -> None:
+    """A writer appending to the file may not have finished its last line: without a newline
+    and not JSON, it is not read (not dead-lettered for good); once completed, a run resuming
+    at the same offset reads it."""
+    path = tmp_path / "growing.jsonl"
+    path.write_bytes(b'{"id":"a"}\n{"id":"b","te')
+    with JsonlSource(str(path)) as src:
+        assert [r.raw for r in src] == [b'{"id":"a"}']
+        assert src.held_tail and src.exhausted and src.next_offset == 1
+    with open(path, "ab") as fh:
+        fh.write(b'xt":"x"}\n')
+    with JsonlSource(str(path), start_offset=1) as src:
+        assert [r.raw for r in src] == [b'{"id":"b","text":"x"}']
+        assert not src.held_tail
+
+
+def test_complete_last_line_without_newline_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"id":"a"}\n{"id":"b"}')  # many writers omit the final newline
+    with JsonlSource(str(path)) as src:
+        assert [r.raw for r in src] == [b'{"id":"a"}', b'{"id":"b"}']
+        assert not src.held_tail and src.next_offset == 2
+
+
 def test_raw_bytes_are_not_decoded(tmp_path: Path) -> None:
     path = tmp_path / "bin.jsonl"
     path.write_bytes(b"\xff\xfe garbage\n")
@@ -250,6 +274,8 @@ def test_unwritable_dlq_path_fails_at_construction(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(OSError):
         DlqFileSink(blocker / "dlq.jsonl")
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        DlqFileSink(tmp_path)  # fails now, not at the first invalid record
 
 
 def test_source_decode_dlq_end_to_end(tmp_path: Path) -> None:

@@ -1,0 +1,136 @@
+"""Settings reach the model as given, and values the model cannot use stop the start (exit 2)
+with the reason, never silently and never with a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from noveld.daemon.cli import _MODEL_FLAGS, _overrides, build_parser, main
+from noveld.daemon.settings import load_settings, unknown_env_names
+
+# a valid value for every model flag, other than its default
+SAMPLES: dict[str, str] = {
+    "alpha": "0.07",
+    "beta": "0.02",
+    "alpha_scaling": "none",
+    "discount": "0.25",
+    "rejuvenation_sweeps": "3",
+    "half_life_docs": "500",
+    "retire_min_mass": "0.1",
+    "max_active_clusters": "77",
+    "seed": "9",
+    "topics": "300",
+    "zeta": "0.001",
+    "gamma": "4",
+    "table_alpha": "2",
+    "context_prior": "0.3",
+    "likelihood": "edcm",
+    "edcm_prior": "0.002",
+    "edcm_prior_docs": "3",
+    "embedding_dim": "12",
+    "vmf_cosine": "0.6",
+}
+
+
+@pytest.mark.parametrize(("flag", "key", "typ"), [(f, k, t) for f, k, t, _ in _MODEL_FLAGS])
+def test_every_model_flag_reaches_the_settings(flag: str, key: str, typ: type) -> None:
+    """``--half-life`` was parsed under another name and silently dropped: every flag is
+    checked here."""
+    ns = build_parser().parse_args(["run", flag, SAMPLES[key]])
+    assert _overrides(ns)["model"][key] == typ(SAMPLES[key])
+    settings = load_settings(None, {"model": {**_overrides(ns)["model"], "embedding_dim": 12}})
+    assert getattr(settings.model, key) == typ(SAMPLES[key])
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"alpha": float("inf")},
+        {"beta": float("inf")},
+        {"half_life_docs": float("inf")},
+        {"half_life_docs": -5.0},
+        {"half_life_docs": float("nan")},
+        {"retire_min_mass": float("inf")},
+        {"zeta": float("inf")},
+        {"seed": -1},
+    ],
+)
+def test_values_the_model_cannot_use_are_refused(model: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        load_settings(None, {"model": model})
+
+
+@pytest.mark.parametrize("field", ["id", "text", "label", "ts"])
+def test_empty_field_names_are_refused(field: str) -> None:
+    with pytest.raises(ValidationError, match="at least 1 character"):
+        load_settings(None, {"fields": {field: ""}})
+
+
+def test_empty_state_dir_is_refused_not_taken_for_the_working_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NOVELD_STATE__DIR", "")
+    with pytest.raises(ValidationError, match="is empty"):
+        load_settings()
+
+
+def test_unknown_environment_names_are_found() -> None:
+    env = {
+        "NOVELD_STATE_DIR": "/x",  # one underscore: a typo of NOVELD_STATE__DIR
+        "NOVELD_FOO": "1",
+        "NOVELD_STATE__DIR": "/x",
+        "NOVELD_NAMESPACE": "n",
+        "NOVELD_TEST_REDIS": "redis://h",  # the test harness's own
+        "PATH": "/bin",
+    }
+    assert unknown_env_names(env) == ["NOVELD_FOO", "NOVELD_STATE_DIR"]
+
+
+def test_cli_warns_about_unknown_environment_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NOVELD_STATE_DIR", "/x")
+    assert main(["config", "show"]) == 0
+    err = capsys.readouterr().err
+    assert "NOVELD_STATE_DIR" in err and "ignored" in err
+
+
+def test_cli_refuses_bad_values_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (
+        ["config", "show", "--seed", "-1"],
+        ["config", "show", "--half-life", "inf"],
+        ["config", "show", "--alpha", "inf"],
+        ["config", "show", "--id-field", ""],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "invalid configuration" in err and "Traceback" not in err
+
+
+def test_cli_tools_refuse_bad_arguments_before_working(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"id": "a", "text": "x y", "label": "1"}\n')
+    assert main(["evaluate", str(data), "--window", "0"]) == 2
+    assert "--window must be at least 1" in capsys.readouterr().err
+    assert main(["generate", "--docs", "5", "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main(["demo", "--docs", "0"]) == 2
+    assert "at least one document" in capsys.readouterr().err
+
+
+def test_evaluate_reports_the_invalid_records_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "in.jsonl"
+    lines = [f'{{"id": "{i}", "text": "w{i % 3} x", "label": "{i % 3}"}}' for i in range(30)]
+    data.write_text("\n".join([*lines, "garbage", '{"id": "no-text"}']) + "\n")
+    assert main(["evaluate", str(data), "--json"]) == 0
+    out = capsys.readouterr()
+    assert '"invalid_records": 2' in out.out and '"docs": 30' in out.out
+    assert "2 invalid records were skipped" in out.err
