@@ -8,6 +8,7 @@ Configuration and state errors are raised as :class:`UserError` for the CLI to p
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -237,6 +238,23 @@ def wait_for_redis(
     return back
 
 
+def same_file_as(input_path: str, offsets: dict[str, int]) -> tuple[str, int] | None:
+    """Another spelling of ``input_path`` (``./news.jsonl`` for ``news.jsonl``) with committed
+    lines in ``offsets``, and how many; None if there is none (or the input is stdin)."""
+    if input_path == "-":
+        return None
+    for key, committed in sorted(offsets.items()):
+        path, _, partition = key.rpartition(":")
+        if path in ("", "-", input_path) or partition != "0" or committed <= 0:
+            continue
+        try:
+            if os.path.samefile(path, input_path):
+                return path, committed
+        except OSError:  # not a file here (a Kafka topic, a file since removed)
+            continue
+    return None
+
+
 def open_source(settings: Settings, input_path: str, start: int) -> JsonlSource | TimedSource:
     """The input from line ``start`` on; stdin's reads close a batch after ``max_wait_ms``."""
     try:
@@ -282,6 +300,14 @@ def run_file(
         raise UserError(str(exc)) from exc
     topic = source_name(input_path)
     key = partition_key(topic, 0)
+    other = same_file_as(input_path, pipeline.state.offsets)
+    if other is not None and key not in pipeline.state.offsets:
+        raise UserError(
+            f"{input_path} is the same file as {other[0]}, which this state has committed up "
+            f"to line {other[1]:,}: run with --input {other[0]} to resume it (resumption is "
+            "keyed by the path as given), or use another state dir or namespace to read it "
+            "again from the start"
+        )
     if isinstance(store, RedisStore):
         store.claim([key])  # fences any other process still committing this input
     resume_at = pipeline.next_offset(topic, 0)

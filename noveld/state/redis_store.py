@@ -537,7 +537,8 @@ class RedisStore:
 
     def flush(self, state: NamespaceState) -> None:
         """Commits are durable per the server's AOF policy; wait for the local fsync."""
-        # a server without AOF or WAITAOF (Redis < 7.2) has nothing more to wait for
+        # a server without AOF or WAITAOF (Redis < 7.2) has nothing more to wait for; the 1 s
+        # bound is why RedisSettings requires socket_timeout_s ≥ 2 s (_timeout_outlasts_waits)
         with contextlib.suppress(redis.ResponseError):
             self._on_home_node("WAITAOF", 1, 0, 1000)
 

@@ -6,7 +6,6 @@ is refused, it reloads the shared state and carries on. Nothing is lost or count
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import threading
@@ -15,61 +14,20 @@ import urllib.request
 
 import pytest
 import redis
-from cli_runner import NOVELD
+from cli_runner import redis_state
 from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port, unique_name
 from kafka import KafkaProducer
-from kafka_daemon import tracked
+from kafka_daemon import start, wait_until
 
 from noveld.synth import SynthConfig, generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]
 
 
-def state(redis_url: str, ns: str) -> dict[str, object]:
-    out = subprocess.run(
-        [*NOVELD, "state", "show", "--redis-url", redis_url, "--namespace", ns, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    info: dict[str, object] = json.loads(out.stdout)
-    return info
-
-
 def replica(bootstrap: str, redis_url: str, ns: str, port: int) -> subprocess.Popen[str]:
-    return tracked(
-        subprocess.Popen(
-            [
-                *NOVELD,
-                "run",
-                "--kafka-bootstrap",
-                bootstrap,
-                "--input-topic",
-                f"{ns}.in",
-                "--events-topic",
-                f"{ns}.events",
-                "--dlq-topic",
-                f"{ns}.dlq",
-                "--group",
-                ns,
-                "--redis-url",
-                redis_url,
-                "--namespace",
-                ns,
-                "--batch-size",
-                "200",
-                "--session-timeout-ms",
-                str(TEST_SESSION_TIMEOUT_MS),
-                "--metrics-port",
-                str(port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"},
-        )
-    )
+    """One replica of the group: the fault tests' daemon on ``{ns}.in``, with metrics."""
+    return start(bootstrap, redis_url, ns, f"{ns}.in", "--batch-size", "200",
+                 "--metrics-port", str(port))  # fmt: skip
 
 
 def fenced_total(port: int) -> float:
@@ -88,15 +46,6 @@ def offsets(redis_url: str, ns: str) -> dict[str, int]:
 
 def committed_docs(redis_url: str, ns: str) -> int:
     return int(redis.Redis.from_url(redis_url).hget(f"noveld:{{{ns}}}:counters", "docs") or 0)
-
-
-def wait_until(cond: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
@@ -173,7 +122,7 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
         errs.append(err)
         assert p.returncode == 0, err
         assert "Traceback" not in err
-    final = state(redis_url, ns)
+    final = redis_state(redis_url, ns)
     assert final["docs"] == sent  # nothing lost, nothing counted twice
     assert sum(offsets(redis_url, ns).values()) == sent
     if fenced:  # A's stale batch was refused: it said so and reloaded

@@ -398,6 +398,19 @@ def test_stdin_resume_says_where_it_resumes(tmp_path: Path) -> None:
     assert "a different stream on stdin needs its own namespace or state dir" in again.stderr
 
 
+def test_another_spelling_of_a_read_file_is_refused_not_counted_twice(
+    stream: Path, tmp_path: Path
+) -> None:
+    st = str(tmp_path / "st")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(stream)
+    assert noveld("run", "--input", str(stream), "--state-dir", st, "-q").returncode == 0
+    again = noveld("run", "--input", str(link), "--state-dir", st, "-q")
+    assert again.returncode == 2
+    assert f"is the same file as {stream}" in again.stderr and "Traceback" not in again.stderr
+    assert state_show(tmp_path / "st")["docs"] == 6000  # not 12,000
+
+
 def test_closed_stdout_stops_the_run_with_a_message_and_keeps_the_events(tmp_path: Path) -> None:
     """The reader of the events went away: exit 1 and say so (exit 0 would tell a supervisor
     the input was done); the events not written are delivered by the next run."""
