@@ -267,13 +267,25 @@ class KafkaEvents:
         self.producer.close()
 
 
+DLQ_VALUE_CAP = 900_000
+"""Largest dead-letter value sent: under the 1 MiB default request and message limits of
+kafka-python and the brokers, with room for the headers. A longer record (an oversize one) is
+sent cut, with a ``truncated_from`` header giving its length; otherwise the producer refuses it
+and the daemon could never get past it."""
+
+
 class KafkaDeadLetters:
     """Dead-letter sink: the raw bytes with ``error``/``source_*`` headers on the DLQ topic."""
 
     def __init__(
-        self, bootstrap: str, topic: str, client_options: Mapping[str, Any] | None = None
+        self,
+        bootstrap: str,
+        topic: str,
+        client_options: Mapping[str, Any] | None = None,
+        max_value_bytes: int = DLQ_VALUE_CAP,
     ) -> None:
         self.topic = topic
+        self.max_value_bytes = min(max_value_bytes, DLQ_VALUE_CAP)
         self.producer = KafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
@@ -293,7 +305,11 @@ class KafkaDeadLetters:
             ("source_partition", str(pos.partition).encode()),
             ("source_offset", str(pos.offset).encode()),
         ]
-        self.producer.send(self.topic, value=record.raw, headers=headers)
+        value = record.raw
+        if len(value) > self.max_value_bytes:  # an oversize record must not be too big to park
+            headers.append(("truncated_from", str(len(value)).encode()))
+            value = value[: self.max_value_bytes]
+        self.producer.send(self.topic, value=value, headers=headers)
         self.count += 1
 
     def flush(self) -> None:

@@ -3,6 +3,7 @@ Kafka topics (DESIGN §3). Same Pipeline as the embedded default; only the I/O d
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from typing import IO
@@ -25,6 +26,17 @@ from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.state.base import FingerprintMismatch
 from noveld.state.redis_store import RedisStore
+
+log = logging.getLogger("noveld.kafka_mode")
+
+
+def refresh_lag(metrics: Metrics, source: KafkaSource) -> None:
+    """Export the consumer lag now (the end offsets are re-read at most every few seconds);
+    a broker that does not answer leaves the last values."""
+    try:
+        metrics.set_lag(source.lag())
+    except Exception as exc:  # kafka-python's errors: the lag is advisory
+        log.debug("consumer lag not refreshed: %s", exc)
 
 
 def ride_out_outage(
@@ -51,6 +63,7 @@ def ride_out_outage(
         source.poll_idle(int(seconds * 1000))
         if metrics is not None:
             metrics.turn()
+            refresh_lag(metrics, source)  # the backlog grows while Redis is away: show it
 
     def reconnect() -> list[str]:
         store.ping()
@@ -93,7 +106,9 @@ def run_kafka(
     client = k.client_options()
     try:
         events = KafkaEvents(bootstrap, k.events_topic, client)
-        dead = KafkaDeadLetters(bootstrap, k.dlq_topic, client)
+        dead = KafkaDeadLetters(
+            bootstrap, k.dlq_topic, client, max_value_bytes=settings.limits.max_doc_bytes + 1
+        )
     except Exception as exc:  # kafka-python raises NoBrokersAvailable and friends
         raise UserError(kafka_unreachable(bootstrap, k.security_protocol, exc)) from exc
     try:
@@ -132,6 +147,7 @@ def run_kafka(
                         continue
                     if metrics is not None:
                         metrics.set_outbox(pending, pipeline.held_for_replicas)
+                        refresh_lag(metrics, source)  # idle or stuck: the backlog still shows
                     continue
                 first, nxt = source.offsets_of(records)
                 try:
@@ -180,6 +196,7 @@ def run_kafka(
                 source.advance(nxt)
                 if metrics is not None:
                     metrics.set_lag(source.lag())
+            progress.stopped = stop.is_set()
         finally:
             try:
                 pipeline.flush()

@@ -7,6 +7,7 @@ cluster or document id.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from noveld import __version__
 from noveld.daemon.pipeline import BatchReport
+from noveld.schema import InvalidReason
 
 STAGES = ("decode", "featurize", "model", "commit", "publish")
 
@@ -65,7 +67,12 @@ class Metrics:
             ["topic", "partition"],
             registry=r,
         )
+        self._lag_keys: set[str] = set()
         self.dlq = Counter("noveld_dlq_messages", "Dead letters by reason", ["reason"], registry=r)
+        for (
+            reason
+        ) in InvalidReason:  # every series from the start: dashboards show 0, not "No data"
+            self.dlq.labels(reason=str(reason))
         self.replayed = Counter(
             "noveld_replayed_batches", "Batches recognised as replays", registry=r
         )
@@ -127,10 +134,17 @@ class Metrics:
         self.held.set(1 if held_for_replicas else 0)
 
     def set_lag(self, lag: dict[str, int]) -> None:
-        """Consumer lag per ``topic:partition``."""
+        """Consumer lag per ``topic:partition`` of the partitions this replica owns; the series
+        of partitions it no longer owns are removed (another replica reports them now, and a
+        stale copy would be summed twice by the lag alert)."""
+        for key in self._lag_keys - lag.keys():
+            topic, part = key.rsplit(":", 1)
+            with contextlib.suppress(KeyError):
+                self.lag.remove(topic, part)
         for key, n in lag.items():
             topic, part = key.rsplit(":", 1)
             self.lag.labels(topic=topic, partition=part).set(n)
+        self._lag_keys = set(lag)
 
     def healthy(self, max_idle_s: float = 60.0) -> bool:
         """The loop turned within ``max_idle_s``."""

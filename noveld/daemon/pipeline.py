@@ -109,8 +109,10 @@ def _empty_detail(doc: Document, embeddings: bool) -> str:
 
 
 def event_time(pos: SourcePosition, doc: Document) -> str | None:
-    """An event's time for a record: the source's, else the document's own ``ts``."""
-    if pos.ts is None and doc.ts is not None:
+    """An event's time for a record: the document's own ``ts`` (docs/events.md), else the
+    source's (a Kafka record's timestamp): an archive replayed into Kafka keeps its event
+    times instead of taking the replay's."""
+    if doc.ts is not None:
         return format_rfc3339(doc.ts)
     return pos.ts
 

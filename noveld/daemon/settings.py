@@ -6,6 +6,7 @@ Environment variables use the prefix ``NOVELD_`` and ``__`` between levels, e.g.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -200,6 +201,9 @@ class StateSettings(_Section):
         return value
 
 
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
 class KafkaSettings(_Section):
     """Kafka input and output topics (production mode)."""
 
@@ -219,6 +223,18 @@ class KafkaSettings(_Section):
     ssl_certfile: Path | None = Field(None, description="client certificate (PEM), for mTLS")
     ssl_keyfile: Path | None = Field(None, description="client key (PEM), for mTLS")
     ssl_check_hostname: bool = True
+
+    @field_validator("input_topic", "events_topic", "dlq_topic")
+    @classmethod
+    def _legal_topic_name(cls, value: str | None) -> str | None:
+        """Kafka's own rule for topic names, checked at start-up: an illegal events topic was
+        found only when the first event was sent, after its commit, so every restart failed
+        again on the event waiting in the outbox."""
+        if value is not None and (not _TOPIC_NAME.fullmatch(value) or value in (".", "..")):
+            raise ValueError(
+                f"{value!r} is not a legal Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _security_is_consistent(self, info: ValidationInfo) -> KafkaSettings:

@@ -36,6 +36,16 @@ def ready(port: int) -> bool:
         return False
 
 
+def lag(port: int) -> float:
+    """Sum of ``noveld_consumer_lag_messages`` as the daemon exports it."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3).read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("noveld_consumer_lag_messages{")
+    )
+
+
 def healthy(port: int) -> bool:
     return urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=3).status == 200
 
@@ -51,11 +61,14 @@ def test_g4_redis_lost_and_back_mid_stream(kafka_broker: KafkaBroker, loss: str)
     with RedisServer(appendonly=True) as server:
         proc = start(kafka_broker.bootstrap, server.url, ns, topic, "--batch-size", "50",
                      "--metrics-port", str(port), "--redis-socket-timeout", "2")  # fmt: skip
-        wait_until(lambda: committed_docs(server.url, ns) >= N // 4, 60, "first commits")
+        # all the first half: its lag is 0 before the outage, so only a refresh shows more
+        wait_until(lambda: committed_docs(server.url, ns) >= N // 2, 60, "the first half")
         wait_until(lambda: ready(port), 30, "ready")
         server.kill(signal.SIGKILL if loss == "killed" else signal.SIGSTOP)
         produce(kafka_broker.bootstrap, topic, docs[N // 2 :])  # input keeps arriving
         wait_until(lambda: not ready(port), 30, "unready during the outage")
+        # the backlog shows while commits cannot: the stall and lag alerts need it
+        wait_until(lambda: lag(port) > 0, 30, "the consumer lag metric to show the backlog")
         time.sleep(3)  # an outage of a few seconds: retries with backoff, no exit
         assert proc.poll() is None, proc.communicate()[1]
         assert healthy(port) and not ready(port)

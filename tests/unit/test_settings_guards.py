@@ -134,3 +134,13 @@ def test_evaluate_reports_the_invalid_records_it_skipped(
     out = capsys.readouterr()
     assert '"invalid_records": 2' in out.out and '"docs": 30' in out.out
     assert "2 invalid records were skipped" in out.err
+
+
+def test_illegal_kafka_topic_names_are_refused_at_start() -> None:
+    """An illegal events topic used to fail at the first event, after its commit: every restart
+    then failed again on the event waiting in the outbox."""
+    for name in ("bad/topic", "", "x" * 250, ".."):
+        with pytest.raises(ValidationError, match="legal Kafka topic name"):
+            load_settings(None, {"kafka": {"events_topic": name}})
+    ok = load_settings(None, {"kafka": {"events_topic": "news.events_v2-1"}})
+    assert ok.kafka.events_topic == "news.events_v2-1"
