@@ -43,16 +43,18 @@ class Metrics:
         self.batches = Counter("noveld_batches", "Batches processed", registry=r)
         self.batch_duration = Histogram(
             "noveld_batch_duration_seconds",
-            "Wall time of one batch",
+            "Time of one batch: the sum of its stages",
             registry=r,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            # up to 30 s: the first batches include numba's compilation (~2 s), and a p99 that
+            # saturates at the top bucket hides how slow the slow batches are
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
         self.stage_duration = Histogram(
             "noveld_stage_duration_seconds",
             "Wall time of one batch stage",
             ["stage"],
             registry=r,
-            buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+            buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30),
         )
         self.clusters_active = Gauge("noveld_clusters_active", "Live clusters", registry=r)
         self.born = Counter("noveld_clusters_born", "Clusters opened by the model", registry=r)
