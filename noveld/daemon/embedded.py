@@ -213,29 +213,34 @@ def wait_for_redis(
     metrics: Metrics | None,
     stop: threading.Event,
     progress_out: IO[str] | None,
-) -> bool:
-    """Redis went away under a file or stdin run (G4): go unready, retry with capped backoff
-    until it answers, then reload the state from it (claiming the input again if a failover
-    lost the claim). False if a signal stopped the wait first."""
+    idle: Callable[[float], None] | None = None,
+    resync: Callable[[], None] | None = None,
+) -> list[str] | None:
+    """Redis went away (G4): go unready, retry with capped backoff until it answers, then
+    reload the state from it, claiming again the inputs a failover lost the claim on. Between
+    tries ``idle(seconds)`` (default: sleep, waking on a signal; the Kafka loop polls to keep
+    its group membership), and after the reload ``resync()`` (the Kafka loop re-seeks). The
+    lost claims, or None if a signal stopped the wait first."""
     if metrics is not None:
         metrics.ready = False
     if progress_out is not None:
         progress_out.write(f"noveld: Redis unreachable ({exc}); pausing input, retrying\n")
 
     def wait(seconds: float) -> None:
-        stop.wait(seconds)
+        (idle or stop.wait)(seconds)
         if metrics is not None:
             metrics.turn()
 
-    def reconnect() -> None:
+    def reconnect() -> list[str]:
         store.ping()
-        store.restore_claims()
+        lost = store.restore_claims()
         pipeline.reload()
+        if resync is not None:
+            resync()
+        return lost
 
-    back, _ = retry_until_back(reconnect, wait, stop)
-    if back and metrics is not None:
-        metrics.ready = True
-    return back
+    back, lost = retry_until_back(reconnect, wait, stop)
+    return lost if back else None
 
 
 def same_file_as(input_path: str, offsets: dict[str, int]) -> tuple[str, int] | None:
@@ -357,10 +362,12 @@ def run_file(
                 except Exception as exc:
                     if not (is_outage(exc) and isinstance(store, RedisStore)):
                         raise
-                    if not wait_for_redis(exc, pipeline, store, metrics, stop, progress_out):
+                    if wait_for_redis(exc, pipeline, store, metrics, stop, progress_out) is None:
                         code = _redis_lost("stopped while Redis was unreachable", input_path,
                                            None, progress_out)  # fmt: skip
                         break
+                    if metrics is not None:
+                        metrics.ready = True
                     stored = pipeline.next_offset(topic, 0)
                     if input_path != "-":  # a file can be read again from wherever Redis is
                         source.close()

@@ -18,9 +18,10 @@ from noveld.daemon.embedded import (
     graceful_stop,
     start_metrics,
     step_or_stop,
+    wait_for_redis,
 )
 from noveld.daemon.metrics import Metrics
-from noveld.daemon.outage import is_outage, retry_until_back
+from noveld.daemon.outage import is_outage
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -53,26 +54,16 @@ def ride_out_outage(
     Redis and re-seek to its offsets. Whether or not the interrupted commit landed — and even
     if Redis lost its last ~second of AOF — the stored offsets say where to resume, so nothing
     is lost and nothing counted twice."""
-    if metrics is not None:
-        metrics.ready = False
-    if progress_out is not None:
-        progress_out.write(f"noveld: Redis unreachable ({exc}); pausing input, retrying\n")
     source.pause()
 
-    def wait(seconds: float) -> None:
+    def poll(seconds: float) -> None:
         source.poll_idle(int(seconds * 1000))
         if metrics is not None:
-            metrics.turn()
             refresh_lag(metrics, source)  # the backlog grows while Redis is away: show it
 
-    def reconnect() -> list[str]:
-        store.ping()
-        lost = store.restore_claims()
-        pipeline.reload()
-        source.resync()
-        return lost
-
-    _, lost = retry_until_back(reconnect, wait, stop)
+    lost = wait_for_redis(
+        exc, pipeline, store, metrics, stop, progress_out, idle=poll, resync=source.resync
+    )
     source.resume()
     if lost and progress_out is not None:
         progress_out.write(
@@ -195,7 +186,7 @@ def run_kafka(
                 refused_in_a_row = 0
                 source.advance(nxt)
                 if metrics is not None:
-                    metrics.set_lag(source.lag())
+                    refresh_lag(metrics, source)
             progress.stopped = stop.is_set()
         finally:
             try:
