@@ -48,6 +48,7 @@ from noveld.state.base import (
     CommitRequest,
     NamespaceState,
     StateStore,
+    births_among,
     partition_key,
 )
 
@@ -441,6 +442,7 @@ class Pipeline:
                 outcome,
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
+        rep.births -= births_among(events, self.store.suppressed)  # announced by another replica
         if self.store.flush_due():
             self.flush()
         t4 = time.perf_counter()

@@ -59,6 +59,10 @@ class CommitRequest:
 class StateStore(Protocol):
     """Durable model state; implementations: MemoryStore (+snapshot), RedisStore."""
 
+    #: ids of the last commit's cluster events the store left out because another writer had
+    #: already announced that step of the cluster's life (a shared store announces each once)
+    suppressed: list[str]
+
     def load(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
         """The stored state, None if the namespace is new; FingerprintMismatch if incompatible."""
 
@@ -94,6 +98,12 @@ class StateStore(Protocol):
 
     def ack(self, event_ids: list[str]) -> None:
         """Drop delivered events from the outbox."""
+
+
+def births_among(events: list[dict[str, Any]], event_ids: list[str]) -> int:
+    """How many of ``events`` are ``cluster.born`` events with one of these ids."""
+    ids = set(event_ids)
+    return sum(1 for e in events if e.get("type") == "cluster.born" and e.get("event_id") in ids)
 
 
 def state_digest(state: NamespaceState) -> str:

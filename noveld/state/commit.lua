@@ -8,15 +8,20 @@
 -- KEYS[6] log       stream of packed batch deltas, entry id "<seq>-1"
 -- KEYS[7] uidnext   hash: uid slot -> next cluster counter in that slot
 -- KEYS[8] novelty   string: novelty-tracker JSON
+-- KEYS[9] lifecycle hash: announced cluster id -> "born" | "retired" | "merged" (its last event)
 -- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq,
---         outbox_chunk (events per outbox entry at most)
+--         outbox_chunk (events per outbox entry at most), lifecycle: [[event index (0-based),
+--         cluster id, "born"|"retired"|"merged", event id], ...] for the cluster events
 -- ARGV[2] packed delta ('' when the batch had no valid document)
 -- ARGV[3] novelty JSON
 -- ARGV[4..] the events' JSON, in order
 --
--- Returns {status, detail, seq, foreign}: status "committed", "replay", "fenced" or "conflict";
--- seq = the log position after this commit; foreign = entries other writers appended since
--- the writer's last_seq (it must apply those to stay in step).
+-- Returns {status, detail, seq, foreign, suppressed}: status "committed", "replay", "fenced" or
+-- "conflict"; seq = the log position after this commit; foreign = entries other writers appended
+-- since the writer's last_seq (it must apply those to stay in step); suppressed = ids of cluster
+-- events left out because another writer already announced that step of the cluster's life
+-- (replicas confirm births from their own novelty trackers: each cluster is born, and ends,
+-- once in the outbox).
 
 local h = cjson.decode(ARGV[1])
 
@@ -24,7 +29,7 @@ local h = cjson.decode(ARGV[1])
 for key, epoch in pairs(h.epochs) do
   local current = tonumber(redis.call('HGET', KEYS[4], key) or '0')
   if current ~= epoch then
-    return {'fenced', key .. ' epoch ' .. current .. ' ~= ' .. epoch, 0, 0}
+    return {'fenced', key .. ' epoch ' .. current .. ' ~= ' .. epoch, 0, 0, {}}
   end
 end
 
@@ -32,10 +37,10 @@ end
 for key, first in pairs(h.first) do
   local stored = tonumber(redis.call('HGET', KEYS[3], key) or '0')
   if stored > first then
-    return {'replay', key .. ' stored ' .. stored .. ' > ' .. first, 0, 0}
+    return {'replay', key .. ' stored ' .. stored .. ' > ' .. first, 0, 0, {}}
   end
   if stored < first then
-    return {'conflict', key .. ' gap: stored ' .. stored .. ' < ' .. first, 0, 0}
+    return {'conflict', key .. ' gap: stored ' .. stored .. ' < ' .. first, 0, 0, {}}
   end
 end
 
@@ -46,7 +51,7 @@ if h.slot >= 0 then
   local uid_next = tonumber(redis.call('HGET', KEYS[7], slot) or '0')
   if uid_next ~= h.uid_start then
     return {'conflict', 'uid slot ' .. slot .. ' is at ' .. uid_next .. ', writer assumed '
-      .. h.uid_start .. ' (two writers share a slot?)', 0, 0}
+      .. h.uid_start .. ' (two writers share a slot?)', 0, 0, {}}
   end
   if h.uid_end ~= h.uid_start then
     redis.call('HSET', KEYS[7], slot, h.uid_end)
@@ -62,7 +67,33 @@ if #ARGV[2] > 0 then
   redis.call('XADD', KEYS[6], seq .. '-1', 'w', h.writer, 'd', ARGV[2])
 end
 
--- 5. offsets, counters, novelty state
+-- 5. cluster lifecycle: a birth already announced (by another writer) and an end of a cluster
+--    that already ended are left out, and a birth left out is not counted
+local skip = {}
+local suppressed = {}
+for _, ev in ipairs(h.lifecycle or {}) do
+  local index, cid, kind, eid = ev[1], ev[2], ev[3], ev[4]
+  local keep
+  if kind == 'born' then
+    keep = redis.call('HSETNX', KEYS[9], cid, 'born') == 1
+    if not keep then
+      h.counters.births = (h.counters.births or 0) - 1
+    end
+  else
+    -- an end is recorded only for an announced cluster (the hash holds announced clusters)
+    local current = redis.call('HGET', KEYS[9], cid)
+    keep = current ~= 'retired' and current ~= 'merged'
+    if current == 'born' then
+      redis.call('HSET', KEYS[9], cid, kind)
+    end
+  end
+  if not keep then
+    skip[index + 4] = true
+    suppressed[#suppressed + 1] = eid
+  end
+end
+
+-- 6. offsets, counters, novelty state
 for key, nxt in pairs(h.next) do
   redis.call('HSET', KEYS[3], key, nxt)
 end
@@ -73,17 +104,23 @@ for name, v in pairs(h.counters) do
 end
 redis.call('SET', KEYS[8], ARGV[3])
 
--- 6. outbox: the events' JSON, fields "0", "1", ... of one entry per OUTBOX_ENTRY_EVENTS
+-- 7. outbox: the events' JSON, fields "0", "1", ... of one entry per OUTBOX_ENTRY_EVENTS
 local chunk = tonumber(h.outbox_chunk)
-local i = 4
-while i <= #ARGV do
-  local fields = {}
-  local last = math.min(i + chunk - 1, #ARGV)
-  for j = i, last do
-    fields[#fields + 1] = tostring(j - i)
+local fields = {}
+local n = 0
+for j = 4, #ARGV do
+  if not skip[j] then
+    fields[#fields + 1] = tostring(n)
     fields[#fields + 1] = ARGV[j]
+    n = n + 1
+    if n == chunk then
+      redis.call('XADD', KEYS[5], '*', unpack(fields))
+      fields = {}
+      n = 0
+    end
   end
-  redis.call('XADD', KEYS[5], '*', unpack(fields))
-  i = last + 1
 end
-return {'committed', '', seq, foreign}
+if n > 0 then
+  redis.call('XADD', KEYS[5], '*', unpack(fields))
+end
+return {'committed', '', seq, foreign, suppressed}

@@ -70,6 +70,7 @@ class MemoryStore:
         self._last_snapshot = clock()
         self._outbox: list[dict[str, Any]] = []
         self.snapshots_written = 0
+        self.suppressed: list[str] = []  # one writer: no other announces its clusters
 
     def check_writable(self) -> None:
         """Raise ``OSError`` now, not at the first snapshot, if the state directory cannot take

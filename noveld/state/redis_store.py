@@ -9,7 +9,9 @@ Layout (prefix ``noveld:{ns}:``):
 - ``ckpt`` — the statistics as of ``ckpt_seq`` (see :mod:`noveld.state.codec`)
 - ``vocab`` / ``vocab_idx`` — word list (id = index) and word → id
 - ``offsets``, ``epochs`` — next offset and fencing epoch per ``topic:partition``
-- ``uidnext`` — next cluster counter per uid slot; ``counters``; ``novelty`` (JSON); ``outbox``
+- ``uidnext`` — next cluster counter per uid slot; ``counters``; ``novelty`` (JSON);
+  ``lifecycle`` — announced cluster id → its last event (``born``/``retired``/``merged``), so a
+  cluster confirmed by two replicas is announced, and ended, once; ``outbox``
   — stream of committed, undelivered events: one entry per commit, fields ``"0"``, ``"1"``, …
   each an event's JSON (:func:`noveld.schema.event_json`), at most :data:`OUTBOX_ENTRY_EVENTS`
   per entry (entries of one field pair ``id``/``event`` per event, written by earlier
@@ -43,6 +45,7 @@ from noveld.state.base import (
     CommitRequest,
     FingerprintMismatch,
     NamespaceState,
+    births_among,
 )
 from noveld.state.codec import decode_checkpoint, decode_delta, encode_checkpoint, encode_delta
 from noveld.state.memory import describe_mismatch
@@ -88,6 +91,19 @@ def _stream_entries(raw: list[Any]) -> list[tuple[bytes, dict[bytes, bytes]]]:
             fields = dict(zip(fields[::2], fields[1::2], strict=True))
         out.append((entry_id, fields))
     return out
+
+
+_LIFECYCLE = {"cluster.born": "born", "cluster.retired": "retired", "cluster.merged": "merged"}
+
+
+def lifecycle_marks(events: list[dict[str, Any]]) -> list[list[Any]]:
+    """``[index, cluster id, step, event id]`` of each cluster event of a commit, for the commit
+    script's once-per-cluster check (``lifecycle``)."""
+    return [
+        [i, e["cluster_id"], _LIFECYCLE[e["type"]], e["event_id"]]
+        for i, e in enumerate(events)
+        if e.get("type") in _LIFECYCLE and "cluster_id" in e
+    ]
 
 
 def uid_slot(partition_keys: list[str]) -> int:
@@ -201,6 +217,7 @@ class RedisStore:
             "log",
             "uidnext",
             "novelty",
+            "lifecycle",
             "vocab",
             "vocab_idx",
             "ckpt",
@@ -223,6 +240,7 @@ class RedisStore:
         self.replicas_to_ack = replicas_to_ack
         self.replica_ack_timeout_ms = replica_ack_timeout_ms
         self._hold_until = 0.0  # after a short WAIT, answer "not replicated" until then
+        self.suppressed: list[str] = []  # the last commit's events another writer announced
 
     @property
     def wants_batch_state(self) -> bool:
@@ -451,12 +469,14 @@ class RedisStore:
             "writer": self.writer,
             "last_seq": self.last_seq,
             "outbox_chunk": OUTBOX_ENTRY_EVENTS,
+            "lifecycle": lifecycle_marks(request.events),
         }
         blob = b"" if request.delta is None else encode_delta(request.delta)
         events = [event_json(e) for e in request.events]
-        status, detail, seq, foreign = self._commit(
+        self.suppressed = []
+        status, detail, seq, foreign, suppressed = self._commit(
             keys=[self.keys[n] for n in ("meta", "counters", "offsets", "epochs", "outbox")]
-            + [self.keys[n] for n in ("log", "uidnext", "novelty")],
+            + [self.keys[n] for n in ("log", "uidnext", "novelty", "lifecycle")],
             args=[
                 json.dumps(header, separators=(",", ":")),
                 blob,
@@ -471,8 +491,13 @@ class RedisStore:
             return _STATUS[outcome]
         if slot >= 0:
             self._uid_next = uid_end
+        self.suppressed = [_text(e) for e in suppressed]
+        counters = dict(request.counters)
+        if self.suppressed:  # the script did not count births another writer announced
+            births = counters.get("births", 0) - births_among(request.events, self.suppressed)
+            counters["births"] = births
         state.offsets.update(request.next_offsets)
-        for k, v in request.counters.items():
+        for k, v in counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
         seq, foreign = int(seq), int(foreign)
         own = seq if blob else None

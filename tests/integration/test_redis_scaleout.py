@@ -156,3 +156,41 @@ def test_claims_a_failover_lost_are_restored_and_other_owners_stay(redis_url: st
     assert a.restore_claims() == ["in:0"]
     assert a.epochs["in:0"] == int(client.hget("noveld:{rc}:epochs", "in:0") or 0) == 1
     assert a.epochs["in:1"] < b.epochs["in:1"]  # still fenced on in:1
+
+
+def story_records(partition: int, first: int, n: int) -> list[Record]:
+    """``n`` documents of one story (same words) on ``in:<partition>`` from offset ``first``."""
+    text = "volcano eruption ash cloud grounds flights airport closed lava"
+    return [
+        Record(
+            json.dumps({"id": f"s{partition}-{first + i}", "text": text}).encode(),
+            SourcePosition(topic="in", partition=partition, offset=first + i),
+        )
+        for i in range(n)
+    ]
+
+
+def test_a_birth_confirmed_by_two_replicas_is_announced_once(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Replica b loads the novelty candidates a left in the store, then both see the candidate
+    reach min_size in the same round: each confirms it, the commit script lets the first birth
+    through and leaves the second out (not in the outbox, not counted)."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "once")
+    a = replica(client, settings, ["in:0"])
+    feed(a, story_records(0, 0, 2))  # a candidate of 2 documents (min_size 3)
+    b = replica(client, settings, ["in:1"])  # starts from a's candidates
+    assert b.tracker.to_json() == a.tracker.to_json()
+    feed(a, story_records(0, 2, 1))
+    feed(b, story_records(1, 0, 1))
+    assert isinstance(a.events, CollectingEvents) and isinstance(b.events, CollectingEvents)
+    born = [e for e in a.events.events + b.events.events if e["type"] == "cluster.born"]
+    assert len({e["event_id"] for e in born}) == 1
+    assert len({json.dumps(e, sort_keys=True) for e in born}) == 1  # one payload, a's
+    assert born[0]["confirmed_at"]["partition"] == 0
+    loaded = RedisStore(client, "once").load(model_fingerprint(settings))
+    assert loaded is not None and loaded.counters["births"] == 1
+    assert isinstance(b.store, RedisStore) and b.store.suppressed == [born[0]["event_id"]]
+    cid = born[0]["cluster_id"]
+    assert client.hget("noveld:{once}:lifecycle", cid) == b"born"

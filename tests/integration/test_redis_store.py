@@ -293,3 +293,50 @@ def test_a_fenced_writer_stops_instead_of_diverging(
     )
     assert code == 4
     assert client.hget("noveld:{t}:offsets", key) is None  # nothing committed
+
+
+def test_each_cluster_is_announced_and_ended_once_across_writers(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The commit script's ``lifecycle`` check: a second ``cluster.born`` of a cluster (another
+    writer confirmed it first) and a second end (``cluster.retired``/``cluster.merged``) are left
+    out of the outbox and reported; a second birth is not counted; events of clusters never
+    announced pass and leave nothing behind."""
+    client = redis.Redis.from_url(redis_url)
+    settings = load_settings(None, {"namespace": "lc", "dlq": str(tmp_path / "dlq.jsonl")})
+    a, b = RedisStore(client, "lc"), RedisStore(client, "lc")
+    state = Pipeline(settings, a, CollectingEvents(), NoDlq()).state
+    a.claim(["in:0"])
+    b.claim(["in:1"])
+
+    def ev(kind: str, cid: str, writer: str) -> dict[str, Any]:
+        return {"event_id": f"{cid}-{kind}", "type": f"cluster.{kind}", "cluster_id": cid,
+                "by": writer}  # fmt: skip
+
+    def commit(store: RedisStore, key: str, offset: int, events: list[dict[str, Any]]) -> None:
+        births = sum(e["type"] == "cluster.born" for e in events)
+        req = CommitRequest({key: offset}, {key: offset + 1}, None, events, {"births": births})
+        assert store.commit(state, req) is CommitOutcome.COMMITTED
+
+    filler = {"event_id": "x", "type": "document.assigned", "cluster_id": "c1"}
+    commit(a, "in:0", 0, [ev("born", "c1", "a"), filler, ev("born", "c2", "a")])
+    assert a.suppressed == []
+    commit(b, "in:1", 0, [ev("born", "c1", "b"), ev("born", "c3", "b")])
+    assert b.suppressed == ["c1-born"]
+    commit(b, "in:1", 1, [ev("retired", "c1", "b"), ev("merged", "c9", "b")])
+    commit(a, "in:0", 1, [ev("retired", "c1", "a"), ev("born", "c1", "a"), ev("merged", "c2", "a")])
+    assert a.suppressed == ["c1-retired", "c1-born"]
+    commit(b, "in:1", 2, [ev("merged", "c2", "b"), ev("merged", "c9", "b")])
+    assert b.suppressed == ["c2-merged"]
+
+    kept = [(e["event_id"], e.get("by")) for e in a.outbox_pending()]
+    assert kept == [
+        ("c1-born", "a"), ("x", None), ("c2-born", "a"), ("c3-born", "b"),
+        ("c1-retired", "b"), ("c9-merged", "b"), ("c2-merged", "a"), ("c9-merged", "b"),
+    ]  # fmt: skip
+    assert int(client.hget("noveld:{lc}:counters", "births") or 0) == 3
+    assert client.hgetall("noveld:{lc}:lifecycle") == {
+        b"c1": b"retired",
+        b"c2": b"merged",
+        b"c3": b"born",
+    }  # c9 was never announced: nothing recorded
