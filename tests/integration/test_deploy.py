@@ -79,6 +79,21 @@ def test_every_dashboard_and_alert_metric_is_exported(tmp_path: Path) -> None:
         assert not missing, f"{where} uses metrics the daemon does not export: {missing}"
 
 
+def test_the_dashboard_picks_its_data_source_and_filters_every_query() -> None:
+    """Importable into any Grafana: no panel names a fixed data source, and every series is
+    filtered by the Job and Replica variables (several deployments, one Grafana)."""
+    dash = json.loads((DEPLOY / "grafana" / "noveld.json").read_text())
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert {"job", "instance"} <= variables.keys()
+    for panel in dash["panels"]:
+        sources = [panel["datasource"], *(t["datasource"] for t in panel.get("targets", []))]
+        assert all(s["uid"] == "${datasource}" for s in sources), panel["title"]
+    for expr in dashboard_exprs():
+        for name in METRIC.findall(expr):
+            assert f'{name}{{job=~"$job", instance=~"$instance"}}' in expr, expr
+
+
 def test_deploy_files_parse_and_keep_their_promises() -> None:
     for path in DEPLOY.rglob("*"):
         if path.suffix in (".yaml", ".yml"):
