@@ -294,6 +294,7 @@ class DPMM:
         log_norm = np.empty(nb)
         margin = np.empty(nb)
         lp = np.empty(stats.m.shape[0])
+        prior_mass = float(stats.m[stats.alive].sum() * stats.scale)  # what the batch meets
         kern.seat_batch(
             batch.ptr,
             batch.words,
@@ -342,8 +343,7 @@ class DPMM:
         final = uids.copy()
         for src_uid, dst_uid, _ in merged:
             final[final == src_uid] = dst_uid
-        total_mass = float(stats.m[stats.alive].sum() * stats.scale) - nb
-        lpt = self._log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb)
+        lpt = self._log_predictive_per_token(batch, log_norm, prior_mass, nb)
         return BatchResult(final, born, retired, delta, lpt, merged=merged)
 
     def apply_delta(self, stats: MultinomialStats, delta: StatsDelta) -> None:
@@ -577,6 +577,10 @@ class DPMM:
         dm = np.bincount(inv, weights=doc_m, minlength=cl.shape[0])
         dntok = np.bincount(inv, weights=doc_n, minlength=cl.shape[0])
         pair_cluster = np.searchsorted(cl, e_uids)
+        if e_uids.shape[0] and (
+            pair_cluster.max() >= cl.shape[0] or not np.array_equal(cl[pair_cluster], e_uids)
+        ):
+            raise RuntimeError("delta: word entries of a cluster no document of the batch added")
         key = pair_cluster.astype(np.int64) * (batch.vocab_size + 1) + e_words
         ukey, kinv = np.unique(key, return_inverse=True)
         wc = np.bincount(kinv, weights=e_counts, minlength=ukey.shape[0])
@@ -825,8 +829,10 @@ class DPMM:
     ) -> float:
         """Mean log p(document | model before it) per token, from the first-pass normalisers.
 
-        ``p(d) = Σ_k m_k/(M+α) p(d|k) + α/(M+α) p(d|prior)``; the seating weights omit the
-        word-baseline ``Σ_w log Γ(β+N_dw)/Γ(β)`` (added back here) and the normaliser M+α.
+        ``p(d) = Σ_k (m_k−δ)/(M+α) p(d|k) + (α+δK)/(M+α) p(d|prior)`` (paper 004 eq. 4 per
+        cluster); the seating weights omit the word baseline ``Σ_w log Γ(β+N_dw)/Γ(β)`` (added
+        back here) and the normaliser M+α, where M is ``prior_mass`` (the mass the batch met)
+        plus the batch's earlier documents.
         """
         tokens = float(batch.lengths.sum())
         if tokens == 0:

@@ -108,6 +108,7 @@ class SVI(DPMM):
         # it); those additions are then undone bit for bit and the step is applied through the
         # same code replicas use, so the writer's statistics equal any replay of its deltas.
         saved_m, saved_n = stats.m.copy(), stats.ntok.copy()
+        prior_mass = float(saved_m[stats.alive].sum() * stats.scale)  # what the batch meets
         used = int(stats.ictl[kern.POOL_USED])
         saved_pc = stats.pc[:used].copy()
         vkern.svi_local_step(
@@ -164,7 +165,6 @@ class SVI(DPMM):
         final = uids[:, 0].copy()
         for src_uid, dst_uid, _ in merged:
             final[final == src_uid] = dst_uid
-        prior_mass = max(float(stats.m[stats.alive].sum() * stats.scale) - gain * nb, 0.0)
         lpt = self._log_predictive_per_token(batch, log_norm, prior_mass, nb)
         return BatchResult(final, born, retired, delta, lpt, {"rho": rho}, merged)
 

@@ -4,6 +4,7 @@ categories, determinism, and exact replay of its deltas (what the stores and rep
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -482,3 +483,35 @@ def test_an_unlabelled_twin_category_is_absorbed_into_its_known_category(margin:
         assert np.array_equal(second.delta.merges, np.array([[twin, 777]]))
     else:
         assert not merged and twin in alive
+
+
+def test_a_documents_context_stays_with_a_category_of_its_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When a sweep moves a document's last token off the table that carries its context, the
+    context moves with it: it is always counted in a category that serves the document's words
+    (with many tables per document — large α, sampled — it used to stay on the emptied table's
+    category, which the delta then credited to another cluster)."""
+    seen = {"docs": 0, "orphans": 0}
+    original = HDP._delta
+
+    def spy(self: HDP, batch: DocBatch, tokens: np.ndarray, tok_y: np.ndarray,
+            tok_cat_uid: np.ndarray, *rest: Any) -> Any:  # fmt: skip
+        ctx_uids = rest[-1]
+        ends = np.cumsum(batch.lengths).astype(np.int64)  # the tokens of document d, in order
+        for d in range(len(batch)):
+            cats = set(tok_cat_uid[ends[d] - batch.lengths[d] : ends[d]].tolist())
+            seen["docs"] += 1
+            seen["orphans"] += int(ctx_uids[d]) not in cats
+        return original(self, batch, tokens, tok_y, tok_cat_uid, *rest)
+
+    monkeypatch.setattr(HDP, "_delta", spy)
+    model = make_model(table_alpha=200.0, resample_concentrations=False, deterministic=False)
+    live = NamespaceState({}, model.new_state())
+    replayed = NamespaceState({}, MultinomialStats())
+    for seed in (12, 13):
+        for i, b in enumerate(context_batches(seed, True)[0]):
+            res = model.partial_fit(b, live.stats, np.random.default_rng(i))
+            replay_delta(replayed.stats, res.delta, 0.0)
+    assert seen == {"docs": 240, "orphans": 0}
+    assert state_digest(replayed) == state_digest(live)

@@ -28,11 +28,12 @@ def dense(stats: MultinomialStats, vocab: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 def log_joint(m: np.ndarray, n: np.ndarray, beta: float, theta: float, d: float) -> float:
-    """Pitman–Yor EPPF (up to terms a merge leaves alone) + Dirichlet–multinomial marginals."""
+    """Pitman–Yor EPPF (up to terms a merge leaves alone) + Dirichlet–multinomial marginals;
+    m − d floored at 1e-3 as the kernels do (forgetting can fade a cluster's mass below d)."""
     vocab = n.shape[1]
     kk = m.shape[0]
     prior = sum(math.log(theta + i * d) for i in range(1, kk))
-    prior += float(np.sum(gammaln(m - d) - gammaln(1 - d)))
+    prior += float(np.sum(gammaln(np.maximum(m - d, 1e-3)) - gammaln(1 - d)))
     tok = n.sum(axis=1)
     lik = np.sum(gammaln(vocab * beta) - gammaln(vocab * beta + tok))
     lik += np.sum(gammaln(beta + n) - gammaln(beta))

@@ -441,7 +441,8 @@ def sample_batch(
                 move_token(w, tok_y[i], tabs[1][t], -1.0, vbeta, tw, cat, ix, ctl)
                 tab_size[t] -= 1
                 if known[d] < 0:
-                    if tab_size[t] == 0:
+                    left = t if tab_size[t] == 0 else -1  # the token's table emptied
+                    if left >= 0:
                         cat[2][tabs[1][t]] -= 1.0
                     t, n_tab = _word_table(
                         i, d, lo, hi, zeta, alpha, gamma, cat, ctl, tok_t, tok_y, tabs,
@@ -450,6 +451,11 @@ def sample_batch(
                     )  # fmt: skip
                     if t < 0:
                         return -1
+                    if left >= 0 and t != left and cx[5][d] == left:
+                        # the document's context leaves the emptied table with its last token
+                        _move_context(d, tabs[1][left], -1.0, cx)
+                        _move_context(d, tabs[1][t], 1.0, cx)
+                        cx[5][d] = t
                 ui += 2
                 y = draw_topic(w, tabs[1][t], zeta, beta, tw, cat, ix, ctl, wts, rng_u[ui],
                                deterministic)  # fmt: skip  # eq. 7

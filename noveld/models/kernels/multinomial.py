@@ -564,10 +564,11 @@ def cluster_word_counts(
 
 @njit(cache=True)
 def word_baseline(counts: np.ndarray, beta: float) -> float:
-    """``Σ log Γ(β+c)/Γ(β)`` over (document, word) counts: the empty-cluster word term."""
+    """``Σ log Γ(β+c)/Γ(β)`` over (document, word) counts: the empty-cluster word term of
+    paper 004 eq. 4, which the seating scores leave out (a count of 1 contributes log β)."""
     s = 0.0
     for c in counts:
-        if c > 1:
+        if c >= 1:
             s += log_rising(beta, c)
     return s
 
@@ -656,11 +657,16 @@ def merge_gains(
     """Log posterior ratio of merging each young cluster into each live cluster (MAP merge test).
 
     ``gains[i, k] = log p(z with y_i ∪ k) − log p(z)`` under the collapsed Dirichlet–multinomial
-    (paper 004 eq. 3 marginal) and the Pitman–Yor/CRP partition prior::
+    marginal (paper 004 eq. A.8, from which its eq. 3 is derived) and the Pitman–Yor/CRP
+    partition prior::
 
         Δlik = −lgΓ(Vβ) − lgΓ(Vβ+n_y+n_k) + lgΓ(Vβ+n_y) + lgΓ(Vβ+n_k)
                + Σ_{w shared} [lgΓ(β+a_w+b_w) − lgΓ(β+a_w) − lgΓ(β+b_w) + lgΓ(β)]
-        Δprior = lgΓ(m_y+m_k−d) + lgΓ(1−d) − lgΓ(m_y−d) − lgΓ(m_k−d) − log(α + dK)
+        Δprior = lgΓ(m_y+m_k−d) + lgΓ(1−d) − lgΓ(m_y−d) − lgΓ(m_k−d) − log(θ + d(K−1))
+
+    ``log_new`` is the caller's ``log(θ + d(K−1))`` (K live clusters before the merge). Every
+    m − d is floored at 1e-3, as in seating: under forgetting a faded cluster's mass can fall
+    below d, where Γ(m − d) is negative and the EPPF has no logarithm.
 
     Words only one of the two clusters holds cancel, so only the postings lists of
     ``scan_words`` (every word of the young clusters) are walked. ``gains[i, k]`` is −inf for
@@ -721,10 +727,10 @@ def merge_gains(
                 + acc[i, k]
             )
             prior = (
-                math.lgamma(my + mk - discount)
+                math.lgamma(max(my + mk - discount, 1e-3))
                 + lg_1d
-                - math.lgamma(my - discount)
-                - math.lgamma(mk - discount)
+                - math.lgamma(max(my - discount, 1e-3))
+                - math.lgamma(max(mk - discount, 1e-3))
                 - log_new
             )
             gains[i, k] = lik + prior
@@ -803,7 +809,7 @@ def split_gain(
                − Σ_{w∈G} [lgΓ(β+r_w+g_w) − lgΓ(β+r_w) − lgΓ(β+g_w) + lgΓ(β)]
                − lgΓ(m_R+m_G−d) − lgΓ(1−d) + lgΓ(m_R−d) + lgΓ(m_G−d) + log(θ + K d)
 
-    (paper 004 eq. 3's Dirichlet–multinomial marginal, Pitman–Yor partition prior; ``log_new``
+    (the Dirichlet–multinomial marginal, paper 004 eq. A.8, Pitman–Yor partition prior; ``log_new``
     is ``log(θ + K d)`` with K the live clusters before the split). −inf when R would be empty.
     """
     n_g_tok = 0

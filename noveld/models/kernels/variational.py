@@ -35,8 +35,9 @@ def digamma(x: float) -> float:
 def expected_log_sticks(m_sorted: np.ndarray, alpha: float, out: np.ndarray) -> float:
     """``E[log π_k]`` of the truncated stick-breaking posterior, clusters in stick order.
 
-    ``q(v_k) = Beta(a_k, b_k)`` with ``a_k = 1 + m_k`` and ``b_k = α + Σ_{j>k} m_j`` (the fixed
-    point of paper 001 eqs. 3–4 for expected counts ``m``); ``E[log π_k] = E[log v_k] +
+    ``q(v_k) = Beta(a_k, b_k)`` with ``a_k = 1 + m_k`` and ``b_k = α + Σ_{j>k} m_j`` (the
+    mean-field stick update of paper 001 eq. 2 for expected counts ``m``, the fixed point of its
+    eq. 4 gradient step); ``E[log π_k] = E[log v_k] +
     Σ_{j<k} E[log(1−v_j)]``, ``E[log v] = ψ(a) − ψ(a+b)``, ``E[log(1−v)] = ψ(b) − ψ(a+b)``.
     Returns ``E[log π]`` of a component appended after the last one (``a = 2, b = α``).
     """

@@ -26,7 +26,8 @@ _DEBYE_MIN_ORDER = 15.0
 @njit(cache=True)
 def _log_iv_debye(nu: float, x: float) -> float:
     """log I_ν(x) by the uniform (Debye) asymptotic expansion in ν, four correction terms
-    (Abramowitz & Stegun 9.7.7); relative error below 1e-9 for ν ≥ 15 and any x > 0."""
+    (Abramowitz & Stegun 9.7.7); relative error against scipy at most 3e-8 at ν = 15, 7e-9 at
+    ν = 20, 1e-9 at ν = 30 (smaller for larger ν), any x > 0."""
     z = x / nu
     s = math.sqrt(1.0 + z * z)
     t = 1.0 / s
