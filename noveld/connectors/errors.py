@@ -9,6 +9,11 @@ class DeliveryFailed(RuntimeError):
     the outbox and are retried after the next commit."""
 
 
+class DeadLettersFailed(RuntimeError):
+    """The dead-letter sink could not take a batch's dead letters: the batch must not be
+    committed (its invalid records would be lost), so the run stops and the next one redoes it."""
+
+
 def kafka_unreachable(bootstrap: str, security_protocol: str, exc: BaseException) -> str:
     """The start-up error for clients that could not connect: kafka-python reports a refused
     TLS handshake or rejected credentials as a failed bootstrap, so name what to check."""

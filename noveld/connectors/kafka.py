@@ -19,7 +19,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from noveld.connectors.errors import DeliveryFailed
+from noveld.connectors.errors import DeadLettersFailed, DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.schema import (
     InvalidReason,
@@ -61,6 +61,7 @@ class KafkaSource:
         self.rebalances = 0  # assignment callbacks seen (a fenced consumer waits for one)
         self._ends: dict[TopicPartition, int] = {}
         self._ends_at = float("-inf")
+        self.lag_failing = False  # the last end-offsets request failed (said once)
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=group,
@@ -178,6 +179,12 @@ class KafkaSource:
         except Exception as exc:  # advisory only: the state store holds the real offsets
             log.warning("Kafka offset commit failed (state is safe): %s", exc)
 
+    def missing_topics(self, topics: Sequence[str]) -> list[str]:
+        """Those of ``topics`` the cluster does not have (one metadata request for all topics,
+        which creates none even where the brokers auto-create topics)."""
+        existing = self.consumer.topics()
+        return [t for t in topics if t not in existing]
+
     def lag(self, refresh_s: float = 5.0) -> dict[str, int]:
         """Messages behind the end of each assigned partition; the end offsets are fetched from
         the broker at most every ``refresh_s`` seconds (a round trip each)."""
@@ -229,6 +236,11 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self.source.assigned(assigned)
 
 
+PRODUCER_MAX_BLOCK_MS = 10_000
+"""How long a send may wait for the topic's metadata or buffer space (kafka-python's default,
+60 s, stalled every batch for a minute when the events topic was missing; the outbox retries)."""
+
+
 class KafkaEvents:
     """Event sink: one message per event on the events topic, keyed by :func:`event_key`."""
 
@@ -241,6 +253,7 @@ class KafkaEvents:
             acks="all",
             retries=5,
             bootstrap_timeout_ms=10_000,
+            max_block_ms=PRODUCER_MAX_BLOCK_MS,
             **(client_options or {}),
         )
 
@@ -263,8 +276,8 @@ class KafkaEvents:
             raise DeliveryFailed(f"events topic {self.topic}: {exc}") from exc
 
     def close(self) -> None:
-        """Flush and close."""
-        self.producer.close()
+        """Flush and close (events not taken stay in the outbox)."""
+        self.producer.close(timeout=PRODUCER_MAX_BLOCK_MS / 1000)
 
 
 DLQ_VALUE_CAP = 900_000
@@ -291,9 +304,11 @@ class KafkaDeadLetters:
             acks="all",
             retries=5,
             bootstrap_timeout_ms=10_000,
+            max_block_ms=PRODUCER_MAX_BLOCK_MS,
             **(client_options or {}),
         )
         self.count = 0
+        self._sent: list[Any] = []  # futures of dead letters not yet flushed
 
     def send(self, record: Record, reason: InvalidReason, detail: str) -> None:
         """Queue one dead letter (delivered by :meth:`flush`)."""
@@ -309,13 +324,23 @@ class KafkaDeadLetters:
         if len(value) > self.max_value_bytes:  # an oversize record must not be too big to park
             headers.append(("truncated_from", str(len(value)).encode()))
             value = value[: self.max_value_bytes]
-        self.producer.send(self.topic, value=value, headers=headers)
+        try:
+            self._sent.append(self.producer.send(self.topic, value=value, headers=headers))
+        except KafkaError as exc:
+            raise DeadLettersFailed(f"DLQ topic {self.topic}: {exc!r}") from exc
         self.count += 1
 
     def flush(self) -> None:
-        """Wait until every dead letter is acknowledged (before its offset is committed)."""
-        self.producer.flush()
+        """Wait until every dead letter is acknowledged (before its offset is committed);
+        DeadLettersFailed if the broker did not take one."""
+        sent, self._sent = self._sent, []
+        try:
+            self.producer.flush(timeout=PRODUCER_MAX_BLOCK_MS / 1000)
+            for f in sent:
+                f.get(timeout=PRODUCER_MAX_BLOCK_MS / 1000)
+        except KafkaError as exc:
+            raise DeadLettersFailed(f"DLQ topic {self.topic}: {exc!r}") from exc
 
     def close(self) -> None:
-        """Flush and close."""
-        self.producer.close()
+        """Flush and close (giving up on what the broker does not take within the bound)."""
+        self.producer.close(timeout=PRODUCER_MAX_BLOCK_MS / 1000)

@@ -187,6 +187,16 @@ def _settings(ns: argparse.Namespace) -> Settings:
 
 def _cmd_run(ns: argparse.Namespace) -> int:
     settings = _settings(ns)
+    k = settings.kafka
+    if k.input_topic and not k.bootstrap_servers:
+        raise UserError(
+            f"--input-topic {k.input_topic} needs --kafka-bootstrap (or "
+            "NOVELD_KAFKA__BOOTSTRAP_SERVERS); without it noveld reads --input FILE or stdin"
+        )
+    if k.bootstrap_servers and settings.input is not None:
+        raise UserError(
+            "give either --input (a file or stdin) or --kafka-bootstrap (a Kafka topic), not both"
+        )
     if settings.kafka.bootstrap_servers:
         from noveld.daemon.kafka_mode import run_kafka
 

@@ -18,6 +18,7 @@ from types import FrameType
 from typing import IO, Any
 
 from noveld.connectors.decode import Invalid
+from noveld.connectors.errors import DeadLettersFailed
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
 from noveld.daemon.metrics import Metrics, MetricsServer
 from noveld.daemon.outage import is_outage, retry_until_back
@@ -147,7 +148,7 @@ def start_metrics(
         server = MetricsServer(metrics, settings.metrics_port).start()
     except OSError as exc:
         raise UserError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
-    metrics.ready = True
+    metrics.set_ready(True)
     return metrics, server
 
 
@@ -177,6 +178,13 @@ def step_or_stop(
         if progress_out is not None:
             progress_out.write(f"noveld: error: {exc}\n")
         return EXIT_STATE_DIVERGED
+    except DeadLettersFailed as exc:
+        if progress_out is not None:
+            progress_out.write(
+                f"noveld: error: cannot write dead letters ({exc}); stopping without committing "
+                "this batch, which the next start reads again. Does the DLQ topic exist?\n"
+            )
+        return EXIT_IO
     except CircuitOpen as exc:
         progress.update(exc.report)
         if progress_out is not None:
@@ -222,7 +230,7 @@ def wait_for_redis(
     its group membership), and after the reload ``resync()`` (the Kafka loop re-seeks). The
     lost claims, or None if a signal stopped the wait first."""
     if metrics is not None:
-        metrics.ready = False
+        metrics.set_ready(False, f"Redis unreachable ({exc})")
     if progress_out is not None:
         progress_out.write(f"noveld: Redis unreachable ({exc}); pausing input, retrying\n")
 
@@ -367,7 +375,7 @@ def run_file(
                                            None, progress_out)  # fmt: skip
                         break
                     if metrics is not None:
-                        metrics.ready = True
+                        metrics.set_ready(True)
                     stored = pipeline.next_offset(topic, 0)
                     if input_path != "-":  # a file can be read again from wherever Redis is
                         source.close()

@@ -3,12 +3,13 @@ Kafka topics (DESIGN §3). Same Pipeline as the embedded default; only the I/O d
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
 from typing import IO
 
-from noveld.connectors.errors import kafka_unreachable
+from noveld.connectors.errors import DeadLettersFailed, kafka_unreachable
 from noveld.connectors.kafka import KafkaDeadLetters, KafkaEvents, KafkaSource
 from noveld.daemon.embedded import (
     EXIT_OK,
@@ -33,11 +34,18 @@ log = logging.getLogger("noveld.kafka_mode")
 
 def refresh_lag(metrics: Metrics, source: KafkaSource) -> None:
     """Export the consumer lag now (the end offsets are re-read at most every few seconds);
-    a broker that does not answer leaves the last values."""
+    a broker that does not answer leaves the last values, and says so once (kafka-python
+    itself logs nothing an operator sees: a dead broker was otherwise silent)."""
     try:
         metrics.set_lag(source.lag())
     except Exception as exc:  # kafka-python's errors: the lag is advisory
-        log.debug("consumer lag not refreshed: %s", exc)
+        if not source.lag_failing:
+            log.warning("Kafka did not answer for the consumer lag (%r); is the broker up?", exc)
+        source.lag_failing = True
+        return
+    if source.lag_failing:
+        log.warning("Kafka answers again")
+    source.lag_failing = False
 
 
 def ride_out_outage(
@@ -117,6 +125,17 @@ def run_kafka(
         max_poll_records=settings.batch.max_docs,
         client_options=client,
     )
+    missing = source.missing_topics([k.input_topic, k.events_topic, k.dlq_topic])
+    if missing:
+        source.close()
+        events.close()
+        dead.close()
+        raise UserError(
+            f"topic{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found on the "
+            f"cluster at {bootstrap}; noveld creates no topics: create "
+            f'{"them" if len(missing) > 1 else "it"} (docs/deployment.md, "Topics") and start '
+            "again"
+        )
     progress = Progress(progress_out, settings.progress_interval_s)
     metrics, server = start_metrics(settings, pipeline)
     code = EXIT_OK
@@ -127,7 +146,9 @@ def run_kafka(
                 records = source.read_batch(settings.batch.max_docs, settings.batch.max_wait_ms)
                 if metrics is not None:
                     metrics.turn()
-                    metrics.ready = bool(source.expected)  # partitions assigned
+                    metrics.set_ready(
+                        bool(source.expected), "no partitions assigned (waiting for the group)"
+                    )
                 if not records:
                     try:
                         pending = pipeline.retry_pending()
@@ -164,7 +185,8 @@ def run_kafka(
                     refused_in_a_row += 1
                     pipeline.reload()
                     if metrics is not None:
-                        metrics.ready = False
+                        metrics.set_ready(False, "state reloaded after a refused commit; "
+                                          "waiting for the group to rebalance")  # fmt: skip
                     # until the rebalance that fenced us arrives, our assignment is stale:
                     # reading on would only be refused again
                     rebalanced = source.await_rebalance(
@@ -196,7 +218,8 @@ def run_kafka(
                     raise
                 if progress_out is not None:  # the state is as of the last commit that landed
                     progress_out.write(f"noveld: Redis unreachable at shutdown ({exc})\n")
-            dead.flush()
+            with contextlib.suppress(DeadLettersFailed):  # said; the batch was not committed
+                dead.flush()
             source.close()
             events.close()
             dead.close()

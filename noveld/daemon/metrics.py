@@ -37,6 +37,7 @@ class Metrics:
         self._clock = clock
         self.last_turn = clock()
         self.ready = False
+        self.unready_why = "starting"  # what /readyz says while not ready
         self.documents = Counter(
             "noveld_documents", "Documents by outcome", ["outcome"], registry=r
         )
@@ -152,6 +153,21 @@ class Metrics:
         """The loop turned within ``max_idle_s``."""
         return self._clock() - self.last_turn <= max_idle_s
 
+    def set_ready(self, ready: bool, why: str = "") -> None:
+        """Ready or not, and why not (the body of a 503 from /readyz)."""
+        self.ready = ready
+        self.unready_why = "" if ready else why
+
+    def readiness(self) -> tuple[int, bytes]:
+        """/readyz: 200 "ready", or 503 "not ready: <why>"."""
+        if not self.healthy():
+            why = f"the batch loop has not turned for {self._clock() - self.last_turn:.0f} s"
+        elif not self.ready:
+            why = self.unready_why or "not ready"
+        else:
+            return 200, b"ready\n"
+        return 503, f"not ready: {why}\n".encode()
+
 
 class MetricsServer:
     """Background HTTP server for /metrics, /healthz, /readyz."""
@@ -167,8 +183,7 @@ class MetricsServer:
                     ok = outer.healthy()
                     self._reply(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
                 elif self.path == "/readyz":
-                    ok = outer.ready and outer.healthy()
-                    self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+                    self._reply(*outer.readiness())
                 else:
                     self._reply(404, b"not found\n")
 

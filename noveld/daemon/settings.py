@@ -209,7 +209,7 @@ class KafkaSettings(_Section):
 
     bootstrap_servers: str | None = None
     input_topic: str | None = None
-    group: str = "noveld"
+    group: str = Field("noveld", min_length=1)
     events_topic: str = "noveld.events"
     dlq_topic: str = "noveld.dlq"
     session_timeout_ms: int = Field(10_000, ge=1000)
@@ -235,6 +235,29 @@ class KafkaSettings(_Section):
                 f"{value!r} is not a legal Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)"
             )
         return value
+
+    @model_validator(mode="after")
+    def _topics_do_not_loop(self) -> KafkaSettings:
+        """Input, events and DLQ topics differ, and a bootstrap list is not blank: events read
+        back as documents, or a dead letter read back as input (around and around until the
+        circuit breaker), and an empty bootstrap silently meaning stdin, were accepted."""
+        if self.bootstrap_servers is not None and not self.bootstrap_servers.strip(" ,"):
+            raise ValueError(
+                "kafka.bootstrap_servers is empty; give host:port[,host:port…], or leave it "
+                "unset to read --input FILE or stdin"
+            )
+        roles = {"events_topic": self.events_topic, "dlq_topic": self.dlq_topic}
+        if self.input_topic is not None:
+            roles = {"input_topic": self.input_topic, **roles}
+        seen: dict[str, str] = {}
+        for role, topic in roles.items():
+            if topic in seen:
+                raise ValueError(
+                    f"kafka.{seen[topic]} and kafka.{role} are both {topic!r}; noveld would "
+                    "read its own output back"
+                )
+            seen[topic] = role
+        return self
 
     @model_validator(mode="after")
     def _security_is_consistent(self, info: ValidationInfo) -> KafkaSettings:

@@ -313,3 +313,25 @@ def test_produce_to_unreachable_broker_is_a_clear_error(tmp_path: Any) -> None:
     )
     assert out.returncode == 2 and "cannot reach Kafka" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_missing_topics_stop_the_start_with_their_names(
+    kafka_bootstrap: str, redis_url: str
+) -> None:
+    """A missing events topic stalled every batch for 60 s (the producer's metadata wait), a
+    missing DLQ topic crashed the daemon at the first invalid record, in a loop, and a missing
+    input topic left it silent and never consuming: all are named at start-up, exit 2."""
+    ns = f"k{uuid.uuid4().hex[:6]}"
+    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics([NewTopic(topics["in"], 1, 1)])
+    admin.close()
+    proc = start_daemon(kafka_bootstrap, redis_url, ns, topics)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert f"topics {topics['events']}, {topics['dlq']} not found on the cluster" in err
+    assert "Traceback" not in err
+    absent = {**topics, "in": f"{ns}.nothing"}
+    proc = start_daemon(kafka_bootstrap, redis_url, ns, absent)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and f"{ns}.nothing" in err, err

@@ -3,6 +3,10 @@ partitions a replica owns (and no others), and a dead-letter series for every re
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+from kafka.errors import KafkaTimeoutError
 from prometheus_client import generate_latest
 
 from noveld.daemon.metrics import Metrics
@@ -38,3 +42,48 @@ def test_an_events_time_is_the_documents_own_before_the_records() -> None:
     dated = Document(id="a", text="x", ts=1700000000.539)
     assert event_time(pos, dated) == "2023-11-14T22:13:20.539Z"
     assert event_time(pos, Document(id="b", text="x")) == "2026-11-24T13:07:08.248Z"
+
+
+def test_a_broker_that_stops_answering_for_the_lag_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A dead broker was silent (kafka-python's own logs reach no one): the first failed lag
+    request says so, later ones do not repeat it, an answer says it is back; the last lag
+    values stay exported meanwhile."""
+    from noveld.daemon.kafka_mode import refresh_lag
+
+    class Source:
+        def __init__(self) -> None:
+            self.lag_failing = False
+            self.answers: list[dict[str, int] | None] = [{"docs:0": 3}, None, None, {"docs:0": 9}]
+
+        def lag(self) -> dict[str, int]:
+            answer = self.answers.pop(0)
+            if answer is None:
+                raise KafkaTimeoutError("Failed to get offsets by times in 30000 ms")
+            return answer
+
+    m, source = Metrics("dpmm"), Source()
+    with caplog.at_level(logging.WARNING, logger="noveld.kafka_mode"):
+        refresh_lag(m, source)  # type: ignore[arg-type]
+        refresh_lag(m, source)  # type: ignore[arg-type]
+        refresh_lag(m, source)  # type: ignore[arg-type]
+        assert 'noveld_consumer_lag_messages{partition="0",topic="docs"} 3.0' in exported(m)
+        refresh_lag(m, source)  # type: ignore[arg-type]
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "is the broker up?" in said[0] and said[1] == "Kafka answers again"
+    assert 'noveld_consumer_lag_messages{partition="0",topic="docs"} 9.0' in exported(m)
+
+
+def test_readyz_says_why_it_is_not_ready() -> None:
+    """The body was always "not ready"; the alert runbook sends operators to it for the why."""
+    now = [0.0]
+    m = Metrics("dpmm", clock=lambda: now[0])
+    assert m.readiness() == (503, b"not ready: starting\n")
+    m.set_ready(True)
+    assert m.readiness() == (200, b"ready\n")
+    m.set_ready(False, "Redis unreachable (ConnectionError)")
+    assert m.readiness() == (503, b"not ready: Redis unreachable (ConnectionError)\n")
+    m.set_ready(True)
+    now[0] = 120.0  # the loop stopped turning
+    assert m.readiness() == (503, b"not ready: the batch loop has not turned for 120 s\n")

@@ -144,3 +144,34 @@ def test_illegal_kafka_topic_names_are_refused_at_start() -> None:
             load_settings(None, {"kafka": {"events_topic": name}})
     ok = load_settings(None, {"kafka": {"events_topic": "news.events_v2-1"}})
     assert ok.kafka.events_topic == "news.events_v2-1"
+
+
+def test_kafka_settings_that_loop_or_mean_nothing_are_refused() -> None:
+    """Events or dead letters on the input topic were read back (a dead letter went around
+    until the circuit breaker); a blank bootstrap list quietly meant stdin; an empty group id."""
+    for kafka, why in (
+        ({"input_topic": "docs", "events_topic": "docs"}, "input_topic and kafka.events_topic"),
+        ({"input_topic": "docs", "dlq_topic": "docs"}, "input_topic and kafka.dlq_topic"),
+        ({"events_topic": "x", "dlq_topic": "x"}, "events_topic and kafka.dlq_topic"),
+        ({"bootstrap_servers": ""}, "bootstrap_servers is empty"),
+        ({"bootstrap_servers": " , "}, "bootstrap_servers is empty"),
+        ({"group": ""}, "group"),
+    ):
+        with pytest.raises(ValidationError, match=why):
+            load_settings(None, {"kafka": kafka})
+
+
+def test_run_refuses_a_kafka_topic_without_a_broker_and_two_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--input-topic`` without ``--kafka-bootstrap`` read stdin and exited 0 (a restart loop
+    in a container); ``--input`` with ``--kafka-bootstrap`` ignored the file."""
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"id": "a", "text": "x y"}\n')
+    assert main(["run", "--input-topic", "docs", "--input", str(data)]) == 2
+    assert "--input-topic docs needs --kafka-bootstrap" in capsys.readouterr().err
+    argv = ["run", "--kafka-bootstrap", "127.0.0.1:9", "--input-topic", "d", "--input", str(data)]
+    assert main(argv) == 2
+    assert "either --input" in capsys.readouterr().err
+    assert main(["run", "--kafka-bootstrap", "", "--input", str(data)]) == 2
+    assert "bootstrap_servers is empty" in capsys.readouterr().err
