@@ -241,6 +241,21 @@ PRODUCER_MAX_BLOCK_MS = 10_000
 60 s, stalled every batch for a minute when the events topic was missing; the outbox retries)."""
 
 
+def acknowledged_producer(
+    bootstrap: str, client_options: Mapping[str, Any] | None = None
+) -> KafkaProducer:
+    """The producer both sinks use: every replica acknowledges (acks=all), a few retries, and
+    bounded waits for the brokers at start-up and for a topic's metadata."""
+    return KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        retries=5,
+        bootstrap_timeout_ms=10_000,
+        max_block_ms=PRODUCER_MAX_BLOCK_MS,
+        **(client_options or {}),
+    )
+
+
 class KafkaEvents:
     """Event sink: one message per event on the events topic, keyed by :func:`event_key`."""
 
@@ -248,14 +263,7 @@ class KafkaEvents:
         self, bootstrap: str, topic: str, client_options: Mapping[str, Any] | None = None
     ) -> None:
         self.topic = topic
-        self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            acks="all",
-            retries=5,
-            bootstrap_timeout_ms=10_000,
-            max_block_ms=PRODUCER_MAX_BLOCK_MS,
-            **(client_options or {}),
-        )
+        self.producer = acknowledged_producer(bootstrap, client_options)
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
         """Send and wait for the broker's acknowledgement of every event; DeliveryFailed when
@@ -299,14 +307,7 @@ class KafkaDeadLetters:
     ) -> None:
         self.topic = topic
         self.max_value_bytes = min(max_value_bytes, DLQ_VALUE_CAP)
-        self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            acks="all",
-            retries=5,
-            bootstrap_timeout_ms=10_000,
-            max_block_ms=PRODUCER_MAX_BLOCK_MS,
-            **(client_options or {}),
-        )
+        self.producer = acknowledged_producer(bootstrap, client_options)
         self.count = 0
         self._sent: list[Any] = []  # futures of dead letters not yet flushed
 

@@ -102,6 +102,8 @@ class StateStore(Protocol):
 
 def births_among(events: list[dict[str, Any]], event_ids: list[str]) -> int:
     """How many of ``events`` are ``cluster.born`` events with one of these ids."""
+    if not event_ids:  # the usual case: nothing was left out
+        return 0
     ids = set(event_ids)
     return sum(1 for e in events if e.get("type") == "cluster.born" and e.get("event_id") in ids)
 
