@@ -11,6 +11,7 @@ when the only evidence is word counts.
                                                  [--edcm-prior-docs 5]
     python benchmarks/ceiling_perfect_history.py --prior-strength 300 [--prior-smoothing 2]
     python benchmarks/ceiling_perfect_history.py --lag 256   # decisions that may wait L documents
+    python benchmarks/ceiling_perfect_history.py --translation 0.1 [--neighbours 500]
 
 With ``--known-fraction`` the same seating is scored as ``noveld evaluate --known-fraction``
 scores a model (the revealed documents sit in their class; ``known_f1`` and NMI on the others):
@@ -26,6 +27,11 @@ Dirichlet (a hierarchical prior, ``β_w = b·p̂(w)`` with ``p̂`` smoothed by
 With ``--lag L`` each document is seated against the true stories of every other document up to
 ``L`` positions after it: the bound for a stream whose labels may wait ``L`` documents (a
 within-batch Gibbs sweep, or a fixed-lag re-seating, sees at most that much of the future).
+With ``--translation λ`` a cluster also predicts the words that co-occur with its words
+(a translation model, ``p(w|k) = (1−λ)·p̂(w|k) + λ·Σ_u T(w|u)·p̂(u|k)`` with ``T(w|u)`` the
+co-occurrence of w with u within documents, u's ``--neighbours`` most frequent partners): evidence
+beyond a document's own words, taken from the *whole file* (the future included), so an upper
+bound for any co-occurrence smoothing a stream could learn.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -120,6 +127,71 @@ def lagged_ceiling(
         preds.append(seat(words, counts, tokens, mass, beta, alpha, n_words, next_new))
         next_new += int(preds[-1] == next_new)
         add(i, 1.0)
+    return preds
+
+
+def cooccurrence(docs: list[np.ndarray], n_words: int, neighbours: int) -> Any:
+    """Row-stochastic ``T[u, w] = P(w | u)`` from the documents' within-document word pairs,
+    each row cut to its ``neighbours`` most frequent partners (a word with none predicts itself);
+    a scipy CSR matrix."""
+    import scipy.sparse as sp
+
+    pairs = [np.stack(np.meshgrid(u, u), -1).reshape(-1, 2) for u in map(np.unique, docs)]
+    both = np.concatenate(pairs)
+    both = both[both[:, 0] != both[:, 1]]
+    co = sp.csr_matrix((np.ones(both.shape[0]), (both[:, 0], both[:, 1])), shape=(n_words, n_words))
+    co.sum_duplicates()
+    rows, cols, vals = [], [], []
+    for u in range(n_words):
+        lo, hi = co.indptr[u], co.indptr[u + 1]
+        if lo == hi:
+            rows.append(np.array([u]))
+            cols.append(np.array([u]))
+            vals.append(np.ones(1))
+            continue
+        top = np.argsort(-co.data[lo:hi], kind="stable")[:neighbours]
+        v = co.data[lo:hi][top]
+        rows.append(np.full(top.shape[0], u))
+        cols.append(co.indices[lo:hi][top])
+        vals.append(v / v.sum())
+    return sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n_words, n_words),
+    )
+
+
+def translated_ceiling(
+    texts: list[str], labels: list[str], beta: float, alpha: float, lam: float, neighbours: int
+) -> list[int]:
+    """:func:`ceiling` with each class's word distribution mixed with its co-occurrence
+    translation (weight ``lam``); a new cluster is scored by the uniform distribution."""
+    docs, truth, n_classes, n_words = featurized(texts, labels)
+    trans = cooccurrence(docs, n_words, neighbours)
+    counts = np.zeros((n_classes, n_words))
+    spread = np.zeros((n_classes, n_words))  # counts @ T, kept row by row
+    tokens = np.zeros(n_classes)
+    mass = np.zeros(n_classes)
+    preds: list[int] = []
+    next_new = n_classes
+    for i, words in enumerate(docs):
+        live = np.flatnonzero(mass > 0)
+        best, best_k = math.log(alpha) - words.shape[0] * math.log(n_words), next_new
+        if live.shape[0]:
+            norm = tokens[live, None] + n_words * beta
+            own = (counts[np.ix_(live, words)] + beta) / norm
+            near = (spread[np.ix_(live, words)] + beta) / norm
+            lp = np.log(mass[live]) + np.log((1 - lam) * own + lam * near).sum(axis=1)
+            j = int(np.argmax(lp))
+            if lp[j] > best:
+                best_k = int(live[j])
+        preds.append(best_k)
+        next_new += int(best_k == next_new)
+        k = int(truth[i])
+        u, n = np.unique(words, return_counts=True)
+        np.add.at(counts[k], words, 1.0)
+        spread[k] += n.astype(np.float64) @ trans[u].toarray()
+        tokens[k] += words.shape[0]
+        mass[k] += 1
     return preds
 
 
@@ -247,6 +319,8 @@ def main() -> None:
     p.add_argument("--prior-strength", type=float, default=0.0, help="hierarchical prior's b")
     p.add_argument("--prior-smoothing", type=float, default=0.5)
     p.add_argument("--lag", type=int, default=0, help="documents a decision may wait")
+    p.add_argument("--translation", type=float, default=0.0, help="co-occurrence weight λ")
+    p.add_argument("--neighbours", type=int, default=500, help="co-occurring words kept per word")
     a = p.parse_args()
     rows = load_texts(a.data)
     texts = [str(r["text"]) for r in rows]
@@ -261,6 +335,16 @@ def main() -> None:
         print(
             f"{a.data.name}: NMI of {what}, EDCM {nmi:.4f} (b0={a.edcm_prior}, "
             f"c={a.edcm_prior_docs}, α={a.alpha})"
+        )
+        return
+    if a.translation > 0:
+        if a.known_fraction is not None or a.leave_one_out or a.lag or a.prior_strength > 0:
+            p.error("--translation measures the plain ceiling only")
+        preds = translated_ceiling(texts, labels, a.beta, a.alpha, a.translation, a.neighbours)
+        nmi = clustering_scores(labels, preds)["nmi"]
+        print(
+            f"{a.data.name}: NMI of {what}, translation λ={a.translation} ({a.neighbours} "
+            f"neighbours) {nmi:.4f} (β={a.beta}, α={a.alpha})"
         )
         return
     if a.lag > 0:
