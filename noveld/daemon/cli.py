@@ -335,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     from noveld.daemon.cli_tools import add_tool_commands
 
     add_tool_commands(sub, _add_common, _settings)
+    from noveld.daemon.cli_fit import add_fit_command
+
+    add_fit_command(sub, _add_common, _settings)
     from noveld.daemon.cli_state import add_state_commands
 
     add_state_commands(sub)

@@ -21,7 +21,7 @@ from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
-from noveld.models.base import ClusterModel, DocBatch
+from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
 from noveld.models.hdp import HDP, HDPConfig, topic_token
@@ -157,6 +157,8 @@ class _BatchFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
 
 
 BatchObserver = Callable[[list[Document], list[SourcePosition], np.ndarray], None]
+#: sees each model step's featurized batch and result (``noveld fit`` keeps the archive's)
+ModelObserver = Callable[[DocBatch, BatchResult], None]
 
 
 @dataclass
@@ -262,6 +264,7 @@ class Pipeline:
         self.events = events
         self.dead_letters = dead_letters
         self.observer = observer
+        self.model_observer: ModelObserver | None = None
         self.model = make_model(settings)
         tok = settings.tokenizer
         self.tokenizer = Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len)
@@ -412,6 +415,8 @@ class Pipeline:
             delta = result.delta
             if self.observer is not None:
                 self.observer(docs, positions, result.assignments)
+            if self.model_observer is not None:
+                self.model_observer(batch, result)
         else:
             t3 = time.perf_counter()
         if rep.invalid:

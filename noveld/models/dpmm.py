@@ -500,6 +500,15 @@ class DPMM:
                 born.append((int(stats.uid[k]), d, float(margin[d])))
         return born
 
+    def prune(
+        self, stats: MultinomialStats, pinned: Collection[int] = ()
+    ) -> list[tuple[int, float, str]]:
+        """Retirement outside a batch (statistics built offline, ``noveld fit``): the faded
+        clusters and those beyond ``max_active_clusters`` go, ``pinned`` ones stay."""
+        self._pinned = pinned
+        stats.fresh[:] = False
+        return self._retire(stats)
+
     def _retire(self, stats: MultinomialStats) -> list[tuple[int, float, str]]:
         """Retire faded clusters (mass < retire_min_mass) and evict the lightest beyond
         ``max_active_clusters``; returns (uid, remaining mass, "faded" | "evicted")."""
