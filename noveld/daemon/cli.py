@@ -17,9 +17,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from noveld import __version__
-from noveld.daemon.embedded import EXIT_IO, EXIT_USAGE, UserError, run_file
+from noveld.daemon.embedded import (
+    EXIT_IO,
+    EXIT_STATE_DAMAGED,
+    EXIT_USAGE,
+    UserError,
+    run_file,
+    state_damaged,
+)
 from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
 from noveld.daemon.settings import Settings, load_settings, unknown_env_names
+from noveld.state.redis_store import StoreConflict
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
     ("--alpha", "alpha", float, "DP concentration α (per document of the batch when scaled)"),
@@ -202,7 +210,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
 
         code, progress = run_kafka(settings, None if ns.quiet else sys.stderr)
         if not ns.quiet:
-            sys.stderr.write(progress.summary(f"state in Redis, namespace {settings.namespace!r}"))
+            where = f"state in Redis, namespace {settings.namespace!r}"
+            sys.stderr.write(progress.summary(where, code))
         return code
     input_path = settings.input or "-"
     err = None if ns.quiet else sys.stderr
@@ -216,7 +225,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
             where = "state not saved"
         sys.stderr.write(
             progress.summary(
-                f"{where}; dead letters in {settings.dlq_path()}" if progress.invalid else where
+                f"{where}; dead letters in {settings.dlq_path()}" if progress.invalid else where,
+                code,
             )
         )
     return code
@@ -380,6 +390,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         sys.stderr.write(f"noveld: error: {exc}\n")
         return EXIT_USAGE
+    except StoreConflict as exc:  # read at start-up (run, state show, fit)
+        sys.stderr.write(f"noveld: error: {state_damaged(exc)}\n")
+        return EXIT_STATE_DAMAGED
     except ValidationError as exc:
         sys.stderr.write(f"noveld: error: invalid configuration:\n{_validation_text(exc)}\n")
         return EXIT_USAGE

@@ -2,7 +2,7 @@
 
 Exit codes: 0 done (input exhausted or SIGINT/SIGTERM after a clean snapshot); 1 an I/O error
 (the CLI names it); 2 usage; 3 circuit breaker; 4 state refused the commit; 5 Redis unreachable
-(see :func:`_redis_lost`).
+(see :func:`_redis_lost`); 6 the namespace's state in Redis is gone or damaged.
 Configuration and state errors are raised as :class:`UserError` for the CLI to print.
 """
 
@@ -17,18 +17,20 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import IO, Any
 
+import redis
+
 from noveld.connectors.decode import Invalid
 from noveld.connectors.errors import DeadLettersFailed
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
 from noveld.daemon.metrics import Metrics, MetricsServer
-from noveld.daemon.outage import is_outage, retry_until_back
+from noveld.daemon.outage import is_outage, outage_reason, retry_until_back
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.schema import InvalidReason, stored_json
 from noveld.state.base import CommitOutcome, FingerprintMismatch, StateStore, partition_key
 from noveld.state.memory import MemoryStore
-from noveld.state.redis_store import RedisStore, connect
+from noveld.state.redis_store import RedisStore, StoreConflict, connect
 from noveld.state.redis_url import redacted
 
 EXIT_OK = 0
@@ -37,6 +39,19 @@ EXIT_USAGE = 2
 EXIT_CIRCUIT_OPEN = 3
 EXIT_STATE_DIVERGED = 4
 EXIT_REDIS_UNREACHABLE = 5
+EXIT_STATE_DAMAGED = 6
+
+STATE_DAMAGED_ADVICE = (
+    "Keys of the namespace were deleted, evicted (a maxmemory-policy that evicts) or flushed, "
+    "or Redis restarted without them, or another writer shares this one's uid slot; restore "
+    "the namespace from a backup (noveld state import) or start a new one (docs/operations.md, "
+    "'Redis incidents')"
+)
+
+
+def state_damaged(exc: StoreConflict) -> str:
+    """The message of a run stopped because the stored state does not hold together."""
+    return f"the namespace's state in Redis is gone or damaged: {exc}. {STATE_DAMAGED_ADVICE}"
 
 
 class UserError(RuntimeError):
@@ -119,8 +134,6 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
         except OSError as exc:
             raise UserError(f"cannot save state in {settings.state.dir}: {exc}") from exc
         return store
-    import redis
-
     url = settings.redis.url.get_secret_value()
     try:
         client = connect(url, socket_timeout_s=settings.redis.socket_timeout_s)
@@ -128,12 +141,19 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
         raise UserError(f"bad Redis URL ({redacted(url)}): {exc}") from exc
     except redis.RedisError as exc:
         raise UserError(f"cannot reach Redis ({redacted(url)}): {exc}") from exc
-    return RedisStore(
+    shared = RedisStore(
         client,
         settings.namespace,
         replicas_to_ack=settings.redis.replicas_to_ack,
         replica_ack_timeout_ms=settings.redis.replica_ack_timeout_ms,
     )
+    try:
+        problem = shared.unfit_server()
+    except redis.RedisError as exc:
+        raise UserError(f"cannot start: {outage_reason(exc)}") from exc
+    if problem is not None:
+        raise UserError(f"the Redis at {redacted(url)} cannot hold noveld's state: {problem}")
+    return shared
 
 
 def start_metrics(
@@ -178,6 +198,10 @@ def step_or_stop(
         if progress_out is not None:
             progress_out.write(f"noveld: error: {exc}\n")
         return EXIT_STATE_DIVERGED
+    except StoreConflict as exc:
+        if progress_out is not None:
+            progress_out.write(f"noveld: error: {state_damaged(exc)}. Stopping.\n")
+        return EXIT_STATE_DAMAGED
     except DeadLettersFailed as exc:
         if progress_out is not None:
             progress_out.write(
@@ -229,10 +253,11 @@ def wait_for_redis(
     tries ``idle(seconds)`` (default: sleep, waking on a signal; the Kafka loop polls to keep
     its group membership), and after the reload ``resync()`` (the Kafka loop re-seeks). The
     lost claims, or None if a signal stopped the wait first."""
+    reason = outage_reason(exc)
     if metrics is not None:
-        metrics.set_ready(False, f"Redis unreachable ({exc})")
+        metrics.set_ready(False, reason)
     if progress_out is not None:
-        progress_out.write(f"noveld: Redis unreachable ({exc}); pausing input, retrying\n")
+        progress_out.write(f"noveld: {reason}; pausing input, retrying\n")
 
     def wait(seconds: float) -> None:
         (idle or stop.wait)(seconds)
@@ -241,6 +266,7 @@ def wait_for_redis(
 
     def reconnect() -> list[str]:
         store.ping()
+        store.probe_write()  # answering is not enough: an OOM or read-only Redis answers too
         lost = store.restore_claims()
         pipeline.reload()
         if resync is not None:
@@ -311,6 +337,8 @@ def run_file(
         raise UserError(str(exc)) from exc
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    except redis.RedisError as exc:
+        raise UserError(f"cannot start: {outage_reason(exc)}") from exc
     topic = source_name(input_path)
     key = partition_key(topic, 0)
     other = same_file_as(input_path, pipeline.state.offsets)
@@ -322,7 +350,10 @@ def run_file(
             "again from the start"
         )
     if isinstance(store, RedisStore):
-        store.claim([key])  # fences any other process still committing this input
+        try:
+            store.claim([key])  # fences any other process still committing this input
+        except redis.RedisError as exc:
+            raise UserError(f"cannot start: {outage_reason(exc)}") from exc
     resume_at = pipeline.next_offset(topic, 0)
     source = open_source(settings, input_path, resume_at)
     if resume_at and progress_out is not None:

@@ -9,6 +9,8 @@ import sys
 import threading
 from typing import IO
 
+import redis
+
 from noveld.connectors.errors import DeadLettersFailed, kafka_unreachable
 from noveld.connectors.kafka import KafkaDeadLetters, KafkaEvents, KafkaSource
 from noveld.daemon.embedded import (
@@ -22,7 +24,7 @@ from noveld.daemon.embedded import (
     wait_for_redis,
 )
 from noveld.daemon.metrics import Metrics
-from noveld.daemon.outage import is_outage
+from noveld.daemon.outage import is_outage, outage_reason
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -114,6 +116,8 @@ def run_kafka(
         pipeline = Pipeline(settings, store, events, dead)
     except FingerprintMismatch as exc:
         raise UserError(str(exc)) from exc
+    except redis.RedisError as exc:
+        raise UserError(f"cannot start: {outage_reason(exc)}") from exc
     source = KafkaSource(
         bootstrap,
         k.input_topic,

@@ -17,8 +17,11 @@ T = TypeVar("T")
 # still loading its AOF after a restart, or a replica that is read-only during a failover; on a
 # Redis Cluster also a cluster that is down or failing over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN)
 # and the cluster client giving up after its own redirects and retries (ClusterError).
+# A Redis at its maxmemory under `noeviction` refuses writes (OOM) until memory is freed: also
+# waited out, with its own message.
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.ConnectionError,
+    redis.exceptions.OutOfMemoryError,
     redis.exceptions.TimeoutError,
     redis.exceptions.BusyLoadingError,
     redis.exceptions.ReadOnlyError,
@@ -31,6 +34,26 @@ OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
 def is_outage(exc: BaseException) -> bool:
     """Whether ``exc`` means "Redis is unreachable for now" (retry) rather than a bug."""
     return isinstance(exc, OUTAGE_ERRORS)
+
+
+def outage_reason(exc: BaseException) -> str:
+    """What an operator should read about a Redis error: the incident, not only the text."""
+    text = str(exc)
+    if isinstance(exc, redis.exceptions.OutOfMemoryError) or text.startswith("OOM"):
+        return (
+            f"Redis is out of memory ({text}): at its maxmemory it refuses writes; free memory "
+            "or raise maxmemory (docs/operations.md, 'Redis incidents')"
+        )
+    if isinstance(exc, redis.exceptions.ReadOnlyError):
+        return (
+            f"Redis refuses writes as a read-only replica ({text}): a failover under way, or "
+            "--redis-url names a replica instead of the primary"
+        )
+    if isinstance(exc, redis.exceptions.AuthenticationError) or any(
+        mark in text for mark in ("NOAUTH", "WRONGPASS", "authenticat")
+    ):
+        return f"Redis rejected the credentials of --redis-url ({text})"
+    return f"Redis unreachable ({text})"
 
 
 @dataclass

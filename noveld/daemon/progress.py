@@ -63,9 +63,9 @@ class Progress:
             f"{self.births:,} born · {self.invalid:,} invalid"
         )
 
-    def summary(self, extra: str = "") -> str:
-        """Multi-line end-of-run summary."""
-        how = "stopped by signal" if self.stopped else "done"
+    def summary(self, extra: str = "", code: int = 0) -> str:
+        """Multi-line end-of-run summary (``code``: the run's exit code; not "done" if not 0)."""
+        how = "stopped by signal" if self.stopped else "done" if code == 0 else f"stopped ({code})"
         lines = [f"noveld: {how} — {self.line()} in {self.elapsed:.1f}s"]
         if self.reasons:
             parts = ", ".join(f"{k}={v}" for k, v in sorted(self.reasons.items()))

@@ -16,14 +16,21 @@
 -- ARGV[3] novelty JSON
 -- ARGV[4..] the events' JSON, in order
 --
--- Returns {status, detail, seq, foreign, suppressed}: status "committed", "replay", "fenced" or
--- "conflict"; seq = the log position after this commit; foreign = entries other writers appended
+-- Returns {status, detail, seq, foreign, suppressed}: status "committed", "replay", "fenced",
+-- "conflict" or "lost" (the namespace's meta is gone: flushed, evicted); seq = the log position after this commit; foreign = entries other writers appended
 -- since the writer's last_seq (it must apply those to stay in step); suppressed = ids of cluster
 -- events left out because another writer already announced that step of the cluster's life
 -- (replicas confirm births from their own novelty trackers: each cluster is born, and ends,
 -- once in the outbox).
 
 local h = cjson.decode(ARGV[1])
+
+-- Every check comes before the first write: a script that fails half-way is not rolled back.
+
+-- 0. the namespace must still exist (its meta carries the fingerprint every writer loaded)
+if redis.call('HEXISTS', KEYS[1], 'fingerprint') == 0 then
+  return {'lost', 'namespace meta has no fingerprint', 0, 0, {}}
+end
 
 -- 1. fencing: every partition's epoch must be the one this writer was granted
 for key, epoch in pairs(h.epochs) do
@@ -47,20 +54,27 @@ end
 -- 3. cluster uids: the writer used its slot's counter from where the store has it
 --    (slot -1: no document was seated, no uid handed out)
 if h.slot >= 0 then
-  local slot = tostring(h.slot)
-  local uid_next = tonumber(redis.call('HGET', KEYS[7], slot) or '0')
+  local uid_next = tonumber(redis.call('HGET', KEYS[7], tostring(h.slot)) or '0')
   if uid_next ~= h.uid_start then
-    return {'conflict', 'uid slot ' .. slot .. ' is at ' .. uid_next .. ', writer assumed '
+    return {'conflict', 'uid slot ' .. h.slot .. ' is at ' .. uid_next .. ', writer assumed '
       .. h.uid_start .. ' (two writers share a slot?)', 0, 0, {}}
-  end
-  if h.uid_end ~= h.uid_start then
-    redis.call('HSET', KEYS[7], slot, h.uid_end)
   end
 end
 
--- 4. the delta: one log entry (statistics are additive, so the log is the state)
+-- 4. the delta: one log entry (statistics are additive, so the log is the state); the log
+--    must end where meta says (else XADD would fail after the writes above it)
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local foreign = seq - h.last_seq
+local top = redis.call('XREVRANGE', KEYS[6], '+', '-', 'COUNT', 1)
+if #top > 0 then
+  local top_seq = tonumber(string.match(top[1][1], '^(%d+)'))
+  if top_seq > seq then
+    return {'conflict', 'log ends at ' .. top_seq .. ' but meta says ' .. seq, 0, 0, {}}
+  end
+end
+if h.slot >= 0 and h.uid_end ~= h.uid_start then
+  redis.call('HSET', KEYS[7], tostring(h.slot), h.uid_end)
+end
 if #ARGV[2] > 0 then
   seq = seq + 1
   redis.call('HSET', KEYS[1], 'seq', seq)

@@ -57,6 +57,7 @@ OUTBOX_ENTRY_EVENTS = 1000
 UID_SLOT_BITS = 40  # uid = slot << 40 | counter; partition 0's uids are plain counters
 CHECKPOINT_EVERY = 200  # log entries between checkpoints
 REPLICA_HOLD_S = 1.0  # after a short WAIT, hold events this long before asking again
+PROBE_TTL_S = 60  # the write probe's key expires: it is not state
 
 _LUA = files("noveld.state")
 _STATUS = {
@@ -222,6 +223,7 @@ class RedisStore:
             "vocab_idx",
             "ckpt",
             "ack",
+            "probe",
         ]
         self.keys = {n: self.prefix + n for n in names}
         self._commit = client.register_script(_LUA.joinpath("commit.lua").read_text())
@@ -485,6 +487,8 @@ class RedisStore:
             ],
         )
         outcome = _text(status)
+        if outcome == "lost":
+            raise StoreConflict(f"namespace {self.namespace!r} has no meta key any more")
         if outcome == "conflict":
             raise StoreConflict(_text(detail))
         if outcome != "committed":
@@ -559,6 +563,33 @@ class RedisStore:
         """Round trip to the server that holds the namespace; raises ``redis.RedisError``
         while it is unreachable."""
         self._on_home_node("PING")
+
+    def probe_write(self) -> None:
+        """A small write on the namespace's server (a key that expires): raises what a commit
+        would meet there — OOM at maxmemory, READONLY on a replica — while reads still work."""
+        self.client.set(self.keys["probe"], self.writer, ex=PROBE_TTL_S)
+
+    def unfit_server(self) -> str | None:
+        """Why the namespace's server cannot keep the state safely, or None: a read-only
+        replica (every commit would be refused), or a ``maxmemory-policy`` that evicts any key
+        (the state would lose keys silently). Servers that refuse INFO are not judged."""
+        try:
+            info = self._on_home_node("INFO", "replication")
+            memory = self._on_home_node("INFO", "memory")
+        except redis.exceptions.ResponseError:  # INFO disabled or renamed (managed Redis)
+            return None
+        role = str(info.get("role", "master"))
+        if role != "master":
+            primary = f"{info.get('master_host', '?')}:{info.get('master_port', '?')}"
+            return f"it is a read-only replica of {primary}; point --redis-url at the primary"
+        policy = str(memory.get("maxmemory_policy", "noeviction"))
+        if policy.startswith("allkeys-"):
+            return (
+                f"its maxmemory-policy {policy} evicts any key at maxmemory, which would "
+                "delete parts of the state without a word; use noeviction (a Redis of its own, "
+                "or one that is not a cache)"
+            )
+        return None
 
     def flush(self, state: NamespaceState) -> None:
         """Commits are durable per the server's AOF policy; wait for the local fsync."""

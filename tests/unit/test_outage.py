@@ -7,7 +7,7 @@ import threading
 import pytest
 import redis
 
-from noveld.daemon.outage import Backoff, is_outage, retry_until_back
+from noveld.daemon.outage import Backoff, is_outage, outage_reason, retry_until_back
 
 
 def test_connection_failures_are_outages_and_bugs_are_not() -> None:
@@ -25,6 +25,23 @@ def test_a_cluster_that_is_down_or_failing_over_is_an_outage() -> None:
     assert is_outage(redis.exceptions.ClusterError("TTL exhausted."))
     assert is_outage(redis.exceptions.SlotNotCoveredError("slot 7 not covered"))
     assert not is_outage(redis.exceptions.MovedError("7 127.0.0.1:7001"))  # followed, not seen
+
+
+def test_each_incident_is_named_for_the_operator() -> None:
+    oom = redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'")
+    assert is_outage(oom)  # waited out: freeing memory or raising maxmemory ends it
+    assert outage_reason(oom).startswith("Redis is out of memory")
+    read_only = redis.exceptions.ReadOnlyError("You can't write against a read only replica.")
+    assert "read-only replica" in outage_reason(read_only)
+    assert "--redis-url names a replica" in outage_reason(read_only)
+    for auth in (
+        redis.exceptions.AuthenticationError("invalid username-password pair"),
+        redis.exceptions.ConnectionError("HELLO must be called with the client authenticated"),
+        redis.exceptions.ResponseError("NOAUTH Authentication required."),
+    ):
+        assert outage_reason(auth).startswith("Redis rejected the credentials"), auth
+    refused = redis.exceptions.ConnectionError("Error 111 connecting. Connection refused.")
+    assert outage_reason(refused) == f"Redis unreachable ({refused})"
 
 
 def test_backoff_grows_to_its_cap_and_resets() -> None:
@@ -74,3 +91,36 @@ def test_retry_until_back_stops_on_the_signal_and_lets_bugs_through() -> None:
 
     with pytest.raises(ValueError, match="bug"):
         retry_until_back(bug, lambda s: None, threading.Event())
+
+
+def test_a_redis_that_answers_but_refuses_writes_is_not_back_yet() -> None:
+    """A demoted primary or a Redis at its maxmemory answers PING and reads: the daemon must
+    not reload the state (and fail the next commit, and reload again) until writes go through."""
+    import io
+
+    from noveld.daemon.embedded import wait_for_redis
+
+    class Store:
+        probes = 0
+
+        def ping(self) -> None: ...
+
+        def probe_write(self) -> None:
+            self.probes += 1
+            if self.probes <= 3:
+                raise redis.exceptions.ReadOnlyError("You can't write against a read only replica.")
+
+        def restore_claims(self) -> list[str]:
+            return []
+
+    class Pipeline:
+        reloads = 0
+
+        def reload(self) -> None:
+            self.reloads += 1
+
+    store, pipeline, out = Store(), Pipeline(), io.StringIO()
+    exc = redis.exceptions.ReadOnlyError("You can't write against a read only replica.")
+    lost = wait_for_redis(exc, pipeline, store, None, threading.Event(), out, idle=lambda s: None)  # type: ignore[arg-type]
+    assert lost == [] and store.probes == 4 and pipeline.reloads == 1
+    assert "read-only replica" in out.getvalue()

@@ -1,0 +1,140 @@
+"""Redis incidents an operator meets besides an outage (real valkey, each test its own server):
+a Redis at its maxmemory refusing writes (waited out, named, nothing lost or counted twice), a
+namespace flushed under a running daemon (stopped with exit 6 and what to do), a damaged
+namespace at start-up (exit 6, no traceback), and servers that cannot hold the state — a
+read-only replica, an evicting ``maxmemory-policy`` — refused at start-up with exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+from cli_runner import NOVELD, noveld, redis_state
+from harness import RedisServer
+
+from noveld.synth import SynthConfig, write_jsonl
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
+N = 60_000
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "s.jsonl"
+    write_jsonl(SynthConfig(n_docs=N, n_stories=100, seed=21), path)
+    return path
+
+
+class Running:
+    """``noveld run`` over a file into Redis, its stderr collected line by line as it comes."""
+
+    def __init__(self, stream: Path, url: str, ns: str, dlq: Path) -> None:
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [*NOVELD, "run", "--input", str(stream), "--redis-url", url, "--namespace", ns,
+             "--batch-size", "64", "--dlq", str(dlq)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NOVELD_PROGRESS_INTERVAL_S": "0.05"},
+        )  # fmt: skip
+        assert self.proc.stderr is not None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def said(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
+
+    def finish(self, timeout: float = 240) -> tuple[int, str]:
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(5)
+        return code, "".join(self.lines)
+
+
+def wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_redis_out_of_memory_is_waited_out_and_nothing_is_lost(
+    stream: Path, tmp_path: Path
+) -> None:
+    with RedisServer() as server:
+        r = redis.Redis.from_url(server.url)
+        run = Running(stream, server.url, "oom", tmp_path / "d.jsonl")
+        wait_until(lambda: run.said("docs"), 60, "the run to be under way")
+        r.config_set("maxmemory", int(r.info("memory")["used_memory"]) // 2)  # noeviction
+        wait_until(lambda: run.said("Redis is out of memory"), 30, "the OOM to be named")
+        time.sleep(1.0)
+        assert run.proc.poll() is None  # waiting, not crashed
+        r.config_set("maxmemory", 0)
+        code, err = run.finish()
+        assert code == 0, err
+        assert "Traceback" not in err and "Redis is back" in err
+        info = redis_state(server.url, "oom")
+        assert info["docs"] == N and info["offsets"] == {f"{stream}:0": N}
+        assert info["mass"] == pytest.approx(N)  # each document once in the statistics
+
+
+def test_a_namespace_flushed_under_a_running_daemon_stops_it_with_exit_6(
+    stream: Path, tmp_path: Path
+) -> None:
+    with RedisServer() as server:
+        run = Running(stream, server.url, "wiped", tmp_path / "d.jsonl")
+        wait_until(lambda: run.said("docs"), 60, "the run to be under way")
+        redis.Redis.from_url(server.url).flushdb()
+        code, err = run.finish()
+        assert code == 6, err
+        assert "has no meta key any more" in err and "state import" in err
+        assert "noveld: stopped (6)" in err and "noveld: done" not in err  # not "done"
+        assert "Traceback" not in err
+
+
+def test_a_damaged_namespace_is_named_at_start_up(stream: Path, tmp_path: Path) -> None:
+    with RedisServer() as server:
+        small = tmp_path / "small.jsonl"
+        small.write_text("".join(stream.read_text().splitlines(keepends=True)[:3000]))
+        args = ["--redis-url", server.url, "--namespace", "dmg"]
+        ok = noveld("run", "--input", str(small), *args, "--batch-size", "64", "--quiet",
+                    "--dlq", str(tmp_path / "d.jsonl"))  # fmt: skip
+        assert ok.returncode == 0, ok.stderr
+        r = redis.Redis.from_url(server.url)
+        r.delete("noveld:{dmg}:log")  # the delta log evicted: meta counts commits it lacks
+        for cmd in (["run", "--input", str(small), *args, "--dlq", str(tmp_path / "d2.jsonl")],
+                    ["state", "show", *args]):  # fmt: skip
+            proc = noveld(*cmd)
+            assert proc.returncode == 6, proc.stderr
+            assert "gone or damaged" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_servers_that_cannot_hold_the_state_are_refused_at_start_up(
+    stream: Path, tmp_path: Path
+) -> None:
+    args = ["run", "--input", str(stream), "--namespace", "n", "--dlq", str(tmp_path / "d")]
+    with RedisServer() as primary, RedisServer() as server:
+        r = redis.Redis.from_url(server.url)
+        r.config_set("maxmemory-policy", "allkeys-lru")
+        evicting = noveld(*args, "--redis-url", server.url)
+        assert evicting.returncode == 2, evicting.stderr
+        assert "allkeys-lru evicts any key" in evicting.stderr
+        r.config_set("maxmemory-policy", "volatile-lru")  # noveld's keys carry no TTL: fine
+        r.execute_command("REPLICAOF", "127.0.0.1", str(primary.port))
+        replica = noveld(*args, "--redis-url", server.url)
+        assert replica.returncode == 2, replica.stderr
+        assert f"read-only replica of 127.0.0.1:{primary.port}" in replica.stderr
+        for proc in (evicting, replica):
+            assert "Traceback" not in proc.stderr
+        assert not redis.Redis.from_url(primary.url).keys("noveld:*")  # nothing was written
