@@ -10,16 +10,17 @@ with provenance headers.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from noveld.connectors.errors import DeadLettersFailed, DeliveryFailed
+from noveld.connectors.errors import BrokerSilent, DeadLettersFailed, DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.schema import (
     InvalidReason,
@@ -31,6 +32,58 @@ from noveld.schema import (
 )
 
 log = logging.getLogger("noveld.kafka")
+
+
+class _Closable(Protocol):
+    """A client :func:`start_within` can close if its constructor returns too late."""
+
+    def close(self) -> None: ...
+
+
+T = TypeVar("T", bound=_Closable)
+
+BOOTSTRAP_TIMEOUT_MS = 10_000
+"""How long a client's constructor waits for its first metadata (kafka-python's
+``bootstrap_timeout_ms``; its default is 30 s)."""
+
+START_TIMEOUT_S = BOOTSTRAP_TIMEOUT_MS / 1000 + 5
+"""How long :func:`start_within` waits for a client's constructor. kafka-python bounds the
+bootstrap itself, but not a TLS handshake: against a listener that accepts and never answers
+(a plaintext port, a hung broker) an ``SSL`` client's constructor waited forever."""
+
+
+def start_within(build: Callable[[], T], what: str, timeout_s: float = START_TIMEOUT_S) -> T:
+    """``build()`` (a kafka-python client's constructor) on a helper thread; its result, or
+    its exception, or :class:`BrokerSilent` naming ``what`` once ``timeout_s`` passed. A
+    constructor still stuck then is left behind on its daemon thread (nothing can interrupt
+    it); should it finish after all, the client is closed."""
+    done = threading.Event()
+    lock = threading.Lock()
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            client = build()
+        except BaseException as exc:  # handed to the waiting thread
+            out["error"] = exc
+        else:
+            with lock:
+                out["client"] = client
+                late = "abandoned" in out
+            if late:
+                client.close()
+        done.set()
+
+    threading.Thread(target=run, name=f"noveld-start-{what}", daemon=True).start()
+    if not done.wait(timeout_s):
+        with lock:
+            if "client" not in out:
+                out["abandoned"] = True
+                raise BrokerSilent(what, timeout_s)
+    if "error" in out:
+        raise out["error"]
+    client: T = out["client"]
+    return client
 
 
 def partition_name(topic: str, partition: int) -> str:
@@ -62,15 +115,19 @@ class KafkaSource:
         self._ends: dict[TopicPartition, int] = {}
         self._ends_at = float("-inf")
         self.lag_failing = False  # the last end-offsets request failed (said once)
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=max(session_timeout_ms // 6, 100),
-            max_poll_records=max_poll_records,
-            **(client_options or {}),
+        self.consumer = start_within(
+            lambda: KafkaConsumer(
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=max(session_timeout_ms // 6, 100),
+                max_poll_records=max_poll_records,
+                bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                **(client_options or {}),
+            ),
+            "the input consumer",
         )
         self.consumer.subscribe([topic], listener=_Listener(self))
 
@@ -242,17 +299,21 @@ PRODUCER_MAX_BLOCK_MS = 10_000
 
 
 def acknowledged_producer(
-    bootstrap: str, client_options: Mapping[str, Any] | None = None
+    bootstrap: str, client_options: Mapping[str, Any] | None = None, what: str = "the producer"
 ) -> KafkaProducer:
     """The producer both sinks use: every replica acknowledges (acks=all), a few retries, and
-    bounded waits for the brokers at start-up and for a topic's metadata."""
-    return KafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        retries=5,
-        bootstrap_timeout_ms=10_000,
-        max_block_ms=PRODUCER_MAX_BLOCK_MS,
-        **(client_options or {}),
+    bounded waits for the brokers at start-up (:func:`start_within`; ``what`` names it in the
+    error) and for a topic's metadata."""
+    return start_within(
+        lambda: KafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            retries=5,
+            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+            max_block_ms=PRODUCER_MAX_BLOCK_MS,
+            **(client_options or {}),
+        ),
+        what,
     )
 
 
@@ -263,7 +324,7 @@ class KafkaEvents:
         self, bootstrap: str, topic: str, client_options: Mapping[str, Any] | None = None
     ) -> None:
         self.topic = topic
-        self.producer = acknowledged_producer(bootstrap, client_options)
+        self.producer = acknowledged_producer(bootstrap, client_options, "the events producer")
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
         """Send and wait for the broker's acknowledgement of every event; DeliveryFailed when
@@ -307,7 +368,7 @@ class KafkaDeadLetters:
     ) -> None:
         self.topic = topic
         self.max_value_bytes = min(max_value_bytes, DLQ_VALUE_CAP)
-        self.producer = acknowledged_producer(bootstrap, client_options)
+        self.producer = acknowledged_producer(bootstrap, client_options, "the dead-letter producer")
         self.count = 0
         self._sent: list[Any] = []  # futures of dead letters not yet flushed
 

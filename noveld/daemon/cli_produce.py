@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from noveld.connectors.errors import kafka_unreachable
+from noveld.connectors.errors import BrokerSilent, kafka_unreachable
 from noveld.daemon.embedded import UserError
 from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
 from noveld.daemon.settings import KafkaSettings, load_settings
@@ -18,21 +18,26 @@ def _cmd_produce(ns: argparse.Namespace) -> int:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
+    from noveld.connectors.kafka import BOOTSTRAP_TIMEOUT_MS, start_within
+
     kafka = _kafka_settings(ns)
     try:
         fh = sys.stdin.buffer if ns.file == "-" else open(ns.file, "rb")  # noqa: SIM115
     except OSError as exc:
         raise UserError(f"cannot read {ns.file}: {exc}") from exc
     try:
-        producer = KafkaProducer(
-            bootstrap_servers=ns.kafka_bootstrap,
-            acks="all",
-            linger_ms=5,
-            retries=5,
-            bootstrap_timeout_ms=10_000,
-            **kafka.client_options(),
+        producer = start_within(
+            lambda: KafkaProducer(
+                bootstrap_servers=ns.kafka_bootstrap,
+                acks="all",
+                linger_ms=5,
+                retries=5,
+                bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                **kafka.client_options(),
+            ),
+            "the producer",
         )
-    except KafkaError as exc:
+    except (KafkaError, BrokerSilent) as exc:
         if fh is not sys.stdin.buffer:
             fh.close()
         raise UserError(

@@ -118,17 +118,22 @@ def run_kafka(
         raise UserError(str(exc)) from exc
     except redis.RedisError as exc:
         raise UserError(f"cannot start: {outage_reason(exc)}") from exc
-    source = KafkaSource(
-        bootstrap,
-        k.input_topic,
-        k.group,
-        store.stored_offset,
-        store.claim_keys,
-        store.release,
-        session_timeout_ms=k.session_timeout_ms,
-        max_poll_records=settings.batch.max_docs,
-        client_options=client,
-    )
+    try:
+        source = KafkaSource(
+            bootstrap,
+            k.input_topic,
+            k.group,
+            store.stored_offset,
+            store.claim_keys,
+            store.release,
+            session_timeout_ms=k.session_timeout_ms,
+            max_poll_records=settings.batch.max_docs,
+            client_options=client,
+        )
+    except Exception as exc:  # as for the producers above
+        events.close()
+        dead.close()
+        raise UserError(kafka_unreachable(bootstrap, k.security_protocol, exc)) from exc
     missing = source.missing_topics([k.input_topic, k.events_topic, k.dlq_topic])
     if missing:
         source.close()

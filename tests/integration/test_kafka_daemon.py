@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 import uuid
 from typing import Any
@@ -335,3 +337,67 @@ def test_missing_topics_stop_the_start_with_their_names(
     proc = start_daemon(kafka_bootstrap, redis_url, ns, absent)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and f"{ns}.nothing" in err, err
+
+
+class SilentListener:
+    """A TCP server on a free loopback port that accepts every connection and never answers
+    (a hung broker, or a TLS listener waiting for a handshake the client does not start)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            self.accepted.append(conn)
+
+    def __enter__(self) -> SilentListener:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+        self._thread.join(timeout=5)
+        for conn in self.accepted:
+            conn.close()
+
+
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL"])
+def test_a_broker_that_accepts_and_never_answers_stops_the_start(
+    redis_url: str, protocol: str
+) -> None:
+    """The TLS client waited for a handshake with no time limit inside kafka-python's
+    constructors: the daemon hung at start-up forever. Now it gives up within a bound and
+    says which address and which client got no answer, with the TLS hint, exit 2."""
+    ns = f"h{uuid.uuid4().hex[:6]}"
+    with SilentListener() as silent:
+        bootstrap = f"127.0.0.1:{silent.port}"
+        t0 = time.monotonic()
+        proc = start_daemon(
+            bootstrap,
+            redis_url,
+            ns,
+            {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"},
+            ("--kafka-security-protocol", protocol),
+        )
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            raise AssertionError(f"still starting after 60 s: {err[-2000:]}") from None
+        took = time.monotonic() - t0
+        assert silent.accepted  # it did connect
+    assert proc.returncode == 2, err
+    assert took < 40, took
+    assert f"cannot reach Kafka at {bootstrap} ({protocol})" in err
+    assert "security_protocol" in err and "TLS" in err
+    assert "Traceback" not in err
+    if protocol == "SSL":
+        assert "no answer within" in err and "producer" in err
