@@ -91,6 +91,17 @@ def partition_name(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
 
 
+def describe_partitions(partitions: Sequence[TopicPartition]) -> str:
+    """Partitions for a log line: ``docs[0,1,2]`` (several topics: ``a[0], b[1]``)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ", ".join(
+        f"{topic}[{','.join(str(p) for p in sorted(parts))}]"
+        for topic, parts in sorted(by_topic.items())
+    )
+
+
 class KafkaSource:
     """Batches of records from a topic; remembers where each partition's next batch starts."""
 
@@ -105,11 +116,15 @@ class KafkaSource:
         session_timeout_ms: int = 10_000,
         max_poll_records: int = 500,
         client_options: Mapping[str, Any] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
+        """``say``: where to report assignments and revocations (a line each, for the
+        operator; None: not reported)."""
         self.topic = topic
         self._stored_offset = stored_offset
         self._on_assign = on_assign
         self._on_revoke = on_revoke
+        self._say = say
         self.expected: dict[str, int] = {}
         self.rebalances = 0  # assignment callbacks seen (a fenced consumer waits for one)
         self._ends: dict[TopicPartition, int] = {}
@@ -140,7 +155,8 @@ class KafkaSource:
             offset = self._stored_offset(key)
             self.consumer.seek(tp, offset)
             self.expected[key] = offset
-        log.info("assigned %s", keys)
+        if partitions and self._say is not None:
+            self._say(f"assigned partitions {describe_partitions(partitions)}")
 
     def revoked(self, partitions: Sequence[TopicPartition]) -> None:
         """Forget partitions another member now owns."""
@@ -149,6 +165,8 @@ class KafkaSource:
         for key in keys:
             self.expected.pop(key, None)
         self._on_revoke(keys)
+        if partitions and self._say is not None:
+            self._say(f"revoked partitions {describe_partitions(partitions)}")
 
     def pause(self) -> None:
         """Stop fetching from every assigned partition (polls keep the group membership)."""

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO
 
 import redis
@@ -48,6 +49,17 @@ def refresh_lag(metrics: Metrics, source: KafkaSource) -> None:
     if source.lag_failing:
         log.warning("Kafka answers again")
     source.lag_failing = False
+
+
+def say_to(out: IO[str]) -> Callable[[str], None]:
+    """A line-writer in the daemon's stderr style (``noveld: …``), flushed at once: the
+    consumer's rebalance callbacks call it from kafka-python's network thread."""
+
+    def say(line: str) -> None:
+        out.write(f"noveld: {line}\n")
+        out.flush()
+
+    return say
 
 
 def ride_out_outage(
@@ -129,6 +141,7 @@ def run_kafka(
             session_timeout_ms=k.session_timeout_ms,
             max_poll_records=settings.batch.max_docs,
             client_options=client,
+            say=None if progress_out is None else say_to(progress_out),
         )
     except Exception as exc:  # as for the producers above
         events.close()

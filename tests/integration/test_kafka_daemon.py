@@ -401,3 +401,47 @@ def test_a_broker_that_accepts_and_never_answers_stops_the_start(
     assert "Traceback" not in err
     if protocol == "SSL":
         assert "no answer within" in err and "producer" in err
+
+
+def test_partition_assignments_and_revocations_are_logged(
+    kafka_bootstrap: str, redis_url: str
+) -> None:
+    """Which partitions a replica owns was invisible (logged at INFO, which nothing shows):
+    every assignment and revocation is now one stderr line. A alone gets both partitions; when
+    B joins, A gives them up and each replica is assigned one."""
+    ns = f"a{uuid.uuid4().hex[:6]}"
+    topics = create_topics(kafka_bootstrap, ns, input_partitions=2)
+    client = redis.Redis.from_url(redis_url)
+
+    def claims() -> int:
+        return sum(int(v) for v in client.hgetall(f"noveld:{{{ns}}}:epochs").values())
+
+    def wait_claims(n: int, procs: list[subprocess.Popen[str]]) -> None:
+        deadline = time.monotonic() + 60
+        while claims() < n:
+            for p in procs:
+                assert p.poll() is None, p.communicate()[1]
+            assert time.monotonic() < deadline, f"{claims()} claims, wanted {n}"
+            time.sleep(0.2)
+
+    a = start_daemon(kafka_bootstrap, redis_url, ns, topics)
+    b = None
+    try:
+        wait_claims(2, [a])  # A owns both partitions
+        b = start_daemon(kafka_bootstrap, redis_url, ns, topics)
+        wait_claims(4, [a, b])  # the rebalance: A claims one again, B the other
+        time.sleep(1)
+    finally:
+        err_a = stop(a)
+        err_b = stop(b) if b is not None else ""
+    t = topics["in"]
+    lines_a = [ln for ln in err_a.splitlines() if "partitions" in ln]
+    lines_b = [ln for ln in err_b.splitlines() if "partitions" in ln]
+    assert lines_a[0] == f"noveld: assigned partitions {t}[0,1]", err_a
+    assert f"noveld: revoked partitions {t}[0,1]" in lines_a[1:], err_a
+    mine = {ln for ln in lines_a[1:] if ln.startswith("noveld: assigned partitions")}
+    theirs = {ln for ln in lines_b if ln.startswith("noveld: assigned partitions")}
+    assert {f"noveld: assigned partitions {t}[0]", f"noveld: assigned partitions {t}[1]"} == (
+        mine | theirs
+    ), (err_a, err_b)
+    assert "Traceback" not in err_a + err_b
