@@ -129,6 +129,8 @@ class KafkaSource:
         self.rebalances = 0  # assignment callbacks seen (a fenced consumer waits for one)
         self._ends: dict[TopicPartition, int] = {}
         self._ends_at = float("-inf")
+        self.held: dict[TopicPartition, tuple[int, int]] = {}  # (stored offset, log end)
+        self._held_checked = float("-inf")
         self.lag_failing = False  # the last end-offsets request failed (said once)
         self.consumer = start_within(
             lambda: KafkaConsumer(
@@ -164,6 +166,9 @@ class KafkaSource:
         self.rebalances += 1
         for key in keys:
             self.expected.pop(key, None)
+        held = [tp for tp in partitions if self.held.pop(tp, None) is not None]
+        if held:  # kafka-python keeps a partition's paused flag if it is assigned again
+            self.consumer.resume(*held)
         self._on_revoke(keys)
         if partitions and self._say is not None:
             self._say(f"revoked partitions {describe_partitions(partitions)}")
@@ -175,8 +180,8 @@ class KafkaSource:
             self.consumer.pause(*parts)
 
     def resume(self) -> None:
-        """Fetch again from every assigned partition."""
-        parts = list(self.consumer.paused())
+        """Fetch again from every assigned partition (but those :meth:`hold` keeps)."""
+        parts = [tp for tp in self.consumer.paused() if tp not in self.held]
         if parts:
             self.consumer.resume(*parts)
 
@@ -214,10 +219,18 @@ class KafkaSource:
             self.expected[key] = offset
 
     def read_batch(self, max_docs: int, max_wait_ms: int) -> list[Record]:
-        """Up to ``max_docs`` records (possibly none) within ``max_wait_ms``."""
+        """Up to ``max_docs`` records (possibly none) within ``max_wait_ms``. Partitions whose
+        stored offset is past the log end are held, not read (:meth:`check_ends`)."""
         polled = self.consumer.poll(timeout_ms=max_wait_ms, max_records=max_docs)
         out: list[Record] = []
+        behind: list[TopicPartition] = []
         for tp, msgs in polled.items():
+            key = partition_name(tp.topic, tp.partition)
+            if msgs and key in self.expected and msgs[0].offset < self.expected[key]:
+                # records before the state's offset: the broker answered "out of range" and
+                # the consumer reset to the log start (auto_offset_reset) — already counted
+                behind.append(tp)
+                continue
             for msg in msgs:
                 ts = (
                     format_rfc3339(msg.timestamp / 1000)
@@ -229,7 +242,88 @@ class KafkaSource:
                     {"topic": tp.topic, "partition": tp.partition, "offset": msg.offset, "ts": ts},
                 )
                 out.append(Record(msg.value if msg.value is not None else b"", pos))
+        self.check_ends(behind)
         return out
+
+    def check_ends(self, behind: Sequence[TopicPartition] = ()) -> None:
+        """Hold partitions whose stored offset is past the end of their log (the topic was
+        deleted and re-created, or the broker lost records): reading them would count the new
+        log's records against offsets already committed (a real broker resets the consumer to
+        the log start: everything counted again), or wait silently forever (a broker that
+        answers an offset past the end with no records). Evidence: records before the stored
+        offset (``behind``), or a fetch's high watermark below it, confirmed by the broker's
+        end offset. A held partition is paused, said once, and checked again every
+        :data:`HELD_RECHECK_S` seconds against the offset stored *now* (an operator may have
+        reset it): it is read again once that offset is within the log."""
+        for tp in behind:  # out of range on the broker's own word: back to the state's offset
+            self.consumer.seek(tp, self.expected[partition_name(tp.topic, tp.partition)])
+            self.consumer.pause(tp)
+        suspects = set(behind)
+        for tp in self.consumer.assignment():
+            high = self.consumer.highwater(tp)
+            key = partition_name(tp.topic, tp.partition)
+            if tp not in self.held and high is not None and high < self.expected.get(key, 0):
+                suspects.add(tp)
+        recheck = bool(self.held) and time.monotonic() - self._held_checked >= HELD_RECHECK_S
+        if not suspects and not recheck:
+            return
+        parts = sorted(suspects | (set(self.held) if recheck else set()))
+        try:
+            ends = self.consumer.end_offsets(parts)
+        except Exception as exc:  # kafka-python's errors: check again at the next turn
+            log.debug("end offsets for the past-the-end check failed: %r", exc)
+            ends = {}
+        for tp in parts:
+            key = partition_name(tp.topic, tp.partition)
+            if key not in self.expected:
+                continue  # revoked meanwhile
+            # a fetch's high watermark and the end offset may lag each other: the larger
+            end = max(ends.get(tp, -1), self.consumer.highwater(tp) or -1)
+            if tp in self.held:
+                self._held_checked = time.monotonic()
+                if end >= 0:
+                    self._recheck(tp, key, end)
+            elif tp in behind or (tp in ends and end < self.expected[key]):
+                self.hold(tp, key, end)
+
+    def hold(self, tp: TopicPartition, key: str, end: int) -> None:
+        """Stop reading a partition whose stored offset is past its log end, and say so."""
+        stored = self.expected[key]
+        self.consumer.pause(tp)
+        self.held[tp] = (stored, end)
+        self._held_checked = time.monotonic()
+        shown = str(end) if end >= 0 else "unknown"
+        log.warning(
+            "partition %s: the stored offset %d is past the log end %s (the topic was deleted "
+            "and re-created, or the broker lost records); not reading it until the stored "
+            "offset is within the log: set it to 0 (a new topic) or to the log end (records "
+            'lost) — docs/operations.md, "Stored offsets past the log end"',
+            key,
+            stored,
+            shown,
+        )
+
+    def _recheck(self, tp: TopicPartition, key: str, end: int) -> None:
+        """A held partition: read it again from the offset stored now, if the log reaches it."""
+        try:
+            stored = self._stored_offset(key)
+        except Exception as exc:  # the store's outage is the loop's business: check later
+            log.debug("stored offset of %s unavailable: %r", key, exc)
+            return
+        if stored > end:
+            self.held[tp] = (stored, end)
+            return
+        del self.held[tp]
+        self.consumer.seek(tp, stored)
+        self.expected[key] = stored
+        self.consumer.resume(tp)
+        log.warning(
+            "partition %s: the stored offset %d is within the log again (end %d); reading it "
+            "from there",
+            key,
+            stored,
+            end,
+        )
 
     def offsets_of(self, records: Sequence[Record]) -> tuple[dict[str, int], dict[str, int]]:
         """(first, next) offsets of a batch per partition; first is where the last batch ended
@@ -292,6 +386,11 @@ class KafkaSource:
             except Exception as exc:  # advisory only
                 log.warning("final Kafka offset commit failed (state is safe): %s", exc)
         self.consumer.close()
+
+
+HELD_RECHECK_S = 5.0
+"""How often a held partition's stored offset and log end are read again (a round trip to the
+broker and one to the store each time)."""
 
 
 def _log_commit_failure(offsets: Any, response: Any) -> None:

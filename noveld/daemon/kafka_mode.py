@@ -51,6 +51,17 @@ def refresh_lag(metrics: Metrics, source: KafkaSource) -> None:
     source.lag_failing = False
 
 
+def unready(source: KafkaSource) -> str:
+    """Why /readyz would say 503 in Kafka mode (no partitions, or partitions held)."""
+    if not source.expected:
+        return "no partitions assigned (waiting for the group)"
+    held = ", ".join(
+        f"{tp.topic}:{tp.partition} (stored offset {stored}, log end {end})"
+        for tp, (stored, end) in sorted(source.held.items())
+    )
+    return f"stored offsets past the log end, not reading {held}"
+
+
 def say_to(out: IO[str]) -> Callable[[str], None]:
     """A line-writer in the daemon's stderr style (``noveld: …``), flushed at once: the
     consumer's rebalance callbacks call it from kafka-python's network thread."""
@@ -168,9 +179,7 @@ def run_kafka(
                 records = source.read_batch(settings.batch.max_docs, settings.batch.max_wait_ms)
                 if metrics is not None:
                     metrics.turn()
-                    metrics.set_ready(
-                        bool(source.expected), "no partitions assigned (waiting for the group)"
-                    )
+                    metrics.set_ready(bool(source.expected) and not source.held, unready(source))
                 if not records:
                     try:
                         pending = pipeline.retry_pending()

@@ -9,13 +9,15 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from typing import Any
 
 import pytest
 import redis
 from cli_runner import NOVELD
-from harness import TEST_SESSION_TIMEOUT_MS
+from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -295,8 +297,6 @@ def test_produce_sends_every_line_and_reports(kafka_bootstrap: str, tmp_path: An
 
 
 def test_produce_to_unreachable_broker_is_a_clear_error(tmp_path: Any) -> None:
-    from harness import free_port
-
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": "a", "text": "b"}\n')
     out = subprocess.run(
@@ -445,3 +445,76 @@ def test_partition_assignments_and_revocations_are_logged(
         mine | theirs
     ), (err_a, err_b)
     assert "Traceback" not in err_a + err_b
+
+
+def readyz(port: int) -> str:
+    """The body of the daemon's /readyz (200 or 503)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
+            return str(resp.read().decode())
+    except urllib.error.HTTPError as exc:
+        return str(exc.read().decode())
+    except OSError:
+        return "(no answer)"
+
+
+def test_a_stored_offset_past_the_log_end_holds_the_partition(
+    kafka_broker: KafkaBroker, redis_url: str
+) -> None:
+    """The input topic deleted and re-created under a namespace that had read 100 records:
+    the state's next offset (100) is past the new log's end (30). The daemon used to wait
+    silently forever on this broker (a real Kafka answers "out of range", the consumer resets
+    to the log start and every record is counted again). Now it holds the partition, says so
+    once, is not ready, and reads it once an operator resets the stored offset."""
+    ns = f"e{uuid.uuid4().hex[:6]}"
+    topics = create_topics(kafka_broker.bootstrap, ns)
+    key = f"{topics['in']}:0"
+    docs = [json.dumps(d).encode() for d in generate(SynthConfig(n_docs=130, seed=8))]
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    for value in docs[:100]:
+        producer.send(topics["in"], value=value)
+    producer.flush()
+    client = redis.Redis.from_url(redis_url)
+    proc = start_daemon(kafka_broker.bootstrap, redis_url, ns, topics)
+    wait_for_docs(client, ns, 100, proc)
+    stop(proc)
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    admin.delete_topics([topics["in"]])
+    deadline = time.monotonic() + 30
+    while topics["in"] in admin.list_topics():
+        assert time.monotonic() < deadline, "topic not deleted"
+        time.sleep(0.2)
+    admin.close()
+    kafka_broker.create_topic(topics["in"])
+    for value in docs[100:]:
+        producer.send(topics["in"], value=value)
+    producer.flush()
+    producer.close()
+
+    port = free_port()
+    proc = start_daemon(
+        kafka_broker.bootstrap, redis_url, ns, topics, ("--metrics-port", str(port))
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while "past the log end" not in (body := readyz(port)):
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, body
+            time.sleep(0.2)
+        assert f"{key} (stored offset 100, log end 30)" in body
+        time.sleep(2)  # held: nothing read, nothing counted
+        state = RedisStore(client, ns).read()
+        assert state is not None and state.offsets == {key: 100}
+        assert state.counters["docs"] == 100
+        client.hset(f"noveld:{{{ns}}}:offsets", key, 0)  # the operator: a new topic
+        counters = wait_for_docs(client, ns, 130, proc, timeout_s=60)
+        assert counters["docs"] == 130
+    finally:
+        err = stop(proc)
+    said = [ln for ln in err.splitlines() if ln.startswith(f"partition {key}:")]
+    assert len(said) == 2, err  # once held, once read again
+    assert said[0].startswith(f"partition {key}: the stored offset 100 is past the log end 30")
+    assert "is within the log again (end 30)" in said[1]
+    again = RedisStore(client, ns).read()
+    assert again is not None and again.offsets == {key: 30}
