@@ -130,6 +130,8 @@ class KafkaSource:
         self._ends: dict[TopicPartition, int] = {}
         self._ends_at = float("-inf")
         self.held: dict[TopicPartition, tuple[int, int]] = {}  # (stored offset, log end)
+        self.unclaimed: list[TopicPartition] = []  # assigned while the store was down
+        self.deferred: BaseException | None = None  # what the assignment callback could not do
         self._held_checked = float("-inf")
         self.lag_failing = False  # the last end-offsets request failed (said once)
         self.consumer = start_within(
@@ -149,21 +151,41 @@ class KafkaSource:
         self.consumer.subscribe([topic], listener=_Listener(self))
 
     def assigned(self, partitions: Sequence[TopicPartition]) -> None:
-        """Seek to the state's offsets and claim the partitions."""
-        keys = [partition_name(tp.topic, tp.partition) for tp in partitions]
+        """Claim the partitions and seek to the state's offsets. A store that cannot answer now
+        (Redis down) must not raise here — an exception in a rebalance callback breaks
+        kafka-python's poll, and the daemon with it — so the partitions wait, paused, and the
+        error goes to the loop (:meth:`raise_deferred`); :meth:`resync` claims them once the
+        store is back."""
         self.rebalances += 1
+        try:
+            self._claim(partitions)
+        except Exception as exc:  # handed to the loop, which knows an outage from a bug
+            self.unclaimed = sorted(set(self.unclaimed) | set(partitions))
+            self.consumer.pause(*partitions)
+            self.deferred = exc
+        if partitions and self._say is not None:
+            self._say(f"assigned partitions {describe_partitions(partitions)}")
+
+    def _claim(self, partitions: Sequence[TopicPartition]) -> None:
+        """Fence older owners of the partitions and seek each to its stored offset."""
+        keys = [partition_name(tp.topic, tp.partition) for tp in partitions]
         self._on_assign(keys)
         for tp, key in zip(partitions, keys, strict=True):
             offset = self._stored_offset(key)
             self.consumer.seek(tp, offset)
             self.expected[key] = offset
-        if partitions and self._say is not None:
-            self._say(f"assigned partitions {describe_partitions(partitions)}")
+
+    def raise_deferred(self) -> None:
+        """Raise, in the caller's thread, what the last assignment callback could not do."""
+        exc, self.deferred = self.deferred, None
+        if exc is not None:
+            raise exc
 
     def revoked(self, partitions: Sequence[TopicPartition]) -> None:
         """Forget partitions another member now owns."""
         keys = [partition_name(tp.topic, tp.partition) for tp in partitions]
         self.rebalances += 1
+        self.unclaimed = [tp for tp in self.unclaimed if tp not in set(partitions)]
         for key in keys:
             self.expected.pop(key, None)
         held = [tp for tp in partitions if self.held.pop(tp, None) is not None]
@@ -180,8 +202,10 @@ class KafkaSource:
             self.consumer.pause(*parts)
 
     def resume(self) -> None:
-        """Fetch again from every assigned partition (but those :meth:`hold` keeps)."""
-        parts = [tp for tp in self.consumer.paused() if tp not in self.held]
+        """Fetch again from every assigned partition (but those :meth:`hold` keeps, and those
+        not claimed yet)."""
+        waiting = set(self.held) | set(self.unclaimed)
+        parts = [tp for tp in self.consumer.paused() if tp not in waiting]
         if parts:
             self.consumer.resume(*parts)
 
@@ -210,8 +234,17 @@ class KafkaSource:
         return self.rebalances != seen
 
     def resync(self) -> None:
-        """Seek every assigned partition back to the offset stored with the state (after the
-        store refused a commit: the batches read since are redone from there)."""
+        """Claim the partitions an assignment could not claim (the store was down), then seek
+        every assigned partition back to the offset stored with the state (after an outage or
+        a refused commit: the batches read since are redone from there)."""
+        if self.unclaimed:
+            owned = self.consumer.assignment()
+            parts = [tp for tp in self.unclaimed if tp in owned]
+            self._claim(parts)  # raises while the store is still down: the caller retries
+            self.unclaimed, self.deferred = [], None
+            ready = [tp for tp in parts if tp not in self.held]
+            if ready:
+                self.consumer.resume(*ready)
         for tp in self.consumer.assignment():
             key = partition_name(tp.topic, tp.partition)
             offset = self._stored_offset(key)

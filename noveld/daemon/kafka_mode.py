@@ -177,6 +177,13 @@ def run_kafka(
         try:
             while not stop.is_set():
                 records = source.read_batch(settings.batch.max_docs, settings.batch.max_wait_ms)
+                try:
+                    source.raise_deferred()  # a partition assigned while Redis was down
+                except Exception as exc:
+                    if not is_outage(exc):
+                        raise
+                    ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
+                    continue
                 if metrics is not None:
                     metrics.turn()
                     metrics.set_ready(bool(source.expected) and not source.held, unready(source))
@@ -214,17 +221,24 @@ def run_kafka(
                     # one: drop the in-memory batch, reload the shared state and go on; the
                     # group rebalance that caused it reaches this consumer at its next poll
                     refused_in_a_row += 1
-                    pipeline.reload()
-                    if metrics is not None:
-                        metrics.set_ready(False, "state reloaded after a refused commit; "
-                                          "waiting for the group to rebalance")  # fmt: skip
-                    # until the rebalance that fenced us arrives, our assignment is stale:
-                    # reading on would only be refused again
-                    rebalanced = source.await_rebalance(
-                        k.session_timeout_ms / 1000 + REBALANCE_GRACE_S,
-                        metrics.turn if metrics is not None else None,
-                    )
-                    source.resync()
+                    try:
+                        pipeline.reload()
+                        if metrics is not None:
+                            metrics.set_ready(False, "state reloaded after a refused commit; "
+                                              "waiting for the group to rebalance")  # fmt: skip
+                        # until the rebalance that fenced us arrives, our assignment is stale:
+                        # reading on would only be refused again
+                        rebalanced = source.await_rebalance(
+                            k.session_timeout_ms / 1000 + REBALANCE_GRACE_S,
+                            metrics.turn if metrics is not None else None,
+                        )
+                        source.resync()
+                    except Exception as exc:  # Redis went away meanwhile: wait it out
+                        if not is_outage(exc):
+                            raise
+                        ride_out_outage(exc, pipeline, store, source, metrics, stop,
+                                        progress_out)  # fmt: skip
+                        rebalanced = False
                     if rebalanced:
                         refused_in_a_row = 0
                     if progress_out is not None:

@@ -203,3 +203,40 @@ def test_g4_redis_killed_under_a_file_run(tmp_path: Path, then: str) -> None:
         assert f"Redis keeps {path} as of its last commit" in err, err
     assert info["docs"] == n  # nothing lost, nothing counted twice
     assert info["offsets"] == {f"{path}:0": n}
+
+
+def test_g4_a_rebalance_during_the_outage_waits_for_redis(kafka_broker: KafkaBroker) -> None:
+    """Another member joins and leaves the group while Redis is down: the daemon's assignment
+    callback cannot claim its partitions or read their offsets then. It must not die (an
+    exception in a rebalance callback broke kafka-python's poll: traceback, exit 1); the
+    partitions wait, paused, and are claimed once Redis is back — every document counted once."""
+    from kafka import KafkaConsumer
+
+    topic, ns = unique_name("g4-rb"), unique_name("g4rb")
+    kafka_broker.create_topic(topic, partitions=2)
+    for t in (f"{ns}.events", f"{ns}.dlq"):
+        kafka_broker.create_topic(t)
+    docs = [json.dumps(d).encode() for d in generate(SynthConfig(n_docs=2000, seed=4))]
+    produce(kafka_broker.bootstrap, topic, docs[:1000])
+    with RedisServer(appendonly=True) as server:
+        proc = start(kafka_broker.bootstrap, server.url, ns, topic, "--batch-size", "50",
+                     "--session-timeout-ms", "6000", "--redis-socket-timeout", "2")  # fmt: skip
+        wait_until(lambda: committed_docs(server.url, ns) >= 1000, 60, "the first half")
+        server.kill(signal.SIGKILL)
+        produce(kafka_broker.bootstrap, topic, docs[1000:])
+        other = KafkaConsumer(topic, bootstrap_servers=kafka_broker.bootstrap, group_id=ns,
+                              session_timeout_ms=6000, enable_auto_commit=False)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not other.assignment() and time.monotonic() < deadline:
+            other.poll(timeout_ms=200)  # joins: the daemon's partitions are reassigned
+        assert other.assignment(), "the second member never got a partition"
+        other.close()  # leaves: everything goes back to the daemon, Redis still down
+        time.sleep(4)
+        assert proc.poll() is None, proc.communicate()[1]
+        server.restart()
+        wait_until(lambda: committed_docs(server.url, ns) >= 2000, 120, "the topic to drain")
+        err = stop(proc)
+        info = redis_state(server.url, ns)
+    assert info["docs"] == 2000  # nothing lost, nothing counted twice
+    assert sum(info["offsets"].values()) == 2000
+    assert "Traceback" not in err and "Redis is back" in err
