@@ -44,6 +44,7 @@ from noveld.schema import (
 )
 from noveld.schema import event_id as make_event_id
 from noveld.state.base import (
+    KNOWN_LABEL_SLOT,
     CommitOutcome,
     CommitRequest,
     NamespaceState,
@@ -53,8 +54,6 @@ from noveld.state.base import (
 )
 
 log = logging.getLogger("noveld.pipeline")
-
-KNOWN_LABEL_SLOT = (1 << 20) - 1  # uid slot of known-label clusters (see RedisStore uid slots)
 
 
 def label_uid(label: str) -> int:

@@ -26,6 +26,14 @@ class FingerprintMismatch(RuntimeError):
     """The stored namespace was written by a model with incompatible settings."""
 
 
+KNOWN_LABEL_SLOT = (1 << 20) - 1
+"""The uid slot of known-label clusters (uid = slot << 40 | hash of the label)."""
+
+FIRST_RESERVED_SLOT = (1 << 20) - 2
+"""uid slots from here on are not counters a store hands out: hdp's topics (2^20 − 2,
+``noveld.models.hdp.TOPIC_SLOT``) and known labels (2^20 − 1)."""
+
+
 def partition_key(topic: str, partition: int) -> str:
     """Key of a topic-partition in the offsets map."""
     return f"{topic}:{partition}"

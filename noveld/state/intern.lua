@@ -8,6 +8,14 @@
 -- Returns vocab[known:] after adding the unknown words: the caller's new words in order when it
 -- is the only writer, else also the words other writers added meanwhile.
 
+-- a vocabulary shorter than what the caller knows was deleted, evicted or cut: new ids would
+-- repeat old ones and mix words up
+local have = redis.call('LLEN', KEYS[1])
+if have < tonumber(ARGV[1]) then
+  return redis.error_reply('NOVELD_VOCAB the vocabulary holds ' .. have
+    .. ' words, this writer knows ' .. ARGV[1])
+end
+
 for i = 2, #ARGV do
   local w = ARGV[i]
   if redis.call('HEXISTS', KEYS[2], w) == 0 then

@@ -33,6 +33,7 @@ import uuid
 from importlib.resources import files
 from typing import Any
 
+import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
@@ -41,6 +42,7 @@ from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
 from noveld.schema import StoredEvent, event_json, stored_json
 from noveld.state.base import (
+    FIRST_RESERVED_SLOT,
     CommitOutcome,
     CommitRequest,
     FingerprintMismatch,
@@ -351,7 +353,8 @@ class RedisStore:
         pipe.hgetall(k["offsets"])
         pipe.hgetall(k["counters"])
         pipe.hget(k["meta"], "seq")
-        ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq = pipe.execute()
+        pipe.hgetall(k["uidnext"])
+        ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext = pipe.execute()
         log = _stream_entries(log_raw)
         if ckpt is None and not log and not offsets:
             self.last_seq = 0
@@ -375,6 +378,7 @@ class RedisStore:
             at = s
         if at != int(seq or 0):
             raise StoreConflict(f"log ends at {at} but meta says {int(seq or 0)}")
+        self._check_whole(stats, at, len(vocab_raw), offsets, uidnext)
         self.last_seq = at
         return NamespaceState(
             fingerprint=fingerprint,
@@ -384,6 +388,45 @@ class RedisStore:
             offsets={_text(p): int(v) for p, v in offsets.items()},
             counters={_text(c): int(v) for c, v in counters.items()},
         )
+
+    def _lost(self) -> StoreConflict:
+        """The namespace's meta (its fingerprint) is gone: flushed, evicted, deleted."""
+        return StoreConflict(f"namespace {self.namespace!r} has no meta key any more")
+
+    def _check_whole(
+        self,
+        stats: MultinomialStats,
+        at: int,
+        vocab_len: int,
+        offsets: dict[bytes, bytes],
+        uidnext: dict[bytes, bytes],
+    ) -> None:
+        """Refuse a state whose parts do not fit together (keys deleted or evicted): committed
+        batches without offsets (the input would be read again: counted twice), word ids
+        beyond the vocabulary (words mixed up), cluster uids at or beyond their slot's counter
+        (uids handed out again)."""
+        ns = self.namespace
+        if at > 0 and not offsets:
+            raise StoreConflict(
+                f"namespace {ns!r} has {at} commits but no offsets (its offsets key is gone)"
+            )
+        words = np.flatnonzero(stats.head >= 0)
+        if words.shape[0] and int(words[-1]) >= vocab_len:
+            raise StoreConflict(
+                f"namespace {ns!r} counts word ids up to {int(words[-1])} but its vocabulary "
+                f"holds {vocab_len} words (its vocab key is gone or cut)"
+            )
+        counters = {int(_text(s)): int(v) for s, v in uidnext.items()}
+        uids = stats.uid[stats.active_slots()]
+        slots, counts = uids >> UID_SLOT_BITS, uids & ((1 << UID_SLOT_BITS) - 1)
+        for slot in np.unique(slots[slots < FIRST_RESERVED_SLOT]).tolist():
+            top = int(counts[slots == slot].max())
+            if top >= counters.get(int(slot), 0):
+                raise StoreConflict(
+                    f"namespace {ns!r} has cluster uid counter {top} in slot {slot} but the "
+                    f"slot's next counter is {counters.get(int(slot), 0)} (its uidnext key is "
+                    "gone)"
+                )
 
     def uid_counters(self) -> dict[str, int]:
         """Next cluster counter per uid slot (for ``state export``)."""
@@ -431,12 +474,20 @@ class RedisStore:
         """Global ids for words this writer has not seen: returns the namespace's vocabulary
         from index ``known`` on (``new_words`` in order unless another writer added words
         meanwhile) and keeps ``state.vocab`` equal to it."""
-        tail = [
-            _text(w)
-            for w in self._intern(
+        try:
+            interned = self._intern(
                 keys=[self.keys["vocab"], self.keys["vocab_idx"]], args=[known, *new_words]
             )
-        ]
+        except redis.exceptions.ResponseError as exc:
+            if "NOVELD_VOCAB" not in str(exc):
+                raise
+            if not self.client.hexists(self.keys["meta"], "fingerprint"):
+                raise self._lost() from exc  # the whole namespace went, not only its vocab
+            raise StoreConflict(
+                f"namespace {self.namespace!r}: {str(exc).split(' ', 1)[1]} (its vocab key "
+                "is gone or cut)"
+            ) from exc
+        tail = [_text(w) for w in interned]
         del state.vocab[known:]
         state.vocab.extend(tail)
         return tail
@@ -488,7 +539,7 @@ class RedisStore:
         )
         outcome = _text(status)
         if outcome == "lost":
-            raise StoreConflict(f"namespace {self.namespace!r} has no meta key any more")
+            raise self._lost()
         if outcome == "conflict":
             raise StoreConflict(_text(detail))
         if outcome != "committed":

@@ -103,7 +103,20 @@ def test_a_namespace_flushed_under_a_running_daemon_stops_it_with_exit_6(
         assert "Traceback" not in err
 
 
-def test_a_damaged_namespace_is_named_at_start_up(stream: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("key", "named"),
+    [
+        ("log", "log ends at 0"),  # the delta log: meta counts commits it lacks
+        ("offsets", "its offsets key is gone"),  # the file would be read again: twice counted
+        ("vocab", "its vocab key is gone"),  # word ids would be handed out again
+        ("uidnext", "its uidnext key is gone"),  # cluster uids would be handed out again
+    ],
+)
+def test_a_damaged_namespace_is_named_at_start_up(
+    stream: Path, tmp_path: Path, key: str, named: str
+) -> None:
+    """Before, a deleted offsets key made the next run read the file again from line 1 (docs
+    counted twice, exit 0), a deleted vocab mixed words up, a deleted uidnext reused uids."""
     with RedisServer() as server:
         small = tmp_path / "small.jsonl"
         small.write_text("".join(stream.read_text().splitlines(keepends=True)[:3000]))
@@ -111,13 +124,23 @@ def test_a_damaged_namespace_is_named_at_start_up(stream: Path, tmp_path: Path) 
         ok = noveld("run", "--input", str(small), *args, "--batch-size", "64", "--quiet",
                     "--dlq", str(tmp_path / "d.jsonl"))  # fmt: skip
         assert ok.returncode == 0, ok.stderr
-        r = redis.Redis.from_url(server.url)
-        r.delete("noveld:{dmg}:log")  # the delta log evicted: meta counts commits it lacks
+        redis.Redis.from_url(server.url).delete(f"noveld:{{dmg}}:{key}")
         for cmd in (["run", "--input", str(small), *args, "--dlq", str(tmp_path / "d2.jsonl")],
                     ["state", "show", *args]):  # fmt: skip
             proc = noveld(*cmd)
             assert proc.returncode == 6, proc.stderr
-            assert "gone or damaged" in proc.stderr and "Traceback" not in proc.stderr
+            assert "gone or damaged" in proc.stderr and named in proc.stderr, proc.stderr
+            assert "Traceback" not in proc.stderr
+
+
+def test_a_vocabulary_deleted_under_a_running_daemon_stops_it(stream: Path, tmp_path: Path) -> None:
+    with RedisServer() as server:
+        run = Running(stream, server.url, "novocab", tmp_path / "d.jsonl")
+        wait_until(lambda: run.said("docs"), 60, "the run to be under way")
+        redis.Redis.from_url(server.url).delete("noveld:{novocab}:vocab")
+        code, err = run.finish()
+        assert code == 6, err
+        assert "its vocab key is gone" in err and "Traceback" not in err
 
 
 def test_servers_that_cannot_hold_the_state_are_refused_at_start_up(

@@ -145,9 +145,9 @@ def _kill_resume(
         reader = threading.Thread(target=lambda p=proc, c=chunks: c.append(p.stdout.read()))
         reader.start()
         deadline = time.monotonic() + 60
-        start_docs = state_show(st)["docs"] if (st / "state.npz").exists() else 0
-        while time.monotonic() < deadline:
-            if (st / "state.npz").exists() and state_show(st)["docs"] > start_docs:
+        start_docs = _snapshot_docs(st)
+        while time.monotonic() < deadline:  # read in-process: a `state show` takes ~1 s, and
+            if _snapshot_docs(st) > start_docs:  # the run may finish meanwhile
                 break
             time.sleep(0.05)
         time.sleep(rnd.uniform(*pause))
@@ -164,6 +164,14 @@ def _kill_resume(
     )  # fmt: skip
     assert final.returncode == 0, final.stderr
     return events + events_of(final.stdout)
+
+
+def _snapshot_docs(state_dir: Path) -> int:
+    """Documents in the state dir's last snapshot (0 before the first)."""
+    from noveld.state.memory import SNAPSHOT_NAME, read_snapshot
+
+    path = state_dir / SNAPSHOT_NAME
+    return read_snapshot(path)[0].counters.get("docs", 0) if path.exists() else 0
 
 
 def _prefix(big_stream: Path, total: int, tmp_path: Path) -> Path:

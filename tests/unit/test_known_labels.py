@@ -7,17 +7,19 @@ import numpy as np
 import pytest
 from test_dpmm_kernels import random_docs
 
-from noveld.daemon.pipeline import KNOWN_LABEL_SLOT, label_uid
+from noveld.daemon.pipeline import label_uid
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
+from noveld.models.hdp import TOPIC_SLOT
 from noveld.models.svi import SVI, SVIConfig
-from noveld.state.base import NamespaceState, state_digest
+from noveld.state.base import FIRST_RESERVED_SLOT, KNOWN_LABEL_SLOT, NamespaceState, state_digest
 
 
 def test_label_uids_are_deterministic_distinct_and_in_their_slot() -> None:
     a, b = label_uid("sports"), label_uid("politics")
     assert a == label_uid("sports") and a != b
     assert a >> 40 == KNOWN_LABEL_SLOT == b >> 40
+    assert KNOWN_LABEL_SLOT >= FIRST_RESERVED_SLOT and TOPIC_SLOT >= FIRST_RESERVED_SLOT
 
 
 @pytest.mark.parametrize("model", [DPMM(DPMMConfig(rejuvenation_sweeps=2, deterministic=False,
