@@ -117,9 +117,10 @@ class KafkaSource:
         max_poll_records: int = 500,
         client_options: Mapping[str, Any] | None = None,
         say: Callable[[str], None] | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         """``say``: where to report assignments and revocations (a line each, for the
-        operator; None: not reported)."""
+        operator; None: not reported). ``start_timeout_s`` bounds the consumer's start."""
         self.topic = topic
         self._stored_offset = stored_offset
         self._on_assign = on_assign
@@ -147,6 +148,7 @@ class KafkaSource:
                 **(client_options or {}),
             ),
             "the input consumer",
+            start_timeout_s,
         )
         self.consumer.subscribe([topic], listener=_Listener(self))
 
@@ -449,11 +451,14 @@ PRODUCER_MAX_BLOCK_MS = 10_000
 
 
 def acknowledged_producer(
-    bootstrap: str, client_options: Mapping[str, Any] | None = None, what: str = "the producer"
+    bootstrap: str,
+    client_options: Mapping[str, Any] | None = None,
+    what: str = "the producer",
+    start_timeout_s: float = START_TIMEOUT_S,
 ) -> KafkaProducer:
     """The producer both sinks use: every replica acknowledges (acks=all), a few retries, and
-    bounded waits for the brokers at start-up (:func:`start_within`; ``what`` names it in the
-    error) and for a topic's metadata."""
+    bounded waits for the brokers at start-up (:func:`start_within`, ``start_timeout_s``;
+    ``what`` names it in the error) and for a topic's metadata."""
     return start_within(
         lambda: KafkaProducer(
             bootstrap_servers=bootstrap,
@@ -464,6 +469,7 @@ def acknowledged_producer(
             **(client_options or {}),
         ),
         what,
+        start_timeout_s,
     )
 
 
@@ -471,10 +477,16 @@ class KafkaEvents:
     """Event sink: one message per event on the events topic, keyed by :func:`event_key`."""
 
     def __init__(
-        self, bootstrap: str, topic: str, client_options: Mapping[str, Any] | None = None
+        self,
+        bootstrap: str,
+        topic: str,
+        client_options: Mapping[str, Any] | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         self.topic = topic
-        self.producer = acknowledged_producer(bootstrap, client_options, "the events producer")
+        self.producer = acknowledged_producer(
+            bootstrap, client_options, "the events producer", start_timeout_s
+        )
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
         """Send and wait for the broker's acknowledgement of every event; DeliveryFailed when
@@ -515,10 +527,13 @@ class KafkaDeadLetters:
         topic: str,
         client_options: Mapping[str, Any] | None = None,
         max_value_bytes: int = DLQ_VALUE_CAP,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         self.topic = topic
         self.max_value_bytes = min(max_value_bytes, DLQ_VALUE_CAP)
-        self.producer = acknowledged_producer(bootstrap, client_options, "the dead-letter producer")
+        self.producer = acknowledged_producer(
+            bootstrap, client_options, "the dead-letter producer", start_timeout_s
+        )
         self.count = 0
         self._sent: list[Any] = []  # futures of dead letters not yet flushed
 

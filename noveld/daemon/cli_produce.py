@@ -36,6 +36,7 @@ def _cmd_produce(ns: argparse.Namespace) -> int:
                 **kafka.client_options(),
             ),
             "the producer",
+            kafka.startup_timeout_s,
         )
     except (KafkaError, BrokerSilent) as exc:
         if fh is not sys.stdin.buffer:

@@ -129,9 +129,9 @@ def run_kafka(
     bootstrap = str(k.bootstrap_servers)
     client = k.client_options()
     try:
-        events = KafkaEvents(bootstrap, k.events_topic, client)
+        events = KafkaEvents(bootstrap, k.events_topic, client, k.startup_timeout_s)
         dead = KafkaDeadLetters(
-            bootstrap, k.dlq_topic, client, max_value_bytes=settings.limits.max_doc_bytes + 1
+            bootstrap, k.dlq_topic, client, settings.limits.max_doc_bytes + 1, k.startup_timeout_s
         )
     except Exception as exc:  # kafka-python raises NoBrokersAvailable and friends
         raise UserError(kafka_unreachable(bootstrap, k.security_protocol, exc)) from exc
@@ -153,6 +153,7 @@ def run_kafka(
             max_poll_records=settings.batch.max_docs,
             client_options=client,
             say=None if progress_out is None else say_to(progress_out),
+            start_timeout_s=k.startup_timeout_s,
         )
     except Exception as exc:  # as for the producers above
         events.close()

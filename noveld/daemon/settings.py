@@ -213,6 +213,14 @@ class KafkaSettings(_Section):
     events_topic: str = "noveld.events"
     dlq_topic: str = "noveld.dlq"
     session_timeout_ms: int = Field(10_000, ge=1000)
+    startup_timeout_s: float = Field(
+        15.0,
+        gt=0,
+        le=600,
+        allow_inf_nan=False,
+        description="longest wait for each Kafka client to start (connect, TLS handshake, "
+        "first metadata) before the start fails with exit 2",
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="how clients talk to the brokers (TLS: SSL or SASL_SSL)"
     )
