@@ -239,15 +239,16 @@ class KafkaSource:
         """Claim the partitions an assignment could not claim (the store was down), then seek
         every assigned partition back to the offset stored with the state (after an outage or
         a refused commit: the batches read since are redone from there)."""
+        claimed: list[TopicPartition] = []
         if self.unclaimed:
             owned = self.consumer.assignment()
-            parts = [tp for tp in self.unclaimed if tp in owned]
-            self._claim(parts)  # raises while the store is still down: the caller retries
+            claimed = [tp for tp in self.unclaimed if tp in owned]
+            self._claim(claimed)  # seeks them; raises while the store is still down (retried)
             self.unclaimed, self.deferred = [], None
-            ready = [tp for tp in parts if tp not in self.held]
+            ready = [tp for tp in claimed if tp not in self.held]
             if ready:
                 self.consumer.resume(*ready)
-        for tp in self.consumer.assignment():
+        for tp in set(self.consumer.assignment()) - set(claimed):
             key = partition_name(tp.topic, tp.partition)
             offset = self._stored_offset(key)
             self.consumer.seek(tp, offset)

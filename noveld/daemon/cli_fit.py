@@ -249,8 +249,8 @@ def _fitted_state(
 
 
 def _write(settings: Settings, state: NamespaceState) -> None:
-    """Into the empty target (checked again: another process may have filled it meanwhile)."""
-    _target(settings)
+    """Into the empty target, checked again as it is written: another process may have filled
+    it since the start."""
     uidnext = {"0": int(state.stats.ictl[kern.NEXT_UID])}
     if settings.redis.url is not None:
         from noveld.state.redis_store import RedisStore, StoreConflict
@@ -258,10 +258,11 @@ def _write(settings: Settings, state: NamespaceState) -> None:
         store = default_store(settings)
         assert isinstance(store, RedisStore)
         try:
-            store.import_state(state, [], uidnext)
+            store.import_state(state, [], uidnext)  # refuses a namespace that holds state
         except StoreConflict as exc:
             raise UserError(str(exc)) from exc
         return
+    _target(settings)
     assert settings.state.dir is not None
     write_snapshot(settings.state.dir / SNAPSHOT_NAME, state, [], uidnext)
 

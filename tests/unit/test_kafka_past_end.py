@@ -1,8 +1,9 @@
-"""KafkaSource and a stored offset past the log end, with a fake consumer in the role of a real
-Kafka broker: a fetch past the end is "out of range" and kafka-python (auto_offset_reset =
-earliest) resets to the log start, so the next poll returns records the state already counted.
-The bundled test broker answers such a fetch with no records instead (the integration test,
-tests/integration/test_kafka_daemon.py, covers that one)."""
+"""KafkaSource's own bookkeeping with a fake consumer: partitions claimed after a Redis outage,
+and a stored offset past the log end. The fake plays a real Kafka broker: a fetch past the end
+is "out of range" and kafka-python (auto_offset_reset = earliest) resets to the log start, so
+the next poll returns records the state already counted. The bundled test broker answers such a
+fetch with no records instead (the integration test, tests/integration/test_kafka_daemon.py,
+covers that one)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,34 @@ def test_revoking_a_held_partition_unpauses_it(monkeypatch: pytest.MonkeyPatch) 
     assert src.held
     src.revoked([TP])
     assert not src.held and not src.consumer.paused()
+
+
+def test_partitions_assigned_while_the_store_is_down_are_claimed_once_it_is_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The assignment callback parks what it cannot claim; ``resync`` claims it (one stored
+    offset read, one seek) and resumes it."""
+    reads: list[str] = []
+    down = True
+
+    def stored(key: str) -> int:
+        if down:
+            raise ConnectionError("redis is down")
+        reads.append(key)
+        return 12
+
+    monkeypatch.setattr(kafka_mod, "KafkaConsumer", ResettingConsumer)
+    src = KafkaSource("b:9092", "docs", "g", stored, lambda k: None, lambda k: None)
+    src.assigned([TP])  # must not raise inside kafka-python's callback
+    assert src.unclaimed == [TP] and TP in src.consumer.paused()
+    with pytest.raises(ConnectionError):
+        src.raise_deferred()
+    with pytest.raises(ConnectionError):
+        src.resync()  # still down: the caller retries
+    assert src.unclaimed == [TP]
+
+    down = False
+    src.resync()
+    assert reads == [KEY]  # claimed and sought once, not again by the resync of the others
+    assert not src.unclaimed and not src.consumer.paused()
+    assert src.expected == {KEY: 12} and src.consumer.position == 12
