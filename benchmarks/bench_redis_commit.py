@@ -2,11 +2,13 @@
 
     python benchmarks/bench_redis_commit.py [--data FILE] [--batch-size 1000] [--times 5]
                                              [--redis-url URL] [--replica [--replicas-to-ack 1]]
+                                             [--appendfsync everysec|always]
 
 Without --redis-url a private Redis-protocol server is started (tests/harness.py), with
 --replica also a replica of it. Runs the real pipeline with the RedisStore and reports the
 commit stage per batch (p50/p99), the publish stage (where ``--replicas-to-ack`` waits for the
-replica) and throughput.
+replica) and throughput. ``--appendfsync always`` runs the private server with an fsync per
+write (what docs/operations.md recommends), to measure its cost against ``everysec``.
 """
 
 from __future__ import annotations
@@ -101,16 +103,22 @@ def main() -> None:
     p.add_argument(
         "--replicas-to-ack", type=int, default=0, help="redis.replicas_to_ack (default 0)"
     )
+    p.add_argument(
+        "--appendfsync",
+        choices=["everysec", "always"],
+        default="everysec",
+        help="the private server's AOF fsync policy",
+    )
     a = p.parse_args()
     print(f"machine: {machine()}")
     if a.redis_url:
         run(a.redis_url, a.data, a.batch_size, a.times, a.replicas_to_ack)
         return
-    with RedisServer() as server:
+    with RedisServer(extra_args=["--appendfsync", a.appendfsync]) as server:
         replica = start_replica(server) if a.replica else None
         try:
             print(
-                f"server: private, AOF everysec, {server.url}"
+                f"server: private, AOF {a.appendfsync}, {server.url}"
                 + (f", one replica; replicas_to_ack {a.replicas_to_ack}" if replica else "")
             )
             run(server.url, a.data, a.batch_size, a.times, a.replicas_to_ack)

@@ -156,6 +156,20 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
     return shared
 
 
+def say_persistence_risk(store: StateStore, out: IO[str] | None) -> None:
+    """One start-up line when the namespace's Redis would forget acknowledged commits in a
+    crash (:meth:`RedisStore.persistence_risk`); silent for the in-process store."""
+    if out is None or not isinstance(store, RedisStore):
+        return
+    try:
+        risk = store.persistence_risk()
+    except redis.RedisError:  # the run itself will report an unreachable Redis
+        return
+    if risk is not None:
+        out.write(f"noveld: warning: {risk}\n")
+        out.flush()
+
+
 def start_metrics(
     settings: Settings, pipeline: Pipeline
 ) -> tuple[Metrics | None, MetricsServer | None]:
@@ -325,6 +339,7 @@ def run_file(
     """
     if store is None:
         store = default_store(settings, snapshot)
+        say_persistence_risk(store, progress_out)
     sink = events_sink if events_sink is not None else StdoutEvents(events_out or sys.stdout)
     dlq_path = settings.dlq_path()
     try:

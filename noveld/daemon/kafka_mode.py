@@ -20,6 +20,7 @@ from noveld.daemon.embedded import (
     UserError,
     default_store,
     graceful_stop,
+    say_persistence_risk,
     start_metrics,
     step_or_stop,
     wait_for_redis,
@@ -126,6 +127,7 @@ def run_kafka(
         )
     store = default_store(settings)
     assert isinstance(store, RedisStore)
+    say_persistence_risk(store, progress_out)
     bootstrap = str(k.bootstrap_servers)
     client = k.client_options()
     try:

@@ -642,6 +642,38 @@ class RedisStore:
             )
         return None
 
+    def persistence_risk(self) -> str | None:
+        """What a crash of the namespace's server would take with it, or None when every
+        acknowledged commit is on disk (AOF with ``appendfsync always``). Nothing is lost either
+        way — the offsets go back with the statistics and the input is read again from there —
+        but a Redis that forgets commits makes the daemon redo them, and in Kafka mode a redone
+        batch can be cut (and seated) differently from the one whose events went out. Servers
+        that refuse INFO or CONFIG (managed Redis) are not judged."""
+        try:
+            aof = int(self._on_home_node("INFO", "persistence").get("aof_enabled", 0))
+            key = "appendfsync" if aof else "save"
+            reply = self._on_home_node("CONFIG", "GET", key)
+            got = {_text(k): _text(v) for k, v in dict(reply).items()}
+            value = got.get(key, "")
+        except redis.exceptions.ResponseError:
+            return None
+        if aof and value == "always":
+            return None
+        if aof:
+            what = f"AOF with appendfsync {value}: a Redis crash loses up to a second of commits"
+        elif value.strip():
+            what = "RDB snapshots only: a Redis crash loses the commits after its last save"
+        else:
+            return (
+                "Redis persists nothing (no AOF, no RDB saves): a restart loses the namespace and "
+                "noveld stops with exit 6; turn on AOF with appendfsync always"
+            )
+        return (
+            f"Redis runs {what}; noveld redoes them from the input, and in Kafka mode "
+            "births already published from them can be published again with other contents "
+            "under the same event ids. appendfsync always avoids this (one fsync per batch commit)"
+        )
+
     def flush(self, state: NamespaceState) -> None:
         """Commits are durable per the server's AOF policy; wait for the local fsync."""
         # a server without AOF or WAITAOF (Redis < 7.2) has nothing more to wait for; the 1 s

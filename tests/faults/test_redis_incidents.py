@@ -2,7 +2,8 @@
 a Redis at its maxmemory refusing writes (waited out, named, nothing lost or counted twice), a
 namespace flushed under a running daemon (stopped with exit 6 and what to do), a damaged
 namespace at start-up (exit 6, no traceback), and servers that cannot hold the state — a
-read-only replica, an evicting ``maxmemory-policy`` — refused at start-up with exit 2."""
+read-only replica, an evicting ``maxmemory-policy`` — refused at start-up with exit 2, and one
+that would forget acknowledged commits in a crash, named at start-up."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import redis
 from cli_runner import NOVELD, noveld, redis_state
 from harness import RedisServer
 
+from noveld.state.redis_store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
@@ -161,3 +163,31 @@ def test_servers_that_cannot_hold_the_state_are_refused_at_start_up(
         for proc in (evicting, replica):
             assert "Traceback" not in proc.stderr
         assert not redis.Redis.from_url(primary.url).keys("noveld:*")  # nothing was written
+
+
+def test_a_server_that_would_forget_commits_is_named_at_start_up(tmp_path: Path) -> None:
+    """A crash of a Redis without ``appendfsync always`` takes acknowledged commits with it:
+    one start-up warning says how much and what it costs; a server that keeps every commit
+    gets none."""
+    small = tmp_path / "small.jsonl"
+    write_jsonl(SynthConfig(n_docs=300, n_stories=5, seed=3), small)
+    args = ["run", "--input", str(small), "--dlq", str(tmp_path / "d")]
+    with RedisServer() as server:  # the harness runs AOF everysec
+        r = redis.Redis.from_url(server.url)
+        store = RedisStore(r, "probe")
+        everysec = noveld(*args, "--redis-url", server.url, "--namespace", "a")
+        assert everysec.returncode == 0, everysec.stderr
+        warned = [ln for ln in everysec.stderr.splitlines() if ln.startswith("noveld: warning")]
+        assert len(warned) == 1 and "appendfsync everysec" in warned[0], everysec.stderr
+        assert "appendfsync always avoids this" in warned[0]
+
+        r.config_set("appendfsync", "always")
+        always = noveld(*args, "--redis-url", server.url, "--namespace", "b")
+        assert always.returncode == 0 and "noveld: warning" not in always.stderr, always.stderr
+        assert store.persistence_risk() is None
+
+        r.config_set("appendonly", "no")
+        r.config_set("save", "60 1")
+        assert "RDB snapshots only" in str(store.persistence_risk())
+        r.config_set("save", "")
+        assert "persists nothing" in str(store.persistence_risk())
