@@ -333,7 +333,8 @@ class KafkaSource:
             "partition %s: the stored offset %d is past the log end %s (the topic was deleted "
             "and re-created, or the broker lost records); not reading it until the stored "
             "offset is within the log: set it to 0 (a new topic) or to the log end (records "
-            'lost) — docs/operations.md, "Stored offsets past the log end"',
+            'lost) with noveld state set-offset — docs/operations.md, "Stored offsets past '
+            'the log end"',
             key,
             stored,
             shown,

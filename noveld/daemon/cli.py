@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import redis
 from pydantic import ValidationError
 
 from noveld import __version__
@@ -26,6 +27,7 @@ from noveld.daemon.embedded import (
     state_damaged,
 )
 from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
+from noveld.daemon.outage import outage_reason
 from noveld.daemon.settings import Settings, load_settings, unknown_env_names
 from noveld.state.redis_store import StoreConflict
 
@@ -412,6 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_IO
     except OSError as exc:  # an unwritable path, a full disk: the environment, not a bug
         sys.stderr.write(f"noveld: error: {exc}\n")
+        return EXIT_IO
+    except redis.RedisError as exc:  # Redis went away under a one-shot command (state, fit)
+        sys.stderr.write(f"noveld: error: {outage_reason(exc)}\n")
         return EXIT_IO
     except KeyboardInterrupt:
         return 130

@@ -1,4 +1,6 @@
-"""``noveld state show|export|import``: inspect, back up and move a namespace's durable state.
+"""``noveld state show|export|import|set-offset``: inspect, back up and move a namespace's
+durable state, and set a Kafka partition's stored offset (the operator's decision for a partition
+the daemon holds).
 
 The export file is the embedded store's snapshot format (a versioned ``.npz`` of arrays plus a
 JSON header, no pickle), so an export can also seed a ``--state-dir``.
@@ -137,6 +139,37 @@ def _cmd_import(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_set_offset(ns: argparse.Namespace) -> int:
+    if ns.offset < 0:
+        raise UserError(f"the offset must be >= 0, got {ns.offset}")
+    store = _redis_store(ns)
+    if not store.client.exists(store.keys["meta"]):
+        raise UserError(f"namespace {ns.namespace!r} has no state in Redis")
+    old = store.set_offset(ns.partition, ns.offset)
+    if old is None:
+        known = ", ".join(sorted(_text(k) for k in store.client.hkeys(store.keys["offsets"])))
+        raise UserError(
+            f"namespace {ns.namespace!r} has no stored offset for {ns.partition!r} "
+            f"(it has: {known or 'none'}); partitions are named topic:partition"
+        )
+    if ns.offset < old:
+        effect = f"records {ns.offset}–{old - 1} will be read (again, if they were read before)"
+    elif ns.offset > old:
+        effect = f"records {old}–{ns.offset - 1} will not be read"
+    else:
+        effect = "unchanged"
+    print(
+        f"{ns.partition}: stored offset {old} → {ns.offset} in namespace {ns.namespace!r}; "
+        f"{effect}. A daemon holding the partition reads it from there within seconds.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
 def _print(info: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(info, indent=2))
@@ -146,7 +179,7 @@ def _print(info: dict[str, Any], as_json: bool) -> None:
 
 
 def add_state_commands(sub: Any) -> None:
-    """Register ``state show``, ``state export`` and ``state import``."""
+    """Register ``state show``, ``state export``, ``state import`` and ``state set-offset``."""
     st = sub.add_parser("state", help="inspect durable state")
     st_sub = st.add_subparsers(dest="state_command", required=True, metavar="ACTION")
     show = st_sub.add_parser("show", help="summary of a namespace's state (counts, offsets, hash)")
@@ -182,3 +215,19 @@ def add_state_commands(sub: Any) -> None:
     imp.add_argument("--redis-url", help="Redis to write to (with --namespace)")
     imp.add_argument("--namespace", default="default", help="namespace in Redis (default)")
     imp.set_defaults(func=_cmd_import)
+
+    so = st_sub.add_parser(
+        "set-offset",
+        help="set a Kafka partition's stored offset (for a partition the daemon holds)",
+        description="Replace the next offset stored with the state for one input partition. "
+        "For a partition the daemon holds because its stored offset is past the log end "
+        "(/readyz and the log name it): 0 for a topic deleted and re-created, the log end "
+        "when the broker lost records. For a partition that is not held, stop the daemons "
+        "first: a daemon reading it finds its offset moved under it, and stops (exit 6) when "
+        "it was moved back, or pauses to reload when it was moved forward.",
+    )
+    so.add_argument("partition", help="topic:partition, as `state show` lists the offsets")
+    so.add_argument("offset", type=int, help="the next offset to read")
+    so.add_argument("--redis-url", required=True, help="Redis holding the state")
+    so.add_argument("--namespace", default="default", help="namespace in Redis (default)")
+    so.set_defaults(func=_cmd_set_offset)

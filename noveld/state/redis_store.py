@@ -96,6 +96,12 @@ def _stream_entries(raw: list[Any]) -> list[tuple[bytes, dict[bytes, bytes]]]:
     return out
 
 
+_SET_OFFSET = """
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if not old then return false end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return old
+"""
 _LIFECYCLE = {"cluster.born": "born", "cluster.retired": "retired", "cluster.merged": "merged"}
 
 
@@ -283,6 +289,14 @@ class RedisStore:
     def stored_offset(self, partition_key: str) -> int:
         """Next offset of a partition as committed with the state (0 if never seen)."""
         return int(self.client.hget(self.keys["offsets"], partition_key) or 0)
+
+    def set_offset(self, partition_key: str, offset: int) -> int | None:
+        """Replace a partition's stored next offset (an operator's decision for a held
+        partition); returns the one it replaces, or None — nothing written — when the namespace
+        has no offset for that partition. One atomic script: a commit cannot slip between the
+        check and the write."""
+        old = self.client.eval(_SET_OFFSET, 1, self.keys["offsets"], partition_key, offset)
+        return None if old is None else int(old)
 
     def release(self, partition_keys: list[str]) -> None:
         """Forget partitions this writer no longer owns (it can no longer commit them)."""

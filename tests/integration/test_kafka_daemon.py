@@ -513,7 +513,13 @@ def test_a_stored_offset_past_the_log_end_holds_the_partition(
         state = RedisStore(client, ns).read()
         assert state is not None and state.offsets == {key: 100}
         assert state.counters["docs"] == 100
-        client.hset(f"noveld:{{{ns}}}:offsets", key, 0)  # the operator: a new topic
+        operator = subprocess.run(  # a new topic: read it from the start
+            [*NOVELD, "state", "set-offset", key, "0", "--redis-url", redis_url,
+             "--namespace", ns],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert operator.returncode == 0, operator.stderr
+        assert f"{key}: stored offset 100 → 0" in operator.stderr
         counters = wait_for_docs(client, ns, 130, proc, timeout_s=60)
         assert counters["docs"] == 130
     finally:

@@ -80,3 +80,41 @@ def test_unreadable_export_is_a_clear_error(redis_url: str, tmp_path: Path) -> N
     assert "Traceback" not in proc.stderr
     both = cli("state", "export", str(tmp_path / "o.npz"), ok=False)
     assert both.returncode == 2 and "exactly one of" in both.stderr
+
+
+def test_set_offset_replaces_a_stored_offset_and_refuses_what_it_cannot_set(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """``state set-offset`` moves one partition's stored offset (a file run's partition is
+    ``path:0``, a Kafka one's ``topic:partition``) and says what that means; an unknown partition,
+    an empty namespace, a negative offset and an unreachable Redis are one-line refusals that
+    write nothing."""
+    ns = ["--redis-url", redis_url, "--namespace", "setoff"]
+    cli("run", "--input", str(stream), *ns, "--quiet", "--dlq", str(tmp_path / "d.jsonl"))
+    key = f"{stream}:0"  # a file is one partition
+    assert show(*ns)["offsets"] == {key: 1500}
+
+    back = cli("state", "set-offset", key, "1000", *ns)
+    assert f"{key}: stored offset 1500 → 1000" in back.stderr
+    assert "records 1000–1499 will be read (again" in back.stderr
+    assert show(*ns)["offsets"] == {key: 1000}
+    ahead = cli("state", "set-offset", key, "1200", *ns)
+    assert "records 1000–1199 will not be read" in ahead.stderr
+
+    refusals = {
+        "docs:0": (["docs:0", "5", *ns], f"no stored offset for 'docs:0' (it has: {key})"),
+        "empty": (
+            [key, "5", "--redis-url", redis_url, "--namespace", "nothing-here"],
+            "namespace 'nothing-here' has no state in Redis",
+        ),
+        "negative": ([key, "-1", *ns], "the offset must be >= 0, got -1"),
+        "unreachable": (
+            [key, "5", "--redis-url", "redis://127.0.0.1:1/0", "--namespace", "setoff"],
+            "cannot reach Redis",
+        ),
+    }
+    for name, (args, said) in refusals.items():
+        out = cli("state", "set-offset", *args, ok=False)
+        assert out.returncode == 2 and said in out.stderr, (name, out.stderr)
+        assert "Traceback" not in out.stderr, name
+    assert show(*ns)["offsets"] == {key: 1200}
