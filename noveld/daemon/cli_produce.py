@@ -18,7 +18,7 @@ def _cmd_produce(ns: argparse.Namespace) -> int:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
-    from noveld.connectors.kafka import BOOTSTRAP_TIMEOUT_MS, start_within
+    from noveld.connectors.kafka_client import BOOTSTRAP_TIMEOUT_MS, start_within
 
     kafka = _kafka_settings(ns)
     try:

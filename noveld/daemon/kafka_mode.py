@@ -13,7 +13,8 @@ from typing import IO
 import redis
 
 from noveld.connectors.errors import DeadLettersFailed, kafka_unreachable
-from noveld.connectors.kafka import KafkaDeadLetters, KafkaEvents, KafkaSource
+from noveld.connectors.kafka_sinks import KafkaDeadLetters, KafkaEvents
+from noveld.connectors.kafka_source import KafkaSource
 from noveld.daemon.embedded import (
     EXIT_OK,
     EXIT_STATE_DIVERGED,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 
-import noveld.connectors.kafka as kafka_mod
-from noveld.connectors.kafka import KafkaSource
+import noveld.connectors.kafka_source as kafka_mod
+from noveld.connectors.kafka_source import KafkaSource
 
 TP = TopicPartition("docs", 0)
 KEY = "docs:0"

@@ -1,105 +1,33 @@
-"""Kafka source and sinks (kafka-python, DESIGN §7).
+"""Kafka source (kafka-python, DESIGN §7).
 
-The source consumes in a consumer group with manual offsets: on assignment it seeks every
-partition to the offset stored *with the model state* (not Kafka's committed one) and claims it
-in the store (fencing older owners); Kafka offsets are committed after the state commit, for lag
-tools only. Sinks: events keyed by cluster (assignment batches by input partition), dead letters
-with provenance headers.
+It consumes in a consumer group with manual offsets: on assignment it seeks every partition to
+the offset stored *with the model state* (not Kafka's committed one) and claims it in the store
+(fencing older owners); Kafka offsets are committed after the state commit, for lag tools only.
+A partition whose stored offset is past the log end is held, not read.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from noveld.connectors.errors import BrokerSilent, DeadLettersFailed, DeliveryFailed
 from noveld.connectors.jsonl import Record
-from noveld.schema import (
-    InvalidReason,
-    SourcePosition,
-    event_key,
-    format_rfc3339,
-    stored_json,
-    trusted,
+from noveld.connectors.kafka_client import (
+    BOOTSTRAP_TIMEOUT_MS,
+    START_TIMEOUT_S,
+    describe_partitions,
+    partition_name,
+    start_within,
 )
+from noveld.schema import SourcePosition, format_rfc3339, trusted
 
 log = logging.getLogger("noveld.kafka")
-
-
-class _Closable(Protocol):
-    """A client :func:`start_within` can close if its constructor returns too late."""
-
-    def close(self) -> None: ...
-
-
-T = TypeVar("T", bound=_Closable)
-
-BOOTSTRAP_TIMEOUT_MS = 10_000
-"""How long a client's constructor waits for its first metadata (kafka-python's
-``bootstrap_timeout_ms``; its default is 30 s)."""
-
-START_TIMEOUT_S = BOOTSTRAP_TIMEOUT_MS / 1000 + 5
-"""How long :func:`start_within` waits for a client's constructor. kafka-python bounds the
-bootstrap itself, but not a TLS handshake: against a listener that accepts and never answers
-(a plaintext port, a hung broker) an ``SSL`` client's constructor waited forever."""
-
-
-def start_within(build: Callable[[], T], what: str, timeout_s: float = START_TIMEOUT_S) -> T:
-    """``build()`` (a kafka-python client's constructor) on a helper thread; its result, or
-    its exception, or :class:`BrokerSilent` naming ``what`` once ``timeout_s`` passed. A
-    constructor still stuck then is left behind on its daemon thread (nothing can interrupt
-    it); should it finish after all, the client is closed."""
-    done = threading.Event()
-    lock = threading.Lock()
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            client = build()
-        except BaseException as exc:  # handed to the waiting thread
-            out["error"] = exc
-        else:
-            with lock:
-                out["client"] = client
-                late = "abandoned" in out
-            if late:
-                client.close()
-        done.set()
-
-    threading.Thread(target=run, name=f"noveld-start-{what}", daemon=True).start()
-    if not done.wait(timeout_s):
-        with lock:
-            if "client" not in out:
-                out["abandoned"] = True
-                raise BrokerSilent(what, timeout_s)
-    if "error" in out:
-        raise out["error"]
-    client: T = out["client"]
-    return client
-
-
-def partition_name(topic: str, partition: int) -> str:
-    """Offsets key of a topic-partition (same format as the state stores use)."""
-    return f"{topic}:{partition}"
-
-
-def describe_partitions(partitions: Sequence[TopicPartition]) -> str:
-    """Partitions for a log line: ``docs[0,1,2]`` (several topics: ``a[0], b[1]``)."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return ", ".join(
-        f"{topic}[{','.join(str(p) for p in sorted(parts))}]"
-        for topic, parts in sorted(by_topic.items())
-    )
 
 
 class KafkaSource:
@@ -445,131 +373,3 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         self.source.assigned(assigned)
-
-
-PRODUCER_MAX_BLOCK_MS = 10_000
-"""How long a send may wait for the topic's metadata or buffer space (kafka-python's default,
-60 s, stalled every batch for a minute when the events topic was missing; the outbox retries)."""
-
-
-def acknowledged_producer(
-    bootstrap: str,
-    client_options: Mapping[str, Any] | None = None,
-    what: str = "the producer",
-    start_timeout_s: float = START_TIMEOUT_S,
-) -> KafkaProducer:
-    """The producer both sinks use: every replica acknowledges (acks=all), a few retries, and
-    bounded waits for the brokers at start-up (:func:`start_within`, ``start_timeout_s``;
-    ``what`` names it in the error) and for a topic's metadata."""
-    return start_within(
-        lambda: KafkaProducer(
-            bootstrap_servers=bootstrap,
-            acks="all",
-            retries=5,
-            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-            max_block_ms=PRODUCER_MAX_BLOCK_MS,
-            **(client_options or {}),
-        ),
-        what,
-        start_timeout_s,
-    )
-
-
-class KafkaEvents:
-    """Event sink: one message per event on the events topic, keyed by :func:`event_key`."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        client_options: Mapping[str, Any] | None = None,
-        start_timeout_s: float = START_TIMEOUT_S,
-    ) -> None:
-        self.topic = topic
-        self.producer = acknowledged_producer(
-            bootstrap, client_options, "the events producer", start_timeout_s
-        )
-
-    def publish(self, events: Sequence[dict[str, Any]]) -> None:
-        """Send and wait for the broker's acknowledgement of every event; DeliveryFailed when
-        the broker does not take them now (the pipeline keeps them in the outbox)."""
-        try:
-            futures = [
-                self.producer.send(
-                    self.topic,
-                    key=event_key(e).encode(),
-                    value=stored_json(e).encode(),
-                )
-                for e in events
-            ]
-            self.producer.flush(timeout=30)
-            for f in futures:
-                f.get(timeout=30)
-        except KafkaError as exc:
-            raise DeliveryFailed(f"events topic {self.topic}: {exc}") from exc
-
-    def close(self) -> None:
-        """Flush and close (events not taken stay in the outbox)."""
-        self.producer.close(timeout=PRODUCER_MAX_BLOCK_MS / 1000)
-
-
-DLQ_VALUE_CAP = 900_000
-"""Largest dead-letter value sent: under the 1 MiB default request and message limits of
-kafka-python and the brokers, with room for the headers. A longer record (an oversize one) is
-sent cut, with a ``truncated_from`` header giving its length; otherwise the producer refuses it
-and the daemon could never get past it."""
-
-
-class KafkaDeadLetters:
-    """Dead-letter sink: the raw bytes with ``error``/``source_*`` headers on the DLQ topic."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        client_options: Mapping[str, Any] | None = None,
-        max_value_bytes: int = DLQ_VALUE_CAP,
-        start_timeout_s: float = START_TIMEOUT_S,
-    ) -> None:
-        self.topic = topic
-        self.max_value_bytes = min(max_value_bytes, DLQ_VALUE_CAP)
-        self.producer = acknowledged_producer(
-            bootstrap, client_options, "the dead-letter producer", start_timeout_s
-        )
-        self.count = 0
-        self._sent: list[Any] = []  # futures of dead letters not yet flushed
-
-    def send(self, record: Record, reason: InvalidReason, detail: str) -> None:
-        """Queue one dead letter (delivered by :meth:`flush`)."""
-        pos = record.position
-        headers = [
-            ("error", str(reason).encode()),
-            ("detail", detail.encode()[:1000]),
-            ("source_topic", pos.topic.encode()),
-            ("source_partition", str(pos.partition).encode()),
-            ("source_offset", str(pos.offset).encode()),
-        ]
-        value = record.raw
-        if len(value) > self.max_value_bytes:  # an oversize record must not be too big to park
-            headers.append(("truncated_from", str(len(value)).encode()))
-            value = value[: self.max_value_bytes]
-        try:
-            self._sent.append(self.producer.send(self.topic, value=value, headers=headers))
-        except KafkaError as exc:
-            raise DeadLettersFailed(f"DLQ topic {self.topic}: {exc!r}") from exc
-        self.count += 1
-
-    def flush(self) -> None:
-        """Wait until every dead letter is acknowledged (before its offset is committed);
-        DeadLettersFailed if the broker did not take one."""
-        sent, self._sent = self._sent, []
-        try:
-            self.producer.flush(timeout=PRODUCER_MAX_BLOCK_MS / 1000)
-            for f in sent:
-                f.get(timeout=PRODUCER_MAX_BLOCK_MS / 1000)
-        except KafkaError as exc:
-            raise DeadLettersFailed(f"DLQ topic {self.topic}: {exc!r}") from exc
-
-    def close(self) -> None:
-        """Flush and close (giving up on what the broker does not take within the bound)."""
-        self.producer.close(timeout=PRODUCER_MAX_BLOCK_MS / 1000)

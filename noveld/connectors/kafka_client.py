@@ -1,0 +1,108 @@
+"""Kafka client plumbing shared by the source, the sinks and ``noveld produce``: bounded client
+start-up, the acknowledged producer, partition names (kafka-python, DESIGN §7)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from kafka import KafkaProducer, TopicPartition
+
+from noveld.connectors.errors import BrokerSilent
+
+
+class _Closable(Protocol):
+    """A client :func:`start_within` can close if its constructor returns too late."""
+
+    def close(self) -> None: ...
+
+
+T = TypeVar("T", bound=_Closable)
+
+BOOTSTRAP_TIMEOUT_MS = 10_000
+"""How long a client's constructor waits for its first metadata (kafka-python's
+``bootstrap_timeout_ms``; its default is 30 s)."""
+
+START_TIMEOUT_S = BOOTSTRAP_TIMEOUT_MS / 1000 + 5
+"""How long :func:`start_within` waits for a client's constructor. kafka-python bounds the
+bootstrap itself, but not a TLS handshake: against a listener that accepts and never answers
+(a plaintext port, a hung broker) an ``SSL`` client's constructor waited forever."""
+
+
+def start_within(build: Callable[[], T], what: str, timeout_s: float = START_TIMEOUT_S) -> T:
+    """``build()`` (a kafka-python client's constructor) on a helper thread; its result, or
+    its exception, or :class:`BrokerSilent` naming ``what`` once ``timeout_s`` passed. A
+    constructor still stuck then is left behind on its daemon thread (nothing can interrupt
+    it); should it finish after all, the client is closed."""
+    done = threading.Event()
+    lock = threading.Lock()
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            client = build()
+        except BaseException as exc:  # handed to the waiting thread
+            out["error"] = exc
+        else:
+            with lock:
+                out["client"] = client
+                late = "abandoned" in out
+            if late:
+                client.close()
+        done.set()
+
+    threading.Thread(target=run, name=f"noveld-start-{what}", daemon=True).start()
+    if not done.wait(timeout_s):
+        with lock:
+            if "client" not in out:
+                out["abandoned"] = True
+                raise BrokerSilent(what, timeout_s)
+    if "error" in out:
+        raise out["error"]
+    client: T = out["client"]
+    return client
+
+
+def partition_name(topic: str, partition: int) -> str:
+    """Offsets key of a topic-partition (same format as the state stores use)."""
+    return f"{topic}:{partition}"
+
+
+def describe_partitions(partitions: Sequence[TopicPartition]) -> str:
+    """Partitions for a log line: ``docs[0,1,2]`` (several topics: ``a[0], b[1]``)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ", ".join(
+        f"{topic}[{','.join(str(p) for p in sorted(parts))}]"
+        for topic, parts in sorted(by_topic.items())
+    )
+
+
+PRODUCER_MAX_BLOCK_MS = 10_000
+"""How long a send may wait for the topic's metadata or buffer space (kafka-python's default,
+60 s, stalled every batch for a minute when the events topic was missing; the outbox retries)."""
+
+
+def acknowledged_producer(
+    bootstrap: str,
+    client_options: Mapping[str, Any] | None = None,
+    what: str = "the producer",
+    start_timeout_s: float = START_TIMEOUT_S,
+) -> KafkaProducer:
+    """The producer both sinks use: every replica acknowledges (acks=all), a few retries, and
+    bounded waits for the brokers at start-up (:func:`start_within`, ``start_timeout_s``;
+    ``what`` names it in the error) and for a topic's metadata."""
+    return start_within(
+        lambda: KafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            retries=5,
+            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+            max_block_ms=PRODUCER_MAX_BLOCK_MS,
+            **(client_options or {}),
+        ),
+        what,
+        start_timeout_s,
+    )
