@@ -178,6 +178,7 @@ def start_metrics(
         return None, None
     metrics = Metrics(pipeline.model.kind)
     metrics.clusters_active.set(int(pipeline.state.stats.alive.sum()))
+    metrics.vocabulary.set(len(pipeline.state.vocab))
     try:
         server = MetricsServer(metrics, settings.metrics_port).start()
     except OSError as exc:

@@ -58,6 +58,11 @@ class Metrics:
             buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30),
         )
         self.clusters_active = Gauge("noveld_clusters_active", "Live clusters", registry=r)
+        self.vocabulary = Gauge(
+            "noveld_vocabulary_entries",
+            "Entries of the namespace's vocabulary (it grows with the stream's distinct words)",
+            registry=r,
+        )
         self.born = Counter("noveld_clusters_born", "Clusters opened by the model", registry=r)
         self.retired = Counter("noveld_clusters_retired", "Clusters retired", registry=r)
         self.merged = Counter("noveld_clusters_merged", "Clusters merged", registry=r)
@@ -123,6 +128,7 @@ class Metrics:
         for stage, sec in rep.stage_seconds.items():
             self.stage_duration.labels(stage=stage).observe(sec)
         self.clusters_active.set(rep.clusters_active)
+        self.vocabulary.set(rep.vocabulary)
         self.set_outbox(rep.outbox_pending, rep.held_for_replicas)
         self.born.inc(rep.model_births)
         self.retired.inc(rep.retired)

@@ -175,6 +175,7 @@ class BatchReport:
     held_for_replicas: bool = False  # the pending events wait for Redis replicas to catch up
     replayed: bool = False
     clusters_active: int = 0
+    vocabulary: int = 0  # entries of the namespace's vocabulary (words; hdp's own entries)
     log_predictive_per_token: float = float("nan")
     stage_seconds: dict[str, float] = field(default_factory=dict)
     invalid_reasons: dict[str, int] = field(default_factory=dict)
@@ -454,6 +455,7 @@ class Pipeline:
         rep.held_for_replicas = self.held_for_replicas
         t5 = time.perf_counter()
         rep.clusters_active = int(self.state.stats.alive.sum())
+        rep.vocabulary = len(self.state.vocab)
         rep.stage_seconds = {
             "decode": t1 - t0,
             "featurize": t2 - t1,

@@ -695,6 +695,7 @@ def test_metrics_health_and_check_on_a_live_daemon(tmp_path: Path) -> None:
     assert float(samples['noveld_documents_total{outcome="assigned"}']) == 5
     assert float(samples['noveld_dlq_messages_total{reason="not_json"}']) == 1
     assert float(samples["noveld_novelty_events_total"]) == 1
+    assert float(samples["noveld_vocabulary_entries"]) == 4  # quake, tsunami, warning, coast
     assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).status == 200
     assert noveld("check", "--metrics-port", str(port), "--ready").returncode == 0
     proc.send_signal(signal.SIGTERM)
