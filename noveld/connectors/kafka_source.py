@@ -15,6 +15,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from noveld.connectors.jsonl import Record
@@ -289,6 +290,23 @@ class KafkaSource:
             stored,
             end,
         )
+
+    def group_progress(self, timeout_ms: int = 10_000) -> dict[str, int] | None:
+        """What this consumer group has read of the input topic: its committed offsets (the
+        daemon commits them after each state commit) that are above 0, per partition; None if
+        the broker would not say (the caller then cannot tell)."""
+        try:
+            parts = sorted(self.consumer.partitions_for_topic(self.topic) or ())
+            read = {
+                partition_name(self.topic, p): self.consumer.committed(
+                    TopicPartition(self.topic, p), timeout_ms=timeout_ms
+                )
+                for p in parts
+            }
+        except KafkaError as exc:
+            log.warning("cannot read consumer group offsets of %s: %s", self.topic, exc)
+            return None
+        return {key: int(off) for key, off in read.items() if off}
 
     def offsets_of(self, records: Sequence[Record]) -> tuple[dict[str, int], dict[str, int]]:
         """(first, next) offsets of a batch per partition; first is where the last batch ended

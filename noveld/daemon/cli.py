@@ -184,6 +184,8 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("kafka", "events_topic", getattr(ns, "events_topic", None))
     put("kafka", "dlq_topic", getattr(ns, "dlq_topic", None))
     put("kafka", "session_timeout_ms", getattr(ns, "session_timeout_ms", None))
+    if getattr(ns, "accept_empty_state", False):
+        put("kafka", "accept_empty_state", True)
     for key, value in kafka_security_overrides(ns).items():
         put("kafka", key, value)
     put(None, "dlq", getattr(ns, "dlq", None))
@@ -334,6 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     kg.add_argument("--events-topic", help="topic for novelty events (default noveld.events)")
     kg.add_argument("--dlq-topic", help="topic for dead letters (default noveld.dlq)")
     kg.add_argument("--session-timeout-ms", type=int, help="consumer session timeout (10000)")
+    kg.add_argument(
+        "--accept-empty-state",
+        action="store_true",
+        help="start a namespace that has no offsets for the input topic although the consumer "
+        "group has read it before (without it: exit 6, the state was probably lost)",
+    )
     add_kafka_security_flags(kg)
     run.add_argument(
         "--metrics-port",

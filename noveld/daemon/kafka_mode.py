@@ -32,7 +32,7 @@ from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.state.base import FingerprintMismatch
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis_store import RedisStore, StoreConflict
 
 log = logging.getLogger("noveld.kafka_mode")
 
@@ -75,6 +75,31 @@ def say_to(out: IO[str]) -> Callable[[str], None]:
     return say
 
 
+def refuse_unwitnessed_start(
+    pipeline: Pipeline, store: RedisStore, source: KafkaSource, settings: Settings
+) -> None:
+    """Refuse (StoreConflict, exit 6) a namespace without offsets for the input topic whose
+    consumer group has read it before: its state was lost, and under a supervisor that
+    restarts the daemon the loss would otherwise go unnoticed (``kafka.accept_empty_state``
+    overrides)."""
+    k = settings.kafka
+    topic = f"{k.input_topic}:"
+    if k.accept_empty_state or any(key.startswith(topic) for key in pipeline.state.offsets):
+        return
+    read = source.group_progress()
+    if read:
+        raise store.unwitnessed(k.group, read)
+
+
+def emptied_matters(pipeline: Pipeline, store: RedisStore) -> bool:
+    """Whether a namespace that came back empty must stop the daemon: events may have left for
+    commits it no longer has (their ids would be handed out again). Not so when events leave
+    only for commits a replica holds (``redis.replicas_to_ack``) and this process has published
+    none: the empty namespace is a failover to a replica that never had a commit, and the
+    input is consumed again from the start (what the stored offsets say)."""
+    return store.replicas_to_ack == 0 or pipeline.published > 0
+
+
 def ride_out_outage(
     exc: BaseException,
     pipeline: Pipeline,
@@ -90,6 +115,12 @@ def ride_out_outage(
     if Redis lost its last ~second of AOF — the stored offsets say where to resume, so nothing
     is lost and nothing counted twice."""
     source.pause()
+    had_state = bool(pipeline.state.offsets)
+
+    def resync() -> None:
+        if had_state and not pipeline.state.offsets and emptied_matters(pipeline, store):
+            raise store.emptied()
+        source.resync()
 
     def poll(seconds: float) -> None:
         source.poll_idle(int(seconds * 1000))
@@ -97,7 +128,7 @@ def ride_out_outage(
             refresh_lag(metrics, source)  # the backlog grows while Redis is away: show it
 
     lost = wait_for_redis(
-        exc, pipeline, store, metrics, stop, progress_out, idle=poll, resync=source.resync
+        exc, pipeline, store, metrics, stop, progress_out, idle=poll, resync=resync
     )
     source.resume()
     if lost and progress_out is not None:
@@ -173,6 +204,13 @@ def run_kafka(
             f'{"them" if len(missing) > 1 else "it"} (docs/deployment.md, "Topics") and start '
             "again"
         )
+    try:
+        refuse_unwitnessed_start(pipeline, store, source, settings)
+    except StoreConflict:
+        source.close()
+        events.close()
+        dead.close()
+        raise
     progress = Progress(progress_out, settings.progress_interval_s)
     metrics, server = start_metrics(settings, pipeline)
     code = EXIT_OK

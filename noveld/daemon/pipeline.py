@@ -278,6 +278,7 @@ class Pipeline:
         self.consecutive_invalid = 0
         self._delivery_failing = False
         self._replication_holding = False
+        self.published = 0  # events this process has delivered (since it started)
         self.pending_events = 0  # events left in the outbox by the last delivery attempt
         self.publish_pending()
 
@@ -518,6 +519,7 @@ class Pipeline:
         if self._delivery_failing:
             log.warning("event delivery recovered; %d events sent", len(pending))
         self._delivery_failing = False
+        self.published += len(pending)
         self.store.ack([e["event_id"] for e in pending])
         return 0
 

@@ -213,6 +213,13 @@ class KafkaSettings(_Section):
     events_topic: str = "noveld.events"
     dlq_topic: str = "noveld.dlq"
     session_timeout_ms: int = Field(10_000, ge=1000)
+    accept_empty_state: bool = Field(
+        False,
+        description="start even when the namespace has no offsets for the input topic but "
+        "the consumer group has read it before (otherwise exit 6: the namespace's state was "
+        "probably lost, and starting would re-read only what the topic retains under old "
+        "event ids)",
+    )
     startup_timeout_s: float = Field(
         15.0,
         gt=0,

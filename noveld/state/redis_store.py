@@ -407,6 +407,27 @@ class RedisStore:
         """The namespace's meta (its fingerprint) is gone: flushed, evicted, deleted."""
         return StoreConflict(f"namespace {self.namespace!r} has no meta key any more")
 
+    def emptied(self) -> StoreConflict:
+        """The namespace held state before an outage and holds none after it."""
+        return StoreConflict(
+            f"namespace {self.namespace!r} came back from the outage without any state (a "
+            "Redis restarted without persistence, a failover to an empty replica, a flush); "
+            "going on would start the model from nothing and re-read only what the input "
+            "topic still retains, under event ids already used"
+        )
+
+    def unwitnessed(self, group: str, read: dict[str, int]) -> StoreConflict:
+        """The namespace has no offsets for a topic the consumer group has read (``read``)."""
+        where = ", ".join(f"{key} up to {off}" for key, off in sorted(read.items()))
+        return StoreConflict(
+            f"namespace {self.namespace!r} has no offsets for its input, but consumer group "
+            f"{group!r} has read {where}: the namespace's state was lost (a flush, a Redis "
+            "restarted without persistence), or the group served another namespace. Starting "
+            "would re-read only what the topic retains, under event ids already used. If this "
+            "namespace is meant to start from nothing, pass --accept-empty-state (or use a new "
+            "--group)"
+        )
+
     def _check_whole(
         self,
         stats: MultinomialStats,

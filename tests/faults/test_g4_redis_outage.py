@@ -240,3 +240,45 @@ def test_g4_a_rebalance_during_the_outage_waits_for_redis(kafka_broker: KafkaBro
     assert info["docs"] == 2000  # nothing lost, nothing counted twice
     assert sum(info["offsets"].values()) == 2000
     assert "Traceback" not in err and "Redis is back" in err
+
+
+def test_g4_a_namespace_emptied_by_an_outage_stops_the_daemon_and_its_restarts(
+    kafka_broker: KafkaBroker,
+) -> None:
+    """Redis comes back without persistence, empty. The daemon used to reload "nothing", seek
+    every partition to 0 and start the model again — silently, with cluster ids (and so event
+    ids) from c0 again; a restarted daemon did the same. Now it stops with exit 6, and so does
+    every restart (the consumer group's committed offsets witness that the namespace had read
+    the topic), until the operator says the namespace may start from nothing."""
+    topic, ns = unique_name("g4-empty"), unique_name("g4e")
+    for t in (topic, f"{ns}.events", f"{ns}.dlq"):
+        kafka_broker.create_topic(t)
+    docs = [json.dumps(d).encode() for d in generate(SynthConfig(n_docs=1500, seed=6))]
+    produce(kafka_broker.bootstrap, topic, docs[:1000])
+    with RedisServer(appendonly=False) as server:
+        proc = start(kafka_broker.bootstrap, server.url, ns, topic, "--redis-socket-timeout", "2")
+        wait_until(lambda: committed_docs(server.url, ns) >= 1000, 60, "the first part")
+        server.kill(signal.SIGKILL)
+        produce(kafka_broker.bootstrap, topic, docs[1000:])  # its commit meets the outage
+        time.sleep(3)
+        assert proc.poll() is None, proc.communicate()[1]  # riding the outage out
+        server.restart()  # no AOF, no RDB: empty
+        assert proc.wait(timeout=60) == 6
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        assert "came back from the outage without any state" in err, err
+
+        again = start(kafka_broker.bootstrap, server.url, ns, topic)
+        assert again.wait(timeout=60) == 6
+        assert again.stderr is not None
+        refused = again.stderr.read()
+        assert f"consumer group '{ns}' has read {topic}:0 up to 1000" in refused, refused
+        assert committed_docs(server.url, ns) == 0  # refused before reading anything
+
+        fresh = start(kafka_broker.bootstrap, server.url, ns, topic, "--accept-empty-state")
+        wait_until(lambda: committed_docs(server.url, ns) >= 1500, 60, "the topic again")
+        stop(fresh)
+        info = redis_state(server.url, ns)
+    assert info["docs"] == 1500 and info["offsets"] == {f"{topic}:0": 1500}
+    for out in (err, refused):
+        assert "Traceback" not in out
