@@ -91,11 +91,10 @@ def _cmd_export(ns: argparse.Namespace) -> int:
     if out.exists() and not ns.force:
         raise UserError(f"{out} exists; pass --force to overwrite it")
     if ns.redis_url:
-        store = _redis_store(ns)
-        state = store.read()
-        if state is None:
+        exported = _redis_store(ns).export()  # one transaction: consistent while writers run
+        if exported is None:
             raise UserError(f"namespace {ns.namespace!r} has no state in Redis")
-        outbox, uidnext = store.outbox_pending(), store.uid_counters()
+        state, outbox, uidnext = exported
     else:
         path = ns.state_dir / SNAPSHOT_NAME
         if not path.exists():
@@ -193,8 +192,9 @@ def add_state_commands(sub: Any) -> None:
         "export",
         help="write a namespace's state to a file (versioned .npz, no pickle)",
         description="Write the statistics, vocabulary, novelty state, offsets, counters and "
-        "undelivered events to OUTPUT. Stop the writers first for a consistent copy of a live "
-        "namespace (a commit between reads is not included).",
+        "undelivered events to OUTPUT. From Redis they are read in one transaction, so a "
+        "namespace can be backed up while its daemons commit; the copy is the state as of "
+        "one commit.",
     )
     exp.add_argument("output", type=Path, help="file to write (e.g. backup.npz)")
     exp.add_argument("--state-dir", type=Path, help="embedded state directory to read")

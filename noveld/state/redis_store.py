@@ -250,6 +250,8 @@ class RedisStore:
         self.replicas_to_ack = replicas_to_ack
         self.replica_ack_timeout_ms = replica_ack_timeout_ms
         self._hold_until = 0.0  # after a short WAIT, answer "not replicated" until then
+        self._last_outbox: list[dict[str, Any]] = []  # read with the state by export()
+        self._last_uidnext: dict[str, int] = {}
         self.suppressed: list[str] = []  # the last commit's events another writer announced
 
     @property
@@ -336,6 +338,19 @@ class RedisStore:
         self._check_schema(meta)
         return self._read_state(json.loads(meta["fingerprint"]))
 
+    def export(self) -> tuple[NamespaceState, list[dict[str, Any]], dict[str, int]] | None:
+        """The state, its undelivered events and uid counters as of one instant — read in the
+        same transaction, so a copy taken while writers commit is consistent (a backup needs
+        no stop); None if the namespace holds no state."""
+        meta = self._meta()
+        if "fingerprint" not in meta:
+            return None
+        self._check_schema(meta)
+        read = self._read_state(json.loads(meta["fingerprint"]), with_outbox=True)
+        if read is None:
+            return None
+        return read, self._last_outbox, self._last_uidnext
+
     def outbox_length(self) -> int:
         """Events not yet acknowledged."""
         entries = self.client.xrange(self.keys["outbox"], "-", "+")
@@ -355,9 +370,12 @@ class RedisStore:
                 f"noveld reads schema {SCHEMA}; export it with the older version and import it"
             )
 
-    def _read_state(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
+    def _read_state(
+        self, fingerprint: dict[str, Any], with_outbox: bool = False
+    ) -> NamespaceState | None:
         """Checkpoint + log replay, read in one transaction so a concurrent checkpoint cannot
-        trim entries between the two reads."""
+        trim entries between the two reads; ``with_outbox`` also reads the outbox's events in
+        it (kept in ``_last_outbox``, the uid counters in ``_last_uidnext``)."""
         k = self.keys
         pipe = self.client.pipeline(transaction=True)
         pipe.get(k["ckpt"])
@@ -368,7 +386,17 @@ class RedisStore:
         pipe.hgetall(k["counters"])
         pipe.hget(k["meta"], "seq")
         pipe.hgetall(k["uidnext"])
-        ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext = pipe.execute()
+        if with_outbox:
+            pipe.xrange(k["outbox"], "-", "+")
+        ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext, *rest = (
+            pipe.execute()
+        )
+        self._last_uidnext = {_text(s): int(v) for s, v in uidnext.items()}
+        self._last_outbox = [
+            StoredEvent.parse(raw)
+            for _, fields in (_stream_entries(rest[0]) if rest else [])
+            for raw in _entry_events(fields)
+        ]
         log = _stream_entries(log_raw)
         if ckpt is None and not log and not offsets:
             self.last_seq = 0
@@ -462,10 +490,6 @@ class RedisStore:
                     f"slot's next counter is {counters.get(int(slot), 0)} (its uidnext key is "
                     "gone)"
                 )
-
-    def uid_counters(self) -> dict[str, int]:
-        """Next cluster counter per uid slot (for ``state export``)."""
-        return {_text(k): int(v) for k, v in self.client.hgetall(self.keys["uidnext"]).items()}
 
     def import_state(
         self, state: NamespaceState, outbox: list[dict[str, Any]], uidnext: dict[str, int]

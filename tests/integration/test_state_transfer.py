@@ -118,3 +118,41 @@ def test_set_offset_replaces_a_stored_offset_and_refuses_what_it_cannot_set(
         assert out.returncode == 2 and said in out.stderr, (name, out.stderr)
         assert "Traceback" not in out.stderr, name
     assert show(*ns)["offsets"] == {key: 1200}
+
+
+def test_export_while_a_writer_commits_is_one_instant(redis_url: str, tmp_path: Path) -> None:
+    """``state export`` from Redis needs no stop: the state, its undelivered events and uid
+    counters are read in one transaction, so no event of a later commit (confirmed past the
+    exported offsets) and no counter out of step slips into the copy. Events are held in the
+    outbox here (replicas_to_ack 1 without a replica), so every copy carries many."""
+    import redis
+
+    from noveld.models.kernels import multinomial as kern
+    from noveld.state.redis_store import RedisStore
+
+    path = tmp_path / "live.jsonl"
+    write_jsonl(SynthConfig(n_docs=20_000, n_stories=200, seed=9), path)
+    key = f"{path}:0"
+    writer = subprocess.Popen(
+        [*NOVELD, "run", "--input", str(path), "--redis-url", redis_url, "--namespace", "live",
+         "--redis-replicas-to-ack", "1", "--batch-size", "50", "--quiet",
+         "--dlq", str(tmp_path / "d.jsonl")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    store = RedisStore(redis.Redis.from_url(redis_url), "live")
+    copies = []
+    while writer.poll() is None:
+        exported = store.export()
+        if exported is not None:
+            copies.append(exported)
+    assert writer.wait() == 0, writer.stderr.read() if writer.stderr else ""
+    during = [c for c in copies if 0 < c[0].offsets.get(key, 0) < 20_000]
+    assert len(during) >= 5, len(during)  # copies taken mid-run
+    assert any(outbox for _, outbox, _ in during)
+    for state, outbox, uidnext in during:
+        at = state.offsets[key]
+        assert state.counters["docs"] == at
+        assert all(ev["confirmed_at"]["offset"] < at for ev in outbox), at
+        alive = state.stats.uid[state.stats.active_slots()]
+        assert int(alive.max()) < uidnext["0"]  # the uid counter covers every live cluster
+        assert int(state.stats.ictl[kern.NEXT_UID]) <= uidnext["0"]
