@@ -55,6 +55,12 @@ from noveld.state.base import (
 
 log = logging.getLogger("noveld.pipeline")
 
+DELIVERY_RETRY_S = 1.0
+"""After a delivery attempt left events in the outbox (held for the replicas, or the sink down),
+the next attempt reads the outbox no sooner than this: reading a long outbox every batch made a
+held backlog cost O(backlog) per batch (measured: 7,600 → under 500 docs/s over 60,000
+documents with assignment events held for a missing replica)."""
+
 
 def label_uid(label: str) -> int:
     """The cluster uid of a known label: a deterministic 40-bit hash in its own uid slot, so
@@ -280,6 +286,7 @@ class Pipeline:
         self._replication_holding = False
         self.published = 0  # events this process has delivered (since it started)
         self.pending_events = 0  # events left in the outbox by the last delivery attempt
+        self._next_attempt = 0.0  # monotonic time before which pending events are not re-read
         self.publish_pending()
 
     # ---- public ---------------------------------------------------------------------------
@@ -452,7 +459,10 @@ class Pipeline:
         if self.store.flush_due():
             self.flush()
         t4 = time.perf_counter()
-        rep.outbox_pending = self.publish_pending()
+        suppressed = set(self.store.suppressed)
+        rep.outbox_pending = self.publish_pending(
+            sum(1 for e in events if e["event_id"] not in suppressed)
+        )
         rep.held_for_replicas = self.held_for_replicas
         t5 = time.perf_counter()
         rep.clusters_active = int(self.state.stats.alive.sum())
@@ -482,14 +492,20 @@ class Pipeline:
         (held for the replicas, or the sink was down), so they do not wait for more input."""
         return self.publish_pending() if self.pending_events else 0
 
-    def publish_pending(self) -> int:
+    def publish_pending(self, added: int = 0) -> int:
         """Deliver committed events from the outbox and acknowledge them; returns how many are
         still pending. A sink that cannot deliver now (:class:`DeliveryFailed`) leaves them in
         the outbox for the next attempt (at least once: a partly delivered set is sent again)
         instead of stopping the daemon; ``noveld_outbox_pending_events`` shows the backlog.
         Events of commits the store's replicas have not acknowledged yet are held the same way
-        (:meth:`StateStore.replicated`)."""
+        (:meth:`StateStore.replicated`). While events are pending, the outbox is read again at
+        most every :data:`DELIVERY_RETRY_S` seconds; in between, the ``added`` events of each
+        commit are counted without reading it."""
+        if self.pending_events and time.monotonic() < self._next_attempt:
+            self.pending_events += added
+            return self.pending_events
         self.pending_events = self._deliver()
+        self._next_attempt = time.monotonic() + DELIVERY_RETRY_S if self.pending_events else 0.0
         return self.pending_events
 
     def _deliver(self) -> int:

@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from doubles import NoDlq
 
+import noveld.daemon.pipeline as pipeline_mod
 from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.daemon.metrics import Metrics
@@ -16,6 +18,13 @@ from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import load_settings
 from noveld.schema import SourcePosition
 from noveld.state.memory import MemoryStore
+
+
+@pytest.fixture(autouse=True)
+def retry_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about what is delivered when; the pause between attempts on a pending
+    outbox has its own test (it sets it back)."""
+    monkeypatch.setattr(pipeline_mod, "DELIVERY_RETRY_S", 0.0)
 
 
 class FlakySink:
@@ -101,3 +110,50 @@ def test_an_idle_turn_retries_a_sink_that_was_down(tmp_path: Path) -> None:
     assert pipe.retry_pending() == 1  # still down
     sink.down = False
     assert pipe.retry_pending() == 0 and len(sink.delivered) == 1
+
+
+class CountingReads(LaggingReplicas):
+    """Counts how often the outbox is read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def outbox_pending(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return super().outbox_pending()
+
+
+def test_a_held_outbox_is_counted_not_read_every_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events held for the replicas pile up in the outbox; reading all of it after every commit
+    made each batch slower than the last. While events are pending the outbox is read at most
+    every DELIVERY_RETRY_S; the events of each commit are counted meanwhile, and the count is
+    exact once it is read again."""
+    monkeypatch.setattr(pipeline_mod, "DELIVERY_RETRY_S", 3600.0)
+    settings = load_settings(None, {"dlq": str(tmp_path / "d.jsonl"),
+                                    "novelty": {"min_size": 2}})  # fmt: skip
+    sink, store = FlakySink(), CountingReads()
+    sink.down = False
+    pipe = Pipeline(settings, store, sink, NoDlq())
+    stories = [
+        "volcano eruption ash cloud",
+        "election ballot count vote",
+        "harbour strike dock union",
+        "comet orbit tail sky",
+        "glacier melt ice sea",
+    ]
+    texts = [t for t in stories for _ in range(4)]
+    recs = records(texts)
+    reads_at_start = store.reads
+    pending = []
+    for i in range(0, len(recs), 4):
+        pending.append(pipe.step(recs[i : i + 4], {"f:0": i}, {"f:0": i + 4}).outbox_pending)
+    assert pending == [1, 2, 3, 4, 5]  # one birth per story, counted
+    assert store.reads - reads_at_start == 1  # read once (the first attempt), not five times
+    store.behind = False
+    assert pipe.retry_pending() == 5  # within the pause: not read, not sent
+    monkeypatch.setattr(pipeline_mod, "DELIVERY_RETRY_S", 0.0)
+    pipe._next_attempt = 0.0
+    assert pipe.retry_pending() == 0 and len(sink.delivered) == 5
