@@ -142,11 +142,11 @@ def _cmd_set_offset(ns: argparse.Namespace) -> int:
     if ns.offset < 0:
         raise UserError(f"the offset must be >= 0, got {ns.offset}")
     store = _redis_store(ns)
-    if not store.client.exists(store.keys["meta"]):
+    if not store.has_state():
         raise UserError(f"namespace {ns.namespace!r} has no state in Redis")
     old = store.set_offset(ns.partition, ns.offset)
     if old is None:
-        known = ", ".join(sorted(_text(k) for k in store.client.hkeys(store.keys["offsets"])))
+        known = ", ".join(store.partitions())
         raise UserError(
             f"namespace {ns.namespace!r} has no stored offset for {ns.partition!r} "
             f"(it has: {known or 'none'}); partitions are named topic:partition"
@@ -163,10 +163,6 @@ def _cmd_set_offset(ns: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _print(info: dict[str, Any], as_json: bool) -> None:

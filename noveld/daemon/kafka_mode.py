@@ -193,11 +193,15 @@ def run_kafka(
         events.close()
         dead.close()
         raise UserError(kafka_unreachable(bootstrap, k.security_protocol, exc)) from exc
-    missing = source.missing_topics([k.input_topic, k.events_topic, k.dlq_topic])
-    if missing:
+
+    def close_clients() -> None:
         source.close()
         events.close()
         dead.close()
+
+    missing = source.missing_topics([k.input_topic, k.events_topic, k.dlq_topic])
+    if missing:
+        close_clients()
         raise UserError(
             f"topic{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found on the "
             f"cluster at {bootstrap}; noveld creates no topics: create "
@@ -207,9 +211,7 @@ def run_kafka(
     try:
         refuse_unwitnessed_start(pipeline, store, source, settings)
     except StoreConflict:
-        source.close()
-        events.close()
-        dead.close()
+        close_clients()
         raise
     progress = Progress(progress_out, settings.progress_interval_s)
     metrics, server = start_metrics(settings, pipeline)

@@ -250,8 +250,6 @@ class RedisStore:
         self.replicas_to_ack = replicas_to_ack
         self.replica_ack_timeout_ms = replica_ack_timeout_ms
         self._hold_until = 0.0  # after a short WAIT, answer "not replicated" until then
-        self._last_outbox: list[dict[str, Any]] = []  # read with the state by export()
-        self._last_uidnext: dict[str, int] = {}
         self.suppressed: list[str] = []  # the last commit's events another writer announced
 
     @property
@@ -291,6 +289,14 @@ class RedisStore:
     def stored_offset(self, partition_key: str) -> int:
         """Next offset of a partition as committed with the state (0 if never seen)."""
         return int(self.client.hget(self.keys["offsets"], partition_key) or 0)
+
+    def has_state(self) -> bool:
+        """Whether the namespace exists (its meta key holds a fingerprint)."""
+        return bool(self.client.hexists(self.keys["meta"], "fingerprint"))
+
+    def partitions(self) -> list[str]:
+        """The partitions the namespace stores an offset for, sorted."""
+        return sorted(_text(p) for p in self.client.hkeys(self.keys["offsets"]))
 
     def set_offset(self, partition_key: str, offset: int) -> int | None:
         """Replace a partition's stored next offset (an operator's decision for a held
@@ -346,10 +352,8 @@ class RedisStore:
         if "fingerprint" not in meta:
             return None
         self._check_schema(meta)
-        read = self._read_state(json.loads(meta["fingerprint"]), with_outbox=True)
-        if read is None:
-            return None
-        return read, self._last_outbox, self._last_uidnext
+        state, outbox, uidnext = self._read(json.loads(meta["fingerprint"]), with_outbox=True)
+        return None if state is None else (state, outbox, uidnext)
 
     def outbox_length(self) -> int:
         """Events not yet acknowledged."""
@@ -370,12 +374,16 @@ class RedisStore:
                 f"noveld reads schema {SCHEMA}; export it with the older version and import it"
             )
 
-    def _read_state(
+    def _read_state(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
+        """Checkpoint + log replay (:meth:`_read`)."""
+        return self._read(fingerprint)[0]
+
+    def _read(
         self, fingerprint: dict[str, Any], with_outbox: bool = False
-    ) -> NamespaceState | None:
+    ) -> tuple[NamespaceState | None, list[dict[str, Any]], dict[str, int]]:
         """Checkpoint + log replay, read in one transaction so a concurrent checkpoint cannot
-        trim entries between the two reads; ``with_outbox`` also reads the outbox's events in
-        it (kept in ``_last_outbox``, the uid counters in ``_last_uidnext``)."""
+        trim entries between the two reads; with the uid counters and (``with_outbox``) the
+        outbox's events of the same instant."""
         k = self.keys
         pipe = self.client.pipeline(transaction=True)
         pipe.get(k["ckpt"])
@@ -391,16 +399,16 @@ class RedisStore:
         ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext, *rest = (
             pipe.execute()
         )
-        self._last_uidnext = {_text(s): int(v) for s, v in uidnext.items()}
-        self._last_outbox = [
+        outbox: list[dict[str, Any]] = [
             StoredEvent.parse(raw)
             for _, fields in (_stream_entries(rest[0]) if rest else [])
             for raw in _entry_events(fields)
         ]
+        counters_of = {_text(s): int(v) for s, v in uidnext.items()}
         log = _stream_entries(log_raw)
         if ckpt is None and not log and not offsets:
             self.last_seq = 0
-            return None
+            return None, outbox, counters_of
         self.half_life_docs = float(fingerprint.get("half_life_docs", 0.0))
         if ckpt is not None:
             stats, header = decode_checkpoint(ckpt)
@@ -422,7 +430,7 @@ class RedisStore:
             raise StoreConflict(f"log ends at {at} but meta says {int(seq or 0)}")
         self._check_whole(stats, at, len(vocab_raw), offsets, uidnext)
         self.last_seq = at
-        return NamespaceState(
+        state = NamespaceState(
             fingerprint=fingerprint,
             stats=stats,
             vocab=[_text(w) for w in vocab_raw],
@@ -430,6 +438,7 @@ class RedisStore:
             offsets={_text(p): int(v) for p, v in offsets.items()},
             counters={_text(c): int(v) for c, v in counters.items()},
         )
+        return state, outbox, counters_of
 
     def _lost(self) -> StoreConflict:
         """The namespace's meta (its fingerprint) is gone: flushed, evicted, deleted."""
@@ -540,7 +549,7 @@ class RedisStore:
         except redis.exceptions.ResponseError as exc:
             if "NOVELD_VOCAB" not in str(exc):
                 raise
-            if not self.client.hexists(self.keys["meta"], "fingerprint"):
+            if not self.has_state():
                 raise self._lost() from exc  # the whole namespace went, not only its vocab
             raise StoreConflict(
                 f"namespace {self.namespace!r}: {str(exc).split(' ', 1)[1]} (its vocab key "
