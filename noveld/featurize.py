@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from hashlib import blake2b
 
 import numpy as np
 
@@ -69,20 +71,70 @@ class Tokenizer:
         return [t.replace("’", "'") for t in kept]
 
 
+def word_hashes(words: Iterable[str]) -> np.ndarray:
+    """Stable 64-bit hashes of words (BLAKE2b), in order: how a vocabulary remembers the words
+    it compacted out in 8 bytes each (two words share a hash with probability ~n²/2⁶⁵:
+    negligible, and it would only make V one word short)."""
+    digests = b"".join(
+        blake2b(w.encode("utf-8", "surrogatepass"), digest_size=8).digest() for w in words
+    )
+    return np.frombuffer(digests, dtype=">u8").astype(np.uint64)
+
+
+def _merge_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted unique union of a sorted unique array and any array (timsort merges runs)."""
+    both = np.concatenate([a, np.sort(b)])
+    both.sort(kind="stable")
+    keep = np.ones(both.shape[0], dtype=np.bool_)
+    keep[1:] = both[1:] != both[:-1]
+    out: np.ndarray = both[keep]
+    return out
+
+
+def _without(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted array ``a`` without the values of (small) ``b``."""
+    at = np.searchsorted(a, b)
+    hit = at < a.shape[0]
+    hit[hit] = a[at[hit]] == b[hit]
+    out: np.ndarray = np.delete(a, at[hit])
+    return out
+
+
 class Vocabulary:
-    """Growing word ↔ id map; ids are dense, assigned in first-seen order and never reused.
+    """Growing word ↔ id map; ids are dense, assigned in first-seen order.
 
     Part of the model state: the same stream in the same order always yields the same ids.
+    :meth:`compacted` renumbers it over the words still in use and remembers the others by
+    hash (``gone``), so that V — every word ever seen, what the prior's Vβ counts — stays
+    exact: ``len(self) + dropped``, a returning word counted once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, gone: np.ndarray | None = None) -> None:
         self._index: dict[str, int] = {}
         self._words: list[str] = []
+        # hashes of the words compacted out that were not in use when it happened (sorted)
+        self.gone: np.ndarray = np.zeros(0, np.uint64) if gone is None else gone
+        self._returned: list[int] = []  # ids of the words whose hash is in ``gone`` (ascending)
         self.reserved = 0  # entries that are not words (hdp topics, context values and fields)
         self._values_of: dict[str, int] = {}  # context field -> distinct values seen
 
+    @property
+    def dropped(self) -> int:
+        """Words seen once but not in the id space now (compacted out, not seen again)."""
+        return int(self.gone.shape[0]) - len(self._returned)
+
     def __len__(self) -> int:
         return len(self._words)
+
+    def _note_returning(self, start: int) -> None:
+        """Remember which words with ids ≥ ``start`` are remembered as gone (seen again after a
+        compaction): they are counted in V once, as ids."""
+        gone, words = self.gone, self._words[start:]
+        if not gone.shape[0] or not words:
+            return
+        hashes = word_hashes(words)
+        at = np.minimum(np.searchsorted(gone, hashes), gone.shape[0] - 1)  # gone is sorted
+        self._returned += (np.flatnonzero(gone[at] == hashes) + start).tolist()
 
     def _count(self, word: str, sign: int) -> None:
         """Keep the reserved-entry and per-field value counts as words come and go."""
@@ -123,16 +175,19 @@ class Vocabulary:
                     words.append(t)
                     if t.startswith(RESERVED_PREFIX):
                         self._count(t, 1)
+            self._note_returning(before)
         return out
 
     def extend(self, words: Iterable[str]) -> None:
         """Append words with the next ids (words another writer of the namespace added)."""
+        n = len(self._words)
         for w in words:
             if w in self._index:
                 raise ValueError(f"word already in the vocabulary: {w!r}")
             self._index[w] = len(self._words)
             self._words.append(w)
             self._count(w, 1)
+        self._note_returning(n)
 
     def words_since(self, n: int) -> list[str]:
         """The words with ids ≥ ``n``, in id order."""
@@ -143,36 +198,69 @@ class Vocabulary:
         for w in self._words[n:]:
             del self._index[w]
             self._count(w, -1)
+        self._returned = [i for i in self._returned if i < n]
         del self._words[n:]
+
+    def compacted(self, kept: np.ndarray) -> Vocabulary:
+        """The vocabulary of the words with ids ``kept`` (ascending), renumbered ``0..`` in
+        that order; the others are remembered as gone (a hash per word going)."""
+        keep = np.zeros(len(self._words), dtype=np.bool_)
+        keep[kept] = True
+        words = [self._words[i] for i in kept.tolist()]
+        dead = [w for w, k in zip(self._words, keep.tolist(), strict=True) if not k]
+        gone = _merge_sorted(self.gone, word_hashes(dead))
+        back = [self._words[i] for i in self._returned if keep[i]]  # gone once, in use again
+        if back:
+            gone = _without(gone, word_hashes(back))
+        return Vocabulary.from_list(words, gone, returned=[])
 
     def to_list(self) -> list[str]:
         """Words in id order (a copy), for snapshots."""
         return list(self._words)
 
     @classmethod
-    def from_list(cls, words: Iterable[str]) -> Vocabulary:
-        """Rebuild from ``to_list()`` output; word ``i`` gets id ``i``."""
-        vocab = cls()
-        for w in words:
-            if w in vocab._index:
-                raise ValueError(f"duplicate word in vocabulary list: {w!r}")
-            vocab._index[w] = len(vocab._words)
-            vocab._words.append(w)
+    def from_list(
+        cls, words: Iterable[str], gone: np.ndarray | None = None, returned: list[int] | None = None
+    ) -> Vocabulary:
+        """Rebuild from ``to_list()`` output (and ``gone``); word ``i`` gets id ``i``.
+        ``returned``: the ids of the words in ``gone``, if known (else each word is hashed)."""
+        vocab = cls(gone)
+        vocab._words = list(words)
+        vocab._index = dict(zip(vocab._words, range(len(vocab._words)), strict=True))
+        if len(vocab._index) != len(vocab._words):
+            dup = next(w for w, n in Counter(vocab._words).items() if n > 1)
+            raise ValueError(f"duplicate word in vocabulary list: {dup!r}")
+        for w in [w for w in vocab._words if w.startswith(RESERVED_PREFIX)]:
             vocab._count(w, 1)
+        if returned is None:
+            vocab._note_returning(0)
+        else:
+            vocab._returned = list(returned)
         return vocab
 
 
 def batch_from_flat(
-    flat_ids: np.ndarray, lengths: np.ndarray, vocab_size: int, reserved: int = 0
+    flat_ids: np.ndarray,
+    lengths: np.ndarray,
+    vocab_size: int,
+    reserved: int = 0,
+    dropped: int = 0,
 ) -> DocBatch:
     """CSR ``DocBatch`` from all documents' word ids concatenated and each document's length;
-    ``reserved`` of the ``vocab_size`` entries are not words."""
+    ``reserved`` of the ``vocab_size`` entries are not words, ``dropped`` words were compacted
+    out (:class:`DocBatch`)."""
     n = int(lengths.shape[0])
     lengths = lengths.astype(np.int64, copy=False)
     if flat_ids.shape[0] == 0:
         empty = np.zeros(0, dtype=np.int64)
         return DocBatch(
-            np.zeros(n + 1, dtype=np.int64), empty, empty.copy(), lengths, vocab_size, reserved
+            np.zeros(n + 1, dtype=np.int64),
+            empty,
+            empty.copy(),
+            lengths,
+            vocab_size,
+            reserved,
+            dropped,
         )
     flat = flat_ids.astype(np.int64, copy=False)
     doc_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
@@ -182,7 +270,13 @@ def batch_from_flat(
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per_doc, out=ptr[1:])
     return DocBatch(
-        ptr, keys % stride, counts.astype(np.int64, copy=False), lengths, vocab_size, reserved
+        ptr,
+        keys % stride,
+        counts.astype(np.int64, copy=False),
+        lengths,
+        vocab_size,
+        reserved,
+        dropped,
     )
 
 
@@ -273,6 +367,7 @@ class Featurizer:
                 np.array(lengths, dtype=np.int64),
                 len(vocab),
                 vocab.reserved,
+                vocab.dropped,
             )
             keep = kept
         else:
@@ -287,7 +382,9 @@ class Featurizer:
             empty.extend(kept[d] for d in np.flatnonzero(~stays).tolist())
             empty.sort()
             keep = [kept[d] for d in np.flatnonzero(stays).tolist()]
-            batch = batch_from_flat(ids[known], new_len[stays], len(vocab), vocab.reserved)
+            batch = batch_from_flat(
+                ids[known], new_len[stays], len(vocab), vocab.reserved, vocab.dropped
+            )
         if self.context:
             batch = self._with_context(batch, [docs[i] for i in keep], grow)
         if self.embedding_dim:

@@ -137,6 +137,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
             help=f"JSON field holding the document {name} (default {name})",
         )
     lim = p.add_argument_group("limits")
+    lim.add_argument(
+        "--compact-vocabulary-at",
+        type=int,
+        metavar="WORDS",
+        help="dpmm: once the vocabulary holds this many words (default 100000) and no live "
+        "cluster counts half of them, renumber the word ids over the words in use (results "
+        "unchanged; 0 = never). Under forgetting this bounds the vocabulary's memory",
+    )
     lim.add_argument("--max-doc-bytes", type=int, help="larger records are dead-lettered")
     lim.add_argument(
         "--max-consecutive-invalid",
@@ -174,6 +182,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("limits", "max_consecutive_invalid", getattr(ns, "max_consecutive_invalid", None))
     put("state", "dir", getattr(ns, "state_dir", None))
     put("state", "snapshot_interval_s", getattr(ns, "snapshot_interval", None))
+    put("state", "compact_vocabulary_at", getattr(ns, "compact_vocabulary_at", None))
     put("redis", "url", getattr(ns, "redis_url", None))
     put("redis", "replicas_to_ack", getattr(ns, "redis_replicas_to_ack", None))
     put("redis", "socket_timeout_s", getattr(ns, "redis_socket_timeout", None))

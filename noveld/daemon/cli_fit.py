@@ -154,7 +154,8 @@ def fit_archive(
     in_memory = settings.model_copy(
         update={
             "dlq": settings.dlq_path(),
-            "state": settings.state.model_copy(update={"dir": None}),
+            # the sweeps revisit every document's word ids: they must not be renumbered
+            "state": settings.state.model_copy(update={"dir": None, "compact_vocabulary_at": 0}),
             "redis": settings.redis.model_copy(update={"url": None}),
         }
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from noveld.daemon.embedded import UserError
+from noveld.featurize import Vocabulary
 from noveld.state.base import NamespaceState, state_digest
 from noveld.state.memory import SNAPSHOT_NAME, read_export, read_snapshot, write_snapshot
 
@@ -23,6 +24,7 @@ def summarize(state: NamespaceState, outbox_pending: int) -> dict[str, Any]:
     """The fields printed by ``state show``."""
     stats = state.stats
     slots = stats.active_slots()
+    vocab = Vocabulary.from_list(state.vocab, state.vocab_gone)
     return {
         "docs": state.counters.get("docs", 0),
         "invalid": state.counters.get("invalid", 0),
@@ -33,6 +35,7 @@ def summarize(state: NamespaceState, outbox_pending: int) -> dict[str, Any]:
         "mass": float(stats.mass(slots).sum()),
         "tokens": float((stats.ntok[slots] * stats.scale).sum()),
         "vocab": len(state.vocab),
+        "words_seen": len(vocab) + vocab.dropped,  # V: with the words compacted out
         "offsets": dict(sorted(state.offsets.items())),
         "outbox_pending": outbox_pending,
         "novelty_candidates": len(state.novelty.get("candidates", [])),

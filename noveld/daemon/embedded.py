@@ -196,8 +196,11 @@ def step_or_stop(
     progress_out: IO[str] | None,
     dlq_where: str,
     metrics: Metrics | None = None,
+    reloads_stale: bool = False,
 ) -> int:
-    """One pipeline step; EXIT_OK to go on, or the exit code after explaining why to stop."""
+    """One pipeline step; EXIT_OK to go on, or the exit code after explaining why to stop
+    (EXIT_STATE_DIVERGED unexplained for a stale vocabulary when the caller ``reloads_stale``:
+    reading on after a reload is the normal course there, not an error)."""
     try:
         rep = pipeline.step(records, first, nxt)
         progress.update(rep)
@@ -208,9 +211,11 @@ def step_or_stop(
         if metrics is not None:
             if exc.outcome is CommitOutcome.REPLAY:  # already applied: skipped, counted
                 metrics.replayed.inc()
+            elif exc.outcome is CommitOutcome.STALE:
+                metrics.stale.inc()
             else:
                 metrics.fenced.inc()
-        if progress_out is not None:
+        if progress_out is not None and not (reloads_stale and exc.outcome is CommitOutcome.STALE):
             progress_out.write(f"noveld: error: {exc}\n")
         return EXIT_STATE_DIVERGED
     except StoreConflict as exc:

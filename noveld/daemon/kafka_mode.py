@@ -31,7 +31,7 @@ from noveld.daemon.outage import is_outage, outage_reason
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
-from noveld.state.base import FingerprintMismatch
+from noveld.state.base import CommitOutcome, FingerprintMismatch
 from noveld.state.redis_store import RedisStore, StoreConflict
 
 log = logging.getLogger("noveld.kafka_mode")
@@ -254,11 +254,30 @@ def run_kafka(
                         progress_out,
                         f"on topic {k.dlq_topic}",
                         metrics,
+                        reloads_stale=True,
                     )
                 except Exception as exc:
                     if not is_outage(exc):
                         raise
                     ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
+                    continue
+                if code == EXIT_STATE_DIVERGED and pipeline.refusal is CommitOutcome.STALE:
+                    # another replica compacted the vocabulary: nobody else owns our input, so
+                    # reload and read the refused batch again from the stored offsets
+                    try:
+                        pipeline.reload()
+                        source.resync()
+                    except Exception as exc:
+                        if not is_outage(exc):
+                            raise
+                        ride_out_outage(exc, pipeline, store, source, metrics, stop,
+                                        progress_out)  # fmt: skip
+                    if progress_out is not None:
+                        progress_out.write(
+                            "noveld: another replica compacted the vocabulary; reloaded the "
+                            "shared state and reading on from the stored offsets\n"
+                        )
+                    code = EXIT_OK
                     continue
                 if code == EXIT_STATE_DIVERGED and refused_in_a_row < MAX_REFUSED_IN_A_ROW:
                     # fenced (another replica owns a partition now) or already committed by

@@ -63,6 +63,16 @@ class Metrics:
             "Entries of the namespace's vocabulary (it grows with the stream's distinct words)",
             registry=r,
         )
+        self.compactions = Counter(
+            "noveld_vocabulary_compactions",
+            "Vocabulary compactions this process made (word ids renumbered over the words in use)",
+            registry=r,
+        )
+        self.stale = Counter(
+            "noveld_stale_vocabulary_reloads",
+            "Batches refused and read again because another replica compacted the vocabulary",
+            registry=r,
+        )
         self.born = Counter("noveld_clusters_born", "Clusters opened by the model", registry=r)
         self.retired = Counter("noveld_clusters_retired", "Clusters retired", registry=r)
         self.merged = Counter("noveld_clusters_merged", "Clusters merged", registry=r)
@@ -129,6 +139,8 @@ class Metrics:
             self.stage_duration.labels(stage=stage).observe(sec)
         self.clusters_active.set(rep.clusters_active)
         self.vocabulary.set(rep.vocabulary)
+        if rep.vocabulary_compacted:
+            self.compactions.inc()
         self.set_outbox(rep.outbox_pending, rep.held_for_replicas)
         self.born.inc(rep.model_births)
         self.retired.inc(rep.retired)

@@ -26,7 +26,12 @@ from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
 from noveld.models.hdp import HDP, HDPConfig, topic_token
 from noveld.models.kernels.edcm import N_BINS as EDCM_LENGTH_BINS
-from noveld.models.novelty import Confirmation, NoveltyTracker
+from noveld.models.novelty import (
+    Confirmation,
+    NoveltyTracker,
+    member_words,
+    renumber_member_words,
+)
 from noveld.models.svi import SVI, SVIConfig
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
 from noveld.schema import (
@@ -48,6 +53,7 @@ from noveld.state.base import (
     CommitOutcome,
     CommitRequest,
     NamespaceState,
+    StaleVocabulary,
     StateStore,
     births_among,
     partition_key,
@@ -78,8 +84,9 @@ class CircuitOpen(RuntimeError):
 
 
 class StateDiverged(RuntimeError):
-    """A shared store refused a commit (fenced or already applied): the in-memory model no
-    longer matches it, so this process must reload (or stop)."""
+    """A shared store refused a commit (fenced, already applied, or its vocabulary compacted
+    by another writer): the in-memory model no longer matches it, so this process must reload
+    (or stop)."""
 
     def __init__(self, message: str, outcome: CommitOutcome) -> None:
         super().__init__(message)
@@ -182,6 +189,7 @@ class BatchReport:
     replayed: bool = False
     clusters_active: int = 0
     vocabulary: int = 0  # entries of the namespace's vocabulary (words; hdp's own entries)
+    vocabulary_compacted: bool = False  # this batch's commit was followed by a compaction
     log_predictive_per_token: float = float("nan")
     stage_seconds: dict[str, float] = field(default_factory=dict)
     invalid_reasons: dict[str, int] = field(default_factory=dict)
@@ -295,10 +303,12 @@ class Pipeline:
         and after the store refused a commit (the in-memory model then holds a batch the store
         does not)."""
         self._uncommitted = False
+        self.refusal: CommitOutcome | None = None  # why the store refused the last commit
         fingerprint = model_fingerprint(self.settings)
         loaded = self.store.load(fingerprint)
         self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
-        self.vocab = Vocabulary.from_list(self.state.vocab)
+        self.vocab = Vocabulary.from_list(self.state.vocab, self.state.vocab_gone)
+        self._next_vocab_check = 0  # vocabulary size at which to look for unused words again
         if isinstance(self.model, HDP):
             topics = range(self.model.config.topics)
             self.model.bind_topic_words(self._reserved_ids([topic_token(t) for t in topics]))
@@ -354,6 +364,15 @@ class Pipeline:
         self, records: Sequence[Record], first_offsets: dict[str, int], next_offsets: dict[str, int]
     ) -> BatchReport:
         """Process one batch end to end; raise CircuitOpen after committing if the breaker trips."""
+        try:
+            return self._step(records, first_offsets, next_offsets)
+        except StateDiverged as exc:
+            self.refusal = exc.outcome
+            raise
+
+    def _step(
+        self, records: Sequence[Record], first_offsets: dict[str, int], next_offsets: dict[str, int]
+    ) -> BatchReport:
         rep = BatchReport(records=len(records))
         t0 = time.perf_counter()
         self._uncommitted = True  # from here the in-memory model may run ahead of the store
@@ -367,7 +386,12 @@ class Pipeline:
                 key = partition_key(r.position.topic, r.position.partition)
                 next_offsets[key] = r.position.offset + 1
         t1 = time.perf_counter()
-        batch, empty = self._featurize(docs)
+        try:
+            batch, empty = self._featurize(docs)
+        except StaleVocabulary as exc:
+            raise StateDiverged(
+                f"{exc}; the in-memory model's word ids are old", CommitOutcome.STALE
+            ) from exc
         if empty:
             drop = set(empty)
             for i in sorted(drop):
@@ -449,6 +473,8 @@ class Pipeline:
                 + (
                     "another process now owns this input"
                     if outcome is CommitOutcome.FENCED
+                    else "another process compacted the shared vocabulary (its word ids changed)"
+                    if outcome is CommitOutcome.STALE
                     else "this batch was already committed by another process"
                 )
                 + "; the in-memory model no longer matches the shared state",
@@ -456,6 +482,8 @@ class Pipeline:
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
         rep.births -= births_among(events, self.store.suppressed)  # announced by another replica
+        if outcome is CommitOutcome.COMMITTED and self._vocabulary_compaction_due():
+            rep.vocabulary_compacted = self.compact_vocabulary()
         if self.store.flush_due():
             self.flush()
         t4 = time.perf_counter()
@@ -550,16 +578,69 @@ class Pipeline:
         self._sync_state()
         self.store.flush(self.state)
 
+    def compact_vocabulary(self) -> bool:
+        """Renumber the word ids over the words some live cluster (or a novelty candidate's
+        member) still uses; the rest are remembered by hash so V stays every word ever seen.
+        Results do not change (:meth:`MultinomialStats.renumbered`). False when a shared
+        store's namespace moved on meanwhile (tried again once the vocabulary grows by an
+        eighth)."""
+        n = len(self.vocab)
+        novelty = self._novelty_json()
+        in_use = self.state.stats.words_in_use(n)
+        in_use[member_words(novelty)] = True
+        kept = np.flatnonzero(in_use)
+        new_id = np.full(max(n, 1), -1, dtype=np.int64)
+        new_id[kept] = np.arange(kept.shape[0], dtype=np.int64)
+        stats = self.state.stats.renumbered(kept, n)
+        vocab = self.vocab.compacted(kept)
+        novelty = renumber_member_words(novelty, new_id)
+        if not self.store.compact_vocabulary(
+            self.state, stats, vocab.to_list(), vocab.gone, novelty
+        ):
+            log.info("vocabulary compaction skipped: the shared namespace moved on meanwhile")
+            return False
+        self._next_vocab_check = 2 * len(vocab)
+        self.vocab = vocab
+        self.featurizer.vocabulary = vocab
+        self.tracker.load_json(novelty)
+        log.info(
+            "compacted the vocabulary: %d of %d words in use kept, %d words in all",
+            kept.shape[0], n, len(vocab) + vocab.dropped,
+        )  # fmt: skip
+        return True
+
     def top_terms(self, uid: int, n: int) -> list[tuple[str, float]]:
-        """The ``n`` most probable words of a cluster with their share of its tokens."""
+        """The ``n`` most probable words of a cluster with their share of its tokens; equal
+        weights in word order (not id order: ids change when the vocabulary is compacted)."""
         ws, cs = self.model.term_weights(self.state.stats, uid)
         total = float(cs.sum())
-        if total <= 0:
+        if total <= 0 or n <= 0:
             return []
-        order = np.lexsort((ws, -cs))[:n]
-        return [(self.vocab.word(int(ws[i])), round(float(cs[i]) / total, 6)) for i in order]
+        if cs.shape[0] > n:  # only words weighing at least the n-th largest can be listed
+            near = cs >= np.partition(cs, cs.shape[0] - n)[cs.shape[0] - n]
+            ws, cs = ws[near], cs[near]
+        word = self.vocab.word
+        top = sorted(zip((-cs).tolist(), (word(int(w)) for w in ws), strict=True))[:n]
+        return [(w, round(-c / total, 6)) for c, w in top]
 
     # ---- internals ------------------------------------------------------------------------
+    def _vocabulary_compaction_due(self) -> bool:
+        """Whether at least half of a vocabulary of ``state.compact_vocabulary_at`` words or
+        more is unused. Looked at again once the vocabulary has grown to twice the words in
+        use (and by an eighth), so that it stays within about twice the words in use at a cost
+        of one walk of the postings per such growth. Only the plain ``dpmm``: the other models
+        keep words in ways the renumbering does not follow (hdp topics, svi's λ, edcm's and
+        vmf's reserved entries)."""
+        at = self.settings.state.compact_vocabulary_at
+        n = len(self.vocab)
+        if not at or n < max(at, self._next_vocab_check) or type(self.model) is not DPMM:
+            return False
+        in_use = self.state.stats.words_in_use(n)
+        in_use[member_words(self.tracker.to_json())] = True
+        used = int(np.count_nonzero(in_use))
+        self._next_vocab_check = max(2 * used, n + n // 8)
+        return 2 * used <= n
+
     def _featurize(self, docs: list[Document]) -> tuple[DocBatch, list[int]]:
         """Featurize, then give words new to this process their namespace-wide ids; if another
         writer added words meanwhile, adopt its ids and featurize again."""
@@ -777,4 +858,5 @@ class Pipeline:
     def _sync_state(self) -> None:
         """Copy the featurizer's vocabulary and the tracker into the durable state object."""
         self.state.vocab = self.vocab.to_list()
+        self.state.vocab_gone = self.vocab.gone
         self.state.novelty = self._novelty_json()

@@ -187,10 +187,18 @@ class TokenizerSettings(_Section):
 
 
 class StateSettings(_Section):
-    """Embedded state: snapshot directory and cadence."""
+    """State: the embedded snapshot directory and cadence; vocabulary compaction (every store)."""
 
     dir: Path | None = None
     snapshot_interval_s: float = Field(5.0, ge=0)
+    compact_vocabulary_at: int = Field(
+        100_000,
+        ge=0,
+        description="dpmm (multinomial likelihood): once the vocabulary holds this many words "
+        "and no live cluster counts half of them (forgotten or retired stories' words), "
+        "renumber the word ids over the words in use and keep the others as 8-byte hashes; "
+        "the model's results do not change. 0 = never",
+    )
 
     @field_validator("dir", mode="before")
     @classmethod

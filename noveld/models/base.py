@@ -17,7 +17,9 @@ class DocBatch:
     """A featurized mini-batch in CSR form: document ``d`` has unique word ids
     ``words[ptr[d]:ptr[d+1]]`` with their in-document ``counts``; ``lengths`` are token counts.
     ``vocab_size`` is the vocabulary size after featurizing the batch; ``reserved`` of those
-    entries are not words (hdp topics, context values), so V in Vβ is their difference.
+    entries are not words (hdp topics, context values); ``dropped`` words were seen once but
+    compacted out of the id space since (no live cluster counted them): they are not ids any
+    more but still words of the prior, so V in Vβ is ``vocab_size + dropped - reserved``.
 
     Optional categorical context (DESIGN §4, used by ``hdp``): document d's fields are entries
     ``ctx_ptr[d]:ctx_ptr[d+1]`` of ``ctx_value`` (vocabulary id of "field = value"),
@@ -33,6 +35,7 @@ class DocBatch:
     lengths: np.ndarray
     vocab_size: int
     reserved: int = 0
+    dropped: int = 0
     ctx_ptr: np.ndarray | None = None
     ctx_value: np.ndarray | None = None
     ctx_field: np.ndarray | None = None
@@ -44,8 +47,8 @@ class DocBatch:
 
     @property
     def n_words(self) -> int:
-        """V: vocabulary entries that are words."""
-        return max(self.vocab_size - self.reserved, 1)
+        """V: the words of the prior, every word ever seen (ids now, or compacted out)."""
+        return max(self.vocab_size + self.dropped - self.reserved, 1)
 
     @property
     def nnz(self) -> int:

@@ -304,7 +304,7 @@ class DPMM:
             sweeps,
             self.log_alpha(nb),
             cfg.beta,
-            batch.vocab_size * cfg.beta,
+            batch.n_words * cfg.beta,
             cfg.deterministic,
             stats.scale,
             cfg.discount,
@@ -359,9 +359,7 @@ class DPMM:
         res = np.empty(len(batch), dtype=np.int64)
         for d in range(len(batch)):
             w, c = batch.doc(d)
-            lp_new = self._score(
-                stats, w, c, int(batch.lengths[d]), lp, batch.vocab_size, len(batch)
-            )
+            lp_new = self._score(stats, w, c, int(batch.lengths[d]), lp, batch.n_words, len(batch))
             k = kern.choose(lp, kmax, lp_new, 0.0, True, out, stats.uid)
             res[d] = -1 if k < 0 else stats.uid[k]
         return res
@@ -375,7 +373,7 @@ class DPMM:
 
     def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
         """:meth:`still_belongs` on the live statistics, with the batch's V and size."""
-        size, vocab = len(batch), batch.vocab_size
+        size, vocab = len(batch), batch.n_words
 
         def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
             return self.still_belongs(words, counts, uid, stats, vocab, size)
@@ -388,7 +386,7 @@ class DPMM:
         counts: np.ndarray,
         uid: int,
         stats: MultinomialStats,
-        vocab_size: int,
+        n_words: int,
         batch_size: int = 1,
     ) -> bool:
         """Would a member of cluster ``uid`` be seated there again, taken out of it (one
@@ -406,13 +404,13 @@ class DPMM:
         m_rest = stats.m[k] * g - 1.0
         if m_rest <= 0.0:
             return True  # its only member: nothing else to compare with
-        stats.reserve(0, 0, vocab_size)
+        stats.reserve(0, 0, int(words.max()) + 1 if words.shape[0] else 0)
         kmax = stats.kmax
         lp = np.empty(max(kmax, 1))
-        lp_new = self._score(stats, words, counts, int(counts.sum()), lp, vocab_size, batch_size)
+        lp_new = self._score(stats, words, counts, int(counts.sum()), lp, n_words, batch_size)
         cfg = self.config
         nd = int(counts.sum())
-        vbeta = vocab_size * cfg.beta
+        vbeta = n_words * cfg.beta
         cw, cc = stats.word_counts(k)
         have = dict(zip(cw.tolist(), cc.tolist(), strict=True))
         # the same terms, in the same order, as kern.score_document on the counts without the
@@ -439,14 +437,14 @@ class DPMM:
         words: np.ndarray,
         counts: np.ndarray,
         stats: MultinomialStats,
-        vocab_size: int,
+        n_words: int,
         batch_size: int = 1,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(slots, probabilities) over live clusters followed by the new-cluster probability."""
-        stats.reserve(0, 0, vocab_size)
+        stats.reserve(0, 0, int(words.max()) + 1 if words.shape[0] else 0)
         kmax = stats.kmax
         lp = np.empty(max(kmax, 1))
-        lp_new = self._score(stats, words, counts, int(counts.sum()), lp, vocab_size, batch_size)
+        lp_new = self._score(stats, words, counts, int(counts.sum()), lp, n_words, batch_size)
         slots = stats.active_slots()
         logits = np.append(lp[slots], lp_new)
         p = np.exp(logits - logits.max())
@@ -459,7 +457,7 @@ class DPMM:
         counts: np.ndarray,
         nd: int,
         lp: np.ndarray,
-        vocab_size: int,
+        n_words: int,
         batch_size: int,
     ) -> float:
         """Log seating weights of one document into ``lp`` (read-only); returns the new one."""
@@ -480,7 +478,7 @@ class DPMM:
                 stats.kmax,
                 stats.scale,
                 cfg.beta,
-                vocab_size * cfg.beta,
+                n_words * cfg.beta,
                 self.log_alpha(batch_size),
                 cfg.discount,
             )
@@ -671,7 +669,7 @@ class DPMM:
         gains = kern.best_split_groups(
             slots[cand], starts[cand], ends[cand], order, batch.ptr, batch.words, batch.counts,
             batch.lengths, stats.m, stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc,
-            stats.scale, cfg.beta, batch.vocab_size * cfg.beta, theta, cfg.discount, n_live, keep,
+            stats.scale, cfg.beta, batch.n_words * cfg.beta, theta, cfg.discount, n_live, keep,
         )  # fmt: skip
         moved = 0
         for i in np.flatnonzero(gains > 0.0).tolist():
@@ -700,7 +698,7 @@ class DPMM:
         kern.reseat_into_fresh(
             batch.ptr, batch.words, batch.counts, batch.lengths, assign, forced, pinned,
             stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid, stats.head, stats.nxt,
-            stats.pk, stats.pc, stats.ictl, stats.scale, cfg.beta, batch.vocab_size * cfg.beta,
+            stats.pk, stats.pc, stats.ictl, stats.scale, cfg.beta, batch.n_words * cfg.beta,
             self.log_alpha(len(batch)), cfg.discount,
         )  # fmt: skip
 
@@ -757,7 +755,7 @@ class DPMM:
             kmax,
             stats.scale,
             cfg.beta,
-            batch.vocab_size * cfg.beta,
+            batch.n_words * cfg.beta,
             log_new,
             cfg.discount,
             gains,
@@ -821,7 +819,7 @@ class DPMM:
         scan = np.arange(min(stats.head.shape[0], batch.vocab_size), dtype=np.int64)
         eligible = stats.alive[:kmax] & ~is_known
         gains = absorption_gains(
-            stats, touched, eligible, scan, cfg.beta, batch.vocab_size * cfg.beta, log_new,
+            stats, touched, eligible, scan, cfg.beta, batch.n_words * cfg.beta, log_new,
             cfg.discount,
         )  # fmt: skip
         taken = {int(s) for s, *_ in moves}

@@ -145,3 +145,30 @@ class NoveltyTracker:
         """Restore state written by :meth:`to_json`."""
         self.candidates = {int(c["uid"]): Candidate(**c) for c in data.get("candidates", [])}
         self.dropped = int(data.get("dropped", 0))
+
+
+def renumber_member_words(novelty: dict[str, Any], new_id: np.ndarray) -> dict[str, Any]:
+    """A copy of a tracker's :meth:`NoveltyTracker.to_json` state with its candidates' member
+    word ids renumbered by ``new_id`` (vocabulary compaction keeps every word they use)."""
+    out = dict(novelty)
+    out["candidates"] = [
+        {
+            **cand,
+            "members": [
+                {**mem, "words": [int(new_id[w]) for w in mem["words"]]}
+                for mem in cand.get("members", [])
+            ],
+        }
+        for cand in novelty.get("candidates", [])
+    ]
+    return out
+
+
+def member_words(novelty: dict[str, Any]) -> list[int]:
+    """Every word id the candidates' members use (the words compaction must keep)."""
+    return [
+        int(w)
+        for cand in novelty.get("candidates", [])
+        for mem in cand.get("members", [])
+        for w in mem["words"]
+    ]

@@ -8,7 +8,7 @@ cluster ids that are never reused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -92,6 +92,42 @@ class MultinomialStats:
             self.free_stack[self.ictl[kern.NFREE]] = k
             self.ictl[kern.NFREE] += 1
         self.dirty_slots = []
+
+    def words_in_use(self, n_words: int) -> np.ndarray:
+        """Mask over word ids ``< n_words``: whether some live cluster counts the word."""
+        mask: np.ndarray = kern.words_in_use(
+            self.head, self.nxt, self.pk, self.pc, self.alive, n_words
+        )
+        return mask
+
+    def renumbered(self, kept: np.ndarray, n_words: int) -> MultinomialStats:
+        """A copy with word ``kept[i]`` as word ``i`` (``kept`` ascending, a superset of
+        :meth:`words_in_use` among the ``n_words``): vocabulary compaction.
+
+        Compacts the postings first (dead clusters' entries out; scoring bit-identical), so the
+        words left out hold no entry. The renumbering keeps the words' order, so every
+        document's words stay sorted alike and scores are summed in the same order: the copy
+        scores bit-identically to ``self`` under the mapping. The copy shares the postings pool
+        and the cluster arrays with ``self``: keep one of the two.
+        """
+        self.compact()
+        head = self.head[: min(n_words, self.head.shape[0])]
+        outside = np.ones(head.shape[0], dtype=np.bool_)
+        outside[kept[kept < head.shape[0]]] = False
+        if np.any(head[outside] >= 0) or np.any(self.head[head.shape[0] :] >= 0):
+            raise ValueError("a word left out of the renumbering is still counted")
+        new_head = np.full(max(1024, kept.shape[0]), -1, dtype=np.int64)
+        inside = kept[kept < head.shape[0]]
+        new_head[: inside.shape[0]] = head[inside]
+        new_id = np.full(max(n_words, 1), -1, dtype=np.int64)
+        new_id[kept] = np.arange(kept.shape[0], dtype=np.int64)
+        return replace(
+            self,
+            head=new_head,
+            dirty_slots=list(self.dirty_slots),
+            young_slots=list(self.young_slots),
+            young_words=[new_id[w][new_id[w] >= 0] for w in self.young_words],
+        )
 
     # ---- decay ----------------------------------------------------------------------------
     def decay(self, factor: float) -> None:

@@ -7,9 +7,14 @@ was already applied: Replay) and its *next* offsets, plus the events for the out
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
+from noveld.featurize import Vocabulary
 from noveld.models.base import StatsDelta
 from noveld.models.suffstats import MultinomialStats
 
@@ -20,6 +25,12 @@ class CommitOutcome(enum.Enum):
     COMMITTED = "committed"
     REPLAY = "replay"
     FENCED = "fenced"
+    STALE = "stale"  # the vocabulary was compacted since this writer loaded: its ids are old
+
+
+class StaleVocabulary(RuntimeError):
+    """Another writer compacted the shared vocabulary: this writer's word ids are old, so it
+    must reload the state and read its batch again."""
 
 
 class FingerprintMismatch(RuntimeError):
@@ -47,6 +58,8 @@ class NamespaceState:
     fingerprint: dict[str, Any]
     stats: MultinomialStats
     vocab: list[str] = field(default_factory=list)
+    #: hashes of the words vocabulary compaction took out (``Vocabulary.gone``), sorted
+    vocab_gone: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     novelty: dict[str, Any] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
@@ -89,6 +102,18 @@ class StateStore(Protocol):
     def flush(self, state: NamespaceState) -> None:
         """Make everything committed so far durable (snapshot / fsync)."""
 
+    def compact_vocabulary(
+        self,
+        state: NamespaceState,
+        stats: MultinomialStats,
+        vocab: list[str],
+        gone: np.ndarray,
+        novelty: dict[str, Any],
+    ) -> bool:
+        """Make ``stats``, ``vocab``, ``gone`` and ``novelty`` (renumbered word ids) the
+        namespace's and ``state``'s; False when the namespace moved on meanwhile (another
+        writer committed or added words), and nothing changed."""
+
     def flush_due(self) -> bool:
         """Whether the owner should call :meth:`flush` now (periodic snapshots)."""
 
@@ -116,26 +141,30 @@ def births_among(events: list[dict[str, Any]], event_ids: list[str]) -> int:
     return sum(1 for e in events if e.get("type") == "cluster.born" and e.get("event_id") in ids)
 
 
+def _word_key(vocab: list[str], w: int) -> str:
+    """A word as the digest knows it: its text, or its id when the statistics were built
+    without a vocabulary (model-level tests)."""
+    return vocab[w] if w < len(vocab) else f"\x00#{w}"
+
+
 def state_digest(state: NamespaceState) -> str:
-    """Hash of the true statistics keyed by cluster uid, the vocabulary and the offsets.
+    """Hash of the true statistics keyed by cluster uid and word, V (every word ever seen) and
+    the offsets.
 
-    Independent of slot layout and postings order, so two runs that reached the same model by
-    different paths (e.g. a crash and resume vs. a clean run) have the same digest.
+    Independent of slot layout, postings order and word ids, so two runs that reached the same
+    model by different paths (a crash and resume vs. a clean run, a vocabulary compacted or
+    not) have the same digest.
     """
-    import hashlib
-    import json
-
-    import numpy as np
-
     stats = state.stats
+    vocab = state.vocab
+    words_ever = len(vocab) + Vocabulary.from_list(vocab, state.vocab_gone).dropped
     h = hashlib.sha256()
-    h.update(json.dumps([state.vocab, sorted(state.offsets.items())]).encode())
+    h.update(json.dumps([words_ever, sorted(state.offsets.items())]).encode())
     for k in sorted(stats.active_slots().tolist(), key=lambda s: int(stats.uid[s])):
         ws, cs = stats.word_counts(int(k))
-        order = np.argsort(ws)
+        pairs = sorted((_word_key(vocab, int(w)), float(c)) for w, c in zip(ws, cs, strict=True))
         h.update(np.int64(stats.uid[k]).tobytes())
         h.update(np.float64(stats.m[k] * stats.scale).tobytes())
         h.update(np.float64(stats.ntok[k] * stats.scale).tobytes())
-        h.update(ws[order].astype(np.int64).tobytes())
-        h.update(cs[order].astype(np.float64).tobytes())
+        h.update(json.dumps(pairs, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return h.hexdigest()

@@ -10,6 +10,7 @@
 -- KEYS[8] novelty   string: novelty-tracker JSON
 -- KEYS[9] lifecycle hash: announced cluster id -> "born" | "retired" | "merged" (its last event)
 -- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq,
+--         vocab_gen (the vocabulary generation the writer's word ids belong to),
 --         outbox_chunk (events per outbox entry at most), lifecycle: [[event index (0-based),
 --         cluster id, "born"|"retired"|"merged", event id], ...] for the cluster events
 -- ARGV[2] packed delta ('' when the batch had no valid document)
@@ -17,11 +18,12 @@
 -- ARGV[4..] the events' JSON, in order
 --
 -- Returns {status, detail, seq, foreign, suppressed}: status "committed", "replay", "fenced",
--- "conflict" or "lost" (the namespace's meta is gone: flushed, evicted); seq = the log position after this commit; foreign = entries other writers appended
--- since the writer's last_seq (it must apply those to stay in step); suppressed = ids of cluster
--- events left out because another writer already announced that step of the cluster's life
--- (replicas confirm births from their own novelty trackers: each cluster is born, and ends,
--- once in the outbox).
+-- "stale" (the vocabulary was compacted since the writer loaded), "conflict" or "lost" (the
+-- namespace's meta is gone: flushed, evicted); seq = the log position after this commit;
+-- foreign = entries other writers appended since the writer's last_seq (it must apply those to
+-- stay in step); suppressed = ids of cluster events left out because another writer already
+-- announced that step of the cluster's life (replicas confirm births from their own novelty
+-- trackers: each cluster is born, and ends, once in the outbox).
 
 local h = cjson.decode(ARGV[1])
 
@@ -30,6 +32,12 @@ local h = cjson.decode(ARGV[1])
 -- 0. the namespace must still exist (its meta carries the fingerprint every writer loaded)
 if redis.call('HEXISTS', KEYS[1], 'fingerprint') == 0 then
   return {'lost', 'namespace meta has no fingerprint', 0, 0, {}}
+end
+
+-- 0b. the vocabulary: a compaction since the writer loaded renumbered the word ids its delta uses
+local vocab_gen = tonumber(redis.call('HGET', KEYS[1], 'vocab_gen') or '0')
+if vocab_gen ~= (h.vocab_gen or 0) then
+  return {'stale', 'vocabulary generation ' .. vocab_gen .. ' ~= ' .. (h.vocab_gen or 0), 0, 0, {}}
 end
 
 -- 1. fencing: every partition's epoch must be the one this writer was granted

@@ -111,6 +111,18 @@ class MemoryStore:
     def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
         """Nothing to prepare: one writer, one uid sequence."""
 
+    def compact_vocabulary(
+        self,
+        state: NamespaceState,
+        stats: MultinomialStats,
+        vocab: list[str],
+        gone: np.ndarray,
+        novelty: dict[str, Any],
+    ) -> bool:
+        """One writer: always; the next snapshot holds the renumbered state."""
+        state.stats, state.vocab, state.vocab_gone, state.novelty = stats, vocab, gone, novelty
+        return True
+
     def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
         """Record offsets, counters and events (the owner snapshots when :meth:`flush_due`)."""
         replay = check_offsets(state, request.first_offsets)
@@ -181,6 +193,7 @@ def write_snapshot(
         "uidnext": uidnext,
     }
     arrays = {f"stats.{k}": v for k, v in state.stats.to_arrays().items()}
+    arrays["vocab_gone"] = state.vocab_gone.astype(np.uint64)
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
@@ -218,6 +231,7 @@ def read_export(
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
             stats = {k[len("stats.") :]: z[k] for k in z.files if k.startswith("stats.")}
+            gone = z["vocab_gone"] if "vocab_gone" in z.files else np.zeros(0, np.uint64)
     except OSError as exc:
         raise ValueError(f"cannot read snapshot {path}: {exc}") from exc
     except Exception as exc:  # a foreign or damaged file fails in numpy, zipfile, zlib or json
@@ -228,10 +242,13 @@ def read_export(
         raise ValueError(
             f"snapshot {path} has format {meta.get('format')}, this noveld reads {SNAPSHOT_FORMAT}"
         )
+    if gone.ndim != 1 or gone.dtype != np.uint64 or bool(np.any(gone[1:] <= gone[:-1])):
+        raise ValueError(f"snapshot {path} is damaged: its vocab_gone is not sorted word hashes")
     state = NamespaceState(
         fingerprint=meta["fingerprint"],
         stats=MultinomialStats.from_arrays(stats),
         vocab=list(meta["vocab"]),
+        vocab_gone=np.asarray(gone, dtype=np.uint64),
         novelty=meta["novelty"],
         offsets={k: int(v) for k, v in meta["offsets"].items()},
         counters={k: int(v) for k, v in meta["counters"].items()},

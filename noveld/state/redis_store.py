@@ -47,6 +47,7 @@ from noveld.state.base import (
     CommitRequest,
     FingerprintMismatch,
     NamespaceState,
+    StaleVocabulary,
     births_among,
 )
 from noveld.state.codec import decode_checkpoint, decode_delta, encode_checkpoint, encode_delta
@@ -66,6 +67,7 @@ _STATUS = {
     "committed": CommitOutcome.COMMITTED,
     "replay": CommitOutcome.REPLAY,
     "fenced": CommitOutcome.FENCED,
+    "stale": CommitOutcome.STALE,
 }
 
 
@@ -200,6 +202,18 @@ def _sentinel_trouble(sentinel: redis.Redis, address: tuple[str, int]) -> str:
     return f"{where}: answers, but does not name a primary for it"
 
 
+def _gone_hashes(raw: bytes | None, namespace: str) -> np.ndarray:
+    """The ``vocab_gone`` key: sorted little-endian uint64 word hashes (none if absent)."""
+    if raw is None:
+        return np.zeros(0, np.uint64)
+    if len(raw) % 8:
+        raise StoreConflict(f"namespace {namespace!r}: its vocab_gone key is damaged")
+    gone = np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+    if bool(np.any(gone[1:] <= gone[:-1])):
+        raise StoreConflict(f"namespace {namespace!r}: its vocab_gone key is not sorted")
+    return gone
+
+
 class RedisStore:
     """A namespace's durable state in Redis (a server or a cluster); every batch is one atomic
     Lua commit."""
@@ -229,6 +243,9 @@ class RedisStore:
             "lifecycle",
             "vocab",
             "vocab_idx",
+            "vocab_gone",
+            "vocab_next",
+            "vocab_idx_next",
             "ckpt",
             "ack",
             "probe",
@@ -237,10 +254,12 @@ class RedisStore:
         self._commit = client.register_script(_LUA.joinpath("commit.lua").read_text())
         self._intern = client.register_script(_LUA.joinpath("intern.lua").read_text())
         self._checkpoint = client.register_script(_LUA.joinpath("checkpoint.lua").read_text())
+        self._compact = client.register_script(_LUA.joinpath("compact.lua").read_text())
         self.checkpoint_every = checkpoint_every
         self.writer = uuid.uuid4().hex[:12]
         self.epochs: dict[str, int] = {}
         self.last_seq = 0  # log entries reflected in the caller's in-memory statistics
+        self.vocab_gen = 0  # compactions of the vocabulary as of the caller's word ids
         self.half_life_docs = 0.0
         self._slot: int | None = None
         self._uid_next = 0  # counter of the current slot
@@ -394,11 +413,12 @@ class RedisStore:
         pipe.hgetall(k["counters"])
         pipe.hget(k["meta"], "seq")
         pipe.hgetall(k["uidnext"])
+        pipe.hget(k["meta"], "vocab_gen")
+        pipe.get(k["vocab_gone"])
         if with_outbox:
             pipe.xrange(k["outbox"], "-", "+")
-        ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext, *rest = (
-            pipe.execute()
-        )
+        (ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext, gen, gone,
+         *rest) = pipe.execute()  # fmt: skip
         outbox: list[dict[str, Any]] = [
             StoredEvent.parse(raw)
             for _, fields in (_stream_entries(rest[0]) if rest else [])
@@ -430,10 +450,12 @@ class RedisStore:
             raise StoreConflict(f"log ends at {at} but meta says {int(seq or 0)}")
         self._check_whole(stats, at, len(vocab_raw), offsets, uidnext)
         self.last_seq = at
+        self.vocab_gen = int(gen or 0)
         state = NamespaceState(
             fingerprint=fingerprint,
             stats=stats,
             vocab=[_text(w) for w in vocab_raw],
+            vocab_gone=_gone_hashes(gone, self.namespace),
             novelty=json.loads(novelty_raw) if novelty_raw else {},
             offsets={_text(p): int(v) for p, v in offsets.items()},
             counters={_text(c): int(v) for c, v in counters.items()},
@@ -525,6 +547,8 @@ class RedisStore:
             chunk = state.vocab[i : i + 10_000]
             pipe.rpush(k["vocab"], *chunk)
             pipe.hset(k["vocab_idx"], mapping={w: i + j for j, w in enumerate(chunk)})
+        if state.vocab_gone.shape[0]:
+            pipe.set(k["vocab_gone"], state.vocab_gone.astype("<u8").tobytes())
         if state.offsets:
             pipe.hset(k["offsets"], mapping=state.offsets)
         if state.counters:
@@ -544,9 +568,14 @@ class RedisStore:
         meanwhile) and keeps ``state.vocab`` equal to it."""
         try:
             interned = self._intern(
-                keys=[self.keys["vocab"], self.keys["vocab_idx"]], args=[known, *new_words]
+                keys=[self.keys["vocab"], self.keys["vocab_idx"], self.keys["meta"]],
+                args=[known, self.vocab_gen, *new_words],
             )
         except redis.exceptions.ResponseError as exc:
+            if "NOVELD_STALE" in str(exc):
+                raise StaleVocabulary(
+                    f"namespace {self.namespace!r}: {str(exc).split(' ', 1)[1]}"
+                ) from exc
             if "NOVELD_VOCAB" not in str(exc):
                 raise
             if not self.has_state():
@@ -589,6 +618,7 @@ class RedisStore:
             "uid_end": uid_end,
             "writer": self.writer,
             "last_seq": self.last_seq,
+            "vocab_gen": self.vocab_gen,
             "outbox_chunk": OUTBOX_ENTRY_EVENTS,
             "lifecycle": lifecycle_marks(request.events),
         }
@@ -642,7 +672,7 @@ class RedisStore:
             fresh = self._read_state(state.fingerprint)
             if fresh is None:
                 raise StoreConflict(f"namespace {self.namespace!r} vanished while running")
-            state.stats, state.vocab = fresh.stats, fresh.vocab
+            state.stats, state.vocab, state.vocab_gone = fresh.stats, fresh.vocab, fresh.vocab_gone
             self.reloads += 1
             return
         deltas = [decode_delta(fields[b"d"]) for _, fields in entries]
@@ -658,9 +688,49 @@ class RedisStore:
         blob = encode_checkpoint(state.stats, {"seq": self.last_seq, "vocab": len(state.vocab)})
         written = self._checkpoint(
             keys=[self.keys["meta"], self.keys["ckpt"], self.keys["log"]],
-            args=[self.last_seq, blob],
+            args=[self.last_seq, blob, self.vocab_gen],
         )
         return bool(int(written))
+
+    def compact_vocabulary(
+        self,
+        state: NamespaceState,
+        stats: MultinomialStats,
+        vocab: list[str],
+        gone: np.ndarray,
+        novelty: dict[str, Any],
+    ) -> bool:
+        """Stage the renumbered vocabulary, then swap it in with the renumbered statistics as
+        the checkpoint, in one script that first checks that the namespace is where this
+        writer's statistics are (no commit, word or compaction since); the log, in old ids, is
+        trimmed and the generation moves on, so other writers reload (``stale``)."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.unlink(k["vocab_next"], k["vocab_idx_next"])
+        for i in range(0, len(vocab), 10_000):
+            chunk = vocab[i : i + 10_000]
+            pipe.rpush(k["vocab_next"], *chunk)
+            pipe.hset(k["vocab_idx_next"], mapping={w: i + j for j, w in enumerate(chunk)})
+        pipe.execute()
+        blob = encode_checkpoint(stats, {"seq": self.last_seq, "vocab": len(vocab)})
+        names = ["meta", "ckpt", "log", "vocab", "vocab_idx", "vocab_next", "vocab_idx_next"]
+        done = self._compact(
+            keys=[k[n] for n in names] + [k["vocab_gone"], k["novelty"]],
+            args=[
+                self.last_seq,
+                self.vocab_gen,
+                len(state.vocab),
+                len(vocab),
+                blob,
+                gone.astype("<u8").tobytes(),
+                json.dumps(novelty, separators=(",", ":")),
+            ],
+        )
+        if not int(done):
+            return False
+        self.vocab_gen += 1
+        state.stats, state.vocab, state.vocab_gone, state.novelty = stats, vocab, gone, novelty
+        return True
 
     def _home_client(self) -> Any:
         """A client of the namespace's server: the node of its hash slot on a cluster."""

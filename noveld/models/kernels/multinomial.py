@@ -1223,3 +1223,21 @@ def postings_entries(
                 i += 1
             e = nxt[e]
     return ws, ks, cs
+
+
+@njit(cache=True)
+def words_in_use(
+    head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray, alive: np.ndarray,
+    n_words: int,
+) -> np.ndarray:  # fmt: skip
+    """``out[w]`` for ``w < n_words``: whether some live cluster counts word ``w`` (a postings
+    entry of a live slot with a positive count) — the words vocabulary compaction keeps."""
+    out = np.zeros(n_words, dtype=np.bool_)
+    for w in range(min(n_words, head.shape[0])):
+        e = head[w]
+        while e >= 0:
+            if alive[pk[e]] and pc[e] > 0.0:
+                out[w] = True
+                break
+            e = nxt[e]
+    return out

@@ -1,0 +1,314 @@
+"""Vocabulary compaction end to end: with forgetting, the words of stories gone from the stream
+leave the vocabulary, and nothing else changes — the same events, the same clusters over the
+same words — in a file run with a snapshot (resumed or not), in Redis with one writer, and with
+two writers sharing a namespace (the other writer's old word ids are refused, it reloads and
+reads its batch again: nothing lost or counted twice)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+from cli_runner import noveld
+from doubles import NoDlq
+from streams import fading_stories
+
+from noveld.connectors.jsonl import Record
+from noveld.daemon.embedded import CollectingEvents
+from noveld.daemon.pipeline import Pipeline, StateDiverged
+from noveld.daemon.settings import Settings, load_settings, model_fingerprint
+from noveld.featurize import Vocabulary
+from noveld.schema import SourcePosition
+from noveld.state.base import CommitOutcome, NamespaceState, state_digest
+from noveld.state.memory import MemoryStore, read_snapshot
+from noveld.state.redis_store import RedisStore
+
+pytestmark = pytest.mark.integration
+
+N = 3000
+FORGETTING = ["--half-life", "50", "--batch-size", "50"]
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("compaction") / "fading.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in fading_stories(N)))
+    return path
+
+
+def words_ever(docs: list[dict[str, Any]]) -> int:
+    return len({w for d in docs for w in d["text"].split()})
+
+
+def run_file(stream: Path, state_dir: Path, compact_at: int, *extra: str) -> list[str]:
+    out = noveld(
+        "run", "--input", str(stream), "--state-dir", str(state_dir),
+        "--compact-vocabulary-at", str(compact_at), *FORGETTING, *extra,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    return out.stdout.splitlines()
+
+
+def clusters(state: NamespaceState) -> dict[int, tuple[float, float, dict[str, float]]]:
+    """Each live cluster's mass, tokens and word counts, by uid and word (not word id)."""
+    s = state.stats
+    out = {}
+    for k in s.active_slots().tolist():
+        ws, cs = s.word_counts(k)
+        words = {state.vocab[int(w)]: float(c) for w, c in zip(ws, cs, strict=True)}
+        out[int(s.uid[k])] = (float(s.m[k] * s.scale), float(s.ntok[k] * s.scale), words)
+    return out
+
+
+def assert_same_clusters(a: NamespaceState, b: NamespaceState) -> None:
+    """Equal up to the last bits of float sums (faded counts are taken off in word order)."""
+    ca, cb = clusters(a), clusters(b)
+    assert ca.keys() == cb.keys()
+    for uid, (m, n, words) in ca.items():
+        m2, n2, words2 = cb[uid]
+        assert math.isclose(m, m2, rel_tol=1e-12) and math.isclose(n, n2, rel_tol=1e-12)
+        assert words.keys() == words2.keys()
+        assert all(math.isclose(c, words2[w], rel_tol=1e-12) for w, c in words.items())
+
+
+def v_of(state: NamespaceState) -> int:
+    return len(state.vocab) + Vocabulary.from_list(state.vocab, state.vocab_gone).dropped
+
+
+def test_a_compacted_file_run_emits_and_keeps_what_an_uncompacted_one_does(
+    stream: Path, tmp_path: Path
+) -> None:
+    docs = [json.loads(line) for line in stream.read_text().splitlines()]
+    plain = run_file(stream, tmp_path / "plain", 0)
+    compacted = run_file(stream, tmp_path / "compacted", 100)
+    assert plain == compacted and len(plain) > 20  # every event, byte for byte
+    a, _ = read_snapshot(tmp_path / "plain" / "state.npz")
+    b, _ = read_snapshot(tmp_path / "compacted" / "state.npz")
+    assert len(a.vocab) == words_ever(docs)  # never compacted: every word keeps its id
+    assert len(b.vocab) < len(a.vocab) / 2  # the gone stories' words left
+    assert b.vocab_gone.shape[0] > 0
+    assert v_of(b) == v_of(a) == words_ever(docs)  # the prior still counts every word
+    assert_same_clusters(a, b)
+    # resumed from a snapshot taken after compactions: the same as one run over the file
+    growing = tmp_path / "growing.jsonl"
+    lines = stream.read_text().splitlines(keepends=True)
+    growing.write_text("".join(lines[: 2 * N // 3]))
+    first = run_file(growing, tmp_path / "resumed", 100)
+    mid, _ = read_snapshot(tmp_path / "resumed" / "state.npz")
+    assert mid.vocab_gone.shape[0] > 0  # it had compacted before the stop
+    growing.write_text("".join(lines))
+    resumed = first + run_file(growing, tmp_path / "resumed", 100)
+    assert resumed == run_file(growing, tmp_path / "one-run", 0)
+
+
+def settings_for(tmp_path: Path, ns: str, compact_at: int) -> Settings:
+    return load_settings(
+        None,
+        {
+            "namespace": ns,
+            "dlq": str(tmp_path / "dlq.jsonl"),
+            "model": {"deterministic": True, "half_life_docs": 50.0},
+            "state": {"compact_vocabulary_at": compact_at},
+        },
+    )
+
+
+def records(docs: list[dict[str, Any]], topic: str, partition: int) -> list[Record]:
+    return [
+        Record(
+            json.dumps({"id": f"{topic}-{partition}-{d['id']}", "text": d["text"]}).encode(),
+            SourcePosition(topic=topic, partition=partition, offset=i),
+        )
+        for i, d in enumerate(docs)
+    ]
+
+
+def step(pipe: Pipeline, chunk: list[Record]) -> Any:
+    key = f"{chunk[0].position.topic}:{chunk[0].position.partition}"
+    return pipe.step(chunk, {key: chunk[0].position.offset}, {key: chunk[-1].position.offset + 1})
+
+
+def redis_pipeline(client: redis.Redis, settings: Settings, keys: list[str]) -> Pipeline:
+    store = RedisStore(client, settings.namespace)
+    pipe = Pipeline(settings, store, CollectingEvents(), NoDlq())
+    store.claim(keys)
+    return pipe
+
+
+def strip(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events without what names the namespace (event ids hash it)."""
+    return [{k: v for k, v in e.items() if k not in ("event_id", "namespace")} for e in events]
+
+
+def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
+    redis_url: str, tmp_path: Path
+) -> None:
+    docs = fading_stories(N)
+    recs = records(docs, "in", 0)
+    memory = Pipeline(
+        settings_for(tmp_path, "mem", 0), MemoryStore(None), CollectingEvents(), NoDlq()
+    )
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "cmp", 100)
+    pipe = redis_pipeline(client, settings, ["in:0"])
+    compactions = 0
+    for i in range(0, N, 50):
+        step(memory, recs[i : i + 50])
+        compactions += step(pipe, recs[i : i + 50]).vocabulary_compacted
+    assert compactions >= 2
+    assert isinstance(memory.events, CollectingEvents) and isinstance(pipe.events, CollectingEvents)
+    assert strip(pipe.events.events) == strip(memory.events.events)
+    meta = client.hgetall("noveld:{cmp}:meta")
+    assert int(meta[b"vocab_gen"]) == compactions
+    assert client.llen("noveld:{cmp}:vocab") == len(pipe.vocab) < words_ever(docs) / 2
+    assert not client.exists("noveld:{cmp}:vocab_next", "noveld:{cmp}:vocab_idx_next")
+    # the log holds only entries after the last compaction's checkpoint (old ids are gone)
+    first = client.xrange("noveld:{cmp}:log", "-", "+", count=1)
+    if first:
+        assert int(first[0][0].split(b"-")[0]) > int(meta[b"ckpt_seq"])
+    fresh = RedisStore(client, "cmp").load(model_fingerprint(settings))
+    assert fresh is not None
+    pipe._sync_state()
+    assert state_digest(fresh) == state_digest(pipe.state)
+    memory._sync_state()
+    assert v_of(fresh) == v_of(memory.state) == words_ever(docs)
+    assert_same_clusters(fresh, memory.state)
+
+
+def test_the_other_writer_is_refused_reloads_and_reads_its_batch_again(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Two writers, one namespace, one partition each. After A compacts, B's next commit is
+    refused as stale (and so is B's interning of new words); B reloads the shared state and
+    does the same batch again. Every document is counted once; the namespace loads to what
+    each writer holds."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "two", 100)
+    a = redis_pipeline(client, settings, ["in:0"])
+    b = redis_pipeline(client, settings, ["in:1"])
+    docs = fading_stories(2 * N)
+    recs = {0: records(docs[0::2], "in", 0), 1: records(docs[1::2], "in", 1)}
+    done = {0: 0, 1: 0}
+    stale = {0: 0, 1: 0}
+    compactions = 0
+    while min(done.values()) < N:
+        for p, pipe in ((0, a), (1, b)):
+            chunk = recs[p][done[p] : done[p] + 50]
+            if not chunk:
+                continue
+            try:
+                compactions += step(pipe, chunk).vocabulary_compacted
+            except StateDiverged as exc:
+                assert exc.outcome is CommitOutcome.STALE
+                assert pipe.refusal is CommitOutcome.STALE
+                stale[p] += 1
+                offsets = client.hgetall("noveld:{two}:offsets")
+                assert int(offsets.get(f"in:{p}".encode(), 0)) == done[p]  # nothing of it kept
+                pipe.reload()  # and the same chunk again below
+                continue
+            done[p] += len(chunk)
+    assert compactions >= 2 and sum(stale.values()) >= 2
+    counters = client.hgetall("noveld:{two}:counters")
+    assert int(counters[b"docs"]) == 2 * N  # nothing lost, nothing twice
+    fresh = RedisStore(client, "two").load(model_fingerprint(settings))
+    assert fresh is not None
+    assert fresh.offsets == {"in:0": N, "in:1": N}
+    assert v_of(fresh) == words_ever(docs)
+    # the last writer to commit holds the namespace exactly; the other, once it reloads
+    for pipe in (a, b):
+        pipe.reload()
+        pipe._sync_state()
+        assert state_digest(pipe.state) == state_digest(fresh)
+
+
+def test_interning_new_words_after_the_others_compaction_is_refused(
+    redis_url: str, tmp_path: Path
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "intern", 100)
+    a = redis_pipeline(client, settings, ["in:0"])
+    b = redis_pipeline(client, settings, ["in:1"])
+    docs = fading_stories(N)
+    recs = records(docs, "in", 0)
+    step(b, records(docs[:50], "in", 1))
+    compacted = False
+    for i in range(0, N, 50):
+        compacted = step(a, recs[i : i + 50]).vocabulary_compacted
+        if compacted:
+            break
+    assert compacted
+    gen = int(client.hget("noveld:{intern}:meta", "vocab_gen"))
+    words = client.llen("noveld:{intern}:vocab")
+    novel = [Record(json.dumps({"id": "x", "text": "zyzzyva quokka"}).encode(),
+                    SourcePosition(topic="in", partition=1, offset=50))]  # fmt: skip
+    with pytest.raises(StateDiverged, match="compacted") as caught:
+        step(b, novel)
+    assert caught.value.outcome is CommitOutcome.STALE
+    assert client.llen("noveld:{intern}:vocab") == words  # nothing interned under old ids
+    assert int(client.hget("noveld:{intern}:meta", "vocab_gen")) == gen
+    b.reload()
+    step(b, novel)
+    assert np.all([w in b.vocab for w in ("zyzzyva", "quokka")])
+
+
+def test_a_commit_in_old_word_ids_is_refused(redis_url: str, tmp_path: Path) -> None:
+    """B's batch uses only words B already knows, so it interns nothing: the commit itself
+    must refuse B's delta, whose word ids a compaction has given to other words."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "oldids", 100)
+    a = redis_pipeline(client, settings, ["in:0"])
+    b = redis_pipeline(client, settings, ["in:1"])
+    docs = fading_stories(N)
+    step(b, records(docs[:50], "in", 1))
+    recs = records(docs, "in", 0)
+    for i in range(0, N, 50):
+        if step(a, recs[i : i + 50]).vocabulary_compacted:
+            break
+    else:
+        raise AssertionError("no compaction")
+    seq = client.hget("noveld:{oldids}:meta", "seq")
+    known = [Record(json.dumps({"id": "y", "text": "common1 common2"}).encode(),
+                    SourcePosition(topic="in", partition=1, offset=50))]  # fmt: skip
+    assert all(w in b.vocab for w in ("common1", "common2"))
+    with pytest.raises(StateDiverged, match="compacted the shared vocabulary") as caught:
+        step(b, known)
+    assert caught.value.outcome is CommitOutcome.STALE
+    assert client.hget("noveld:{oldids}:meta", "seq") == seq  # no entry in old ids
+    assert client.hget("noveld:{oldids}:offsets", "in:1") == b"50"
+
+
+def test_a_compacted_namespace_exports_and_imports_whole(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """``state export``/``import`` carry the gone words' record: the imported namespace has the
+    same digest (which counts V) and words_seen, and resumes without reading anything again."""
+    src = ["--redis-url", redis_url, "--namespace", "cmp-src"]
+    dst = ["--redis-url", redis_url, "--namespace", "cmp-dst"]
+    out = noveld("run", "--input", str(stream), *src, "--compact-vocabulary-at", "100",
+                 *FORGETTING, "--dlq", str(tmp_path / "d.jsonl"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+
+    def show(target: list[str]) -> dict[str, Any]:
+        shown = noveld("state", "show", *target, "--json")
+        assert shown.returncode == 0, shown.stderr
+        info: dict[str, Any] = json.loads(shown.stdout)
+        return info
+
+    before = show(src)
+    docs = [json.loads(line) for line in stream.read_text().splitlines()]
+    assert before["vocab"] < before["words_seen"] == words_ever(docs)
+    backup = tmp_path / "backup.npz"
+    assert noveld("state", "export", str(backup), *src).returncode == 0
+    assert noveld("state", "import", str(backup), *dst).returncode == 0
+    after = show(dst)
+    for key in ("digest", "vocab", "words_seen", "docs", "offsets"):
+        assert after[key] == before[key], key
+    again = noveld("run", "--input", str(stream), *dst, "--compact-vocabulary-at", "100",
+                   *FORGETTING, "--dlq", str(tmp_path / "d2.jsonl"))  # fmt: skip
+    assert again.returncode == 0 and again.stdout == ""

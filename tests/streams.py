@@ -1,0 +1,31 @@
+"""Small labelled streams for tests whose point is the shape of the stream, not its size."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+
+def fading_stories(
+    n_docs: int, seed: int = 0, story_docs: int = 40, own_words: int = 8
+) -> list[dict[str, Any]]:
+    """Short documents of stories that come and go: two stories at a time, each with words of
+    its own (its names) and a few shared words, and now and then an old story's word again.
+    Under forgetting the words of stories gone from the stream go out of use; some return."""
+    return list(iter_fading_stories(n_docs, seed, story_docs, own_words))
+
+
+def iter_fading_stories(
+    n_docs: int, seed: int = 0, story_docs: int = 40, own_words: int = 8
+) -> Iterator[dict[str, Any]]:
+    """:func:`fading_stories` one document at a time (long streams, little memory)."""
+    rng = random.Random(seed)
+    for i in range(n_docs):
+        story = i // story_docs + rng.randrange(2)
+        words = [f"s{story}w{rng.randrange(own_words)}" for _ in range(rng.randint(3, 5))]
+        words += [f"common{rng.randrange(20)}" for _ in range(rng.randint(1, 2))]
+        if story > 3 and rng.random() < 0.05:  # an old story's name comes back
+            words.append(f"s{rng.randrange(story - 2)}w{rng.randrange(own_words)}")
+        rng.shuffle(words)
+        yield {"id": f"d{i}", "text": " ".join(words), "label": f"story{story}"}
