@@ -8,16 +8,17 @@ from typing import Any
 
 
 def fading_stories(
-    n_docs: int, seed: int = 0, story_docs: int = 40, own_words: int = 8
+    n_docs: int, seed: int = 0, story_docs: int = 40, own_words: int = 8, embedding_dim: int = 0
 ) -> list[dict[str, Any]]:
     """Short documents of stories that come and go: two stories at a time, each with words of
     its own (its names) and a few shared words, and now and then an old story's word again.
-    Under forgetting the words of stories gone from the stream go out of use; some return."""
-    return list(iter_fading_stories(n_docs, seed, story_docs, own_words))
+    Under forgetting the words of stories gone from the stream go out of use; some return.
+    With ``embedding_dim`` each document also has an embedding near its story's direction."""
+    return list(iter_fading_stories(n_docs, seed, story_docs, own_words, embedding_dim))
 
 
 def iter_fading_stories(
-    n_docs: int, seed: int = 0, story_docs: int = 40, own_words: int = 8
+    n_docs: int, seed: int = 0, story_docs: int = 40, own_words: int = 8, embedding_dim: int = 0
 ) -> Iterator[dict[str, Any]]:
     """:func:`fading_stories` one document at a time (long streams, little memory)."""
     rng = random.Random(seed)
@@ -28,4 +29,10 @@ def iter_fading_stories(
         if story > 3 and rng.random() < 0.05:  # an old story's name comes back
             words.append(f"s{rng.randrange(story - 2)}w{rng.randrange(own_words)}")
         rng.shuffle(words)
-        yield {"id": f"d{i}", "text": " ".join(words), "label": f"story{story}"}
+        doc: dict[str, Any] = {"id": f"d{i}", "text": " ".join(words), "label": f"story{story}"}
+        if embedding_dim:
+            direction = random.Random(f"{seed}/{story}")
+            doc["embedding"] = [
+                round(3 * direction.gauss(0, 1) + rng.gauss(0, 1), 4) for _ in range(embedding_dim)
+            ]
+        yield doc

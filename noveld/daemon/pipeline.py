@@ -309,16 +309,7 @@ class Pipeline:
         self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
         self.vocab = Vocabulary.from_list(self.state.vocab, self.state.vocab_gone)
         self._next_vocab_check = 0  # vocabulary size at which to look for unused words again
-        if isinstance(self.model, HDP):
-            topics = range(self.model.config.topics)
-            self.model.bind_topic_words(self._reserved_ids([topic_token(t) for t in topics]))
-        if isinstance(self.model, VMFMixture):
-            pairs = [dimension_tokens(j) for j in range(self.model.config.dimension)]
-            ids = self._reserved_ids([t for pair in pairs for t in pair])
-            self.model.bind_dimension_words(ids[0::2], ids[1::2])
-        if isinstance(self.model, EDCMMixture):
-            bins = range(EDCM_LENGTH_BINS)
-            self.model.bind_length_words(self._reserved_ids([length_token(b) for b in bins]))
+        self._bind_reserved()
         m = self.settings.model
         self.featurizer = Featurizer(
             self.tokenizer,
@@ -333,6 +324,24 @@ class Pipeline:
         self.known_labels: dict[int, str] = {
             int(u): str(label) for u, label in self.state.novelty.get("known", {}).items()
         }
+
+    def _bind_reserved(self) -> None:
+        """Tell the model the ids of its reserved vocabulary entries (hdp topics, vmf
+        dimensions, edcm length bins), interning those the namespace lacks; remembered in
+        ``_reserved`` (vocabulary compaction keeps them)."""
+        self._reserved: list[int] = []
+        if isinstance(self.model, HDP):
+            topics = range(self.model.config.topics)
+            self._reserved = self._reserved_ids([topic_token(t) for t in topics])
+            self.model.bind_topic_words(self._reserved)
+        if isinstance(self.model, VMFMixture):
+            pairs = [dimension_tokens(j) for j in range(self.model.config.dimension)]
+            self._reserved = self._reserved_ids([t for pair in pairs for t in pair])
+            self.model.bind_dimension_words(self._reserved[0::2], self._reserved[1::2])
+        if isinstance(self.model, EDCMMixture):
+            bins = range(EDCM_LENGTH_BINS)
+            self._reserved = self._reserved_ids([length_token(b) for b in bins])
+            self.model.bind_length_words(self._reserved)
 
     @property
     def _embeddings(self) -> bool:
@@ -586,8 +595,7 @@ class Pipeline:
         eighth)."""
         n = len(self.vocab)
         novelty = self._novelty_json()
-        in_use = self.state.stats.words_in_use(n)
-        in_use[member_words(novelty)] = True
+        in_use = self._words_kept(n, novelty)
         kept = np.flatnonzero(in_use)
         new_id = np.full(max(n, 1), -1, dtype=np.int64)
         new_id[kept] = np.arange(kept.shape[0], dtype=np.int64)
@@ -603,6 +611,7 @@ class Pipeline:
         self.vocab = vocab
         self.featurizer.vocabulary = vocab
         self.tracker.load_json(novelty)
+        self._bind_reserved()  # the model's reserved entries have new ids too
         log.info(
             "compacted the vocabulary: %d of %d words in use kept, %d words in all",
             kept.shape[0], n, len(vocab) + vocab.dropped,
@@ -628,18 +637,28 @@ class Pipeline:
         """Whether at least half of a vocabulary of ``state.compact_vocabulary_at`` words or
         more is unused. Looked at again once the vocabulary has grown to twice the words in
         use (and by an eighth), so that it stays within about twice the words in use at a cost
-        of one walk of the postings per such growth. Only the plain ``dpmm``: the other models
-        keep words in ways the renumbering does not follow (hdp topics, svi's λ, edcm's and
-        vmf's reserved entries)."""
+        of one walk of the postings per such growth. ``dpmm`` only (any likelihood): ``svi``'s
+        λ and ``hdp``'s topics keep words in ways the renumbering does not follow."""
         at = self.settings.state.compact_vocabulary_at
         n = len(self.vocab)
-        if not at or n < max(at, self._next_vocab_check) or type(self.model) is not DPMM:
+        if not at or n < max(at, self._next_vocab_check) or not self._compacts_vocabulary:
             return False
-        in_use = self.state.stats.words_in_use(n)
-        in_use[member_words(self.tracker.to_json())] = True
-        used = int(np.count_nonzero(in_use))
+        used = int(np.count_nonzero(self._words_kept(n, self.tracker.to_json())))
         self._next_vocab_check = max(2 * used, n + n // 8)
         return 2 * used <= n
+
+    @property
+    def _compacts_vocabulary(self) -> bool:
+        return type(self.model) in (DPMM, EDCMMixture, VMFMixture)
+
+    def _words_kept(self, n: int, novelty: dict[str, Any]) -> np.ndarray:
+        """Mask over the ``n`` word ids: the words a compaction keeps — those some live cluster
+        counts, those of pending novelty candidates' members, and the model's reserved
+        entries."""
+        in_use = self.state.stats.words_in_use(n)
+        in_use[member_words(novelty)] = True
+        in_use[self._reserved] = True
+        return in_use
 
     def _featurize(self, docs: list[Document]) -> tuple[DocBatch, list[int]]:
         """Featurize, then give words new to this process their namespace-wide ids; if another

@@ -221,14 +221,14 @@ class EDCMMixture(DPMM):
         words: np.ndarray,
         counts: np.ndarray,
         stats: MultinomialStats,
-        vocab_size: int,
+        n_words: int,
         batch_size: int = 1,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(slots, probabilities) over live clusters followed by the new-cluster probability
-        (``vocab_size`` counts words only here: V of the prior ``s0 = V·b0``)."""
-        stats.reserve(0, 0, vocab_size)
-        sh = self.shapes(stats, vocab_size)
-        lp, lp_new = self.scores(stats, sh, words, int(counts.sum()), vocab_size, batch_size)
+        (``n_words``: V of the prior ``s0 = V·b0``, every word ever seen)."""
+        stats.reserve(0, 0, int(words.max()) + 1 if words.shape[0] else 0)
+        sh = self.shapes(stats, n_words)
+        lp, lp_new = self.scores(stats, sh, words, int(counts.sum()), n_words, batch_size)
         slots = stats.active_slots()
         logits = np.append(lp[slots], lp_new)
         p = np.exp(logits - logits.max())

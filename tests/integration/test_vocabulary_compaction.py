@@ -41,6 +41,14 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def embedded_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("compaction") / "fading-embedded.jsonl"
+    docs = fading_stories(N, embedding_dim=8)
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    return path
+
+
 def words_ever(docs: list[dict[str, Any]]) -> int:
     return len({w for d in docs for w in d["text"].split()})
 
@@ -81,30 +89,43 @@ def v_of(state: NamespaceState) -> int:
     return len(state.vocab) + Vocabulary.from_list(state.vocab, state.vocab_gone).dropped
 
 
+LIKELIHOODS = {
+    "multinomial": [],
+    "edcm": ["--likelihood", "edcm"],
+    "vmf": ["--likelihood", "vmf", "--embedding-dim", "8", "--vmf-cosine", "0.9"],
+}
+
+
+@pytest.mark.parametrize("likelihood", sorted(LIKELIHOODS))
 def test_a_compacted_file_run_emits_and_keeps_what_an_uncompacted_one_does(
-    stream: Path, tmp_path: Path
+    likelihood: str, stream: Path, embedded_stream: Path, tmp_path: Path
 ) -> None:
+    if likelihood == "vmf":
+        stream = embedded_stream
     docs = [json.loads(line) for line in stream.read_text().splitlines()]
-    plain = run_file(stream, tmp_path / "plain", 0)
-    compacted = run_file(stream, tmp_path / "compacted", 100)
+    options = LIKELIHOODS[likelihood]
+    plain = run_file(stream, tmp_path / "plain", 0, *options)
+    compacted = run_file(stream, tmp_path / "compacted", 100, *options)
     assert plain == compacted and len(plain) > 20  # every event, byte for byte
     a, _ = read_snapshot(tmp_path / "plain" / "state.npz")
     b, _ = read_snapshot(tmp_path / "compacted" / "state.npz")
-    assert len(a.vocab) == words_ever(docs)  # never compacted: every word keeps its id
-    assert len(b.vocab) < len(a.vocab) / 2  # the gone stories' words left
+    reserved = sum(w.startswith("\x00") for w in a.vocab)  # edcm bins, vmf dimensions
+    assert reserved == sum(w.startswith("\x00") for w in b.vocab)  # all kept
+    assert len(a.vocab) == words_ever(docs) + reserved  # never compacted: every word kept
+    assert len(b.vocab) < len(a.vocab) * 0.7  # the gone stories' words left
     assert b.vocab_gone.shape[0] > 0
-    assert v_of(b) == v_of(a) == words_ever(docs)  # the prior still counts every word
+    assert v_of(b) == v_of(a) == words_ever(docs) + reserved  # the prior counts every word
     assert_same_clusters(a, b)
     # resumed from a snapshot taken after compactions: the same as one run over the file
     growing = tmp_path / "growing.jsonl"
     lines = stream.read_text().splitlines(keepends=True)
     growing.write_text("".join(lines[: 2 * N // 3]))
-    first = run_file(growing, tmp_path / "resumed", 100)
+    first = run_file(growing, tmp_path / "resumed", 100, *options)
     mid, _ = read_snapshot(tmp_path / "resumed" / "state.npz")
     assert mid.vocab_gone.shape[0] > 0  # it had compacted before the stop
     growing.write_text("".join(lines))
-    resumed = first + run_file(growing, tmp_path / "resumed", 100)
-    assert resumed == run_file(growing, tmp_path / "one-run", 0)
+    resumed = first + run_file(growing, tmp_path / "resumed", 100, *options)
+    assert resumed == run_file(growing, tmp_path / "one-run", 0, *options)
 
 
 def settings_for(tmp_path: Path, ns: str, compact_at: int) -> Settings:
