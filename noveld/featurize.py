@@ -144,6 +144,12 @@ class Vocabulary:
                 f = word[len(CONTEXT_PREFIX) :].split(CONTEXT_SEP, 1)[0]
                 self._values_of[f] = self._values_of.get(f, 0) + sign
 
+    def reserved_ids(self) -> list[int]:
+        """Ids of the entries that are not words (a scan: for rare maintenance, not per batch)."""
+        if not self.reserved:
+            return []
+        return [i for i, w in enumerate(self._words) if w.startswith(RESERVED_PREFIX)]
+
     def context_values(self, field: str) -> int:
         """How many distinct values of context ``field`` the vocabulary holds."""
         return self._values_of.get(field, 0)

@@ -141,7 +141,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--compact-vocabulary-at",
         type=int,
         metavar="WORDS",
-        help="dpmm: once the vocabulary holds this many words (default 100000) and no live "
+        help="dpmm, hdp: once the vocabulary holds this many words (default 100000) and no live "
         "cluster counts half of them, renumber the word ids over the words in use (results "
         "unchanged; 0 = never). Under forgetting this bounds the vocabulary's memory",
     )

@@ -327,21 +327,18 @@ class Pipeline:
 
     def _bind_reserved(self) -> None:
         """Tell the model the ids of its reserved vocabulary entries (hdp topics, vmf
-        dimensions, edcm length bins), interning those the namespace lacks; remembered in
-        ``_reserved`` (vocabulary compaction keeps them)."""
-        self._reserved: list[int] = []
+        dimensions, edcm length bins), interning those the namespace lacks (at start, and
+        after a vocabulary compaction renumbered them)."""
         if isinstance(self.model, HDP):
             topics = range(self.model.config.topics)
-            self._reserved = self._reserved_ids([topic_token(t) for t in topics])
-            self.model.bind_topic_words(self._reserved)
+            self.model.bind_topic_words(self._reserved_ids([topic_token(t) for t in topics]))
         if isinstance(self.model, VMFMixture):
             pairs = [dimension_tokens(j) for j in range(self.model.config.dimension)]
-            self._reserved = self._reserved_ids([t for pair in pairs for t in pair])
-            self.model.bind_dimension_words(self._reserved[0::2], self._reserved[1::2])
+            ids = self._reserved_ids([t for pair in pairs for t in pair])
+            self.model.bind_dimension_words(ids[0::2], ids[1::2])
         if isinstance(self.model, EDCMMixture):
             bins = range(EDCM_LENGTH_BINS)
-            self._reserved = self._reserved_ids([length_token(b) for b in bins])
-            self.model.bind_length_words(self._reserved)
+            self.model.bind_length_words(self._reserved_ids([length_token(b) for b in bins]))
 
     @property
     def _embeddings(self) -> bool:
@@ -637,27 +634,24 @@ class Pipeline:
         """Whether at least half of a vocabulary of ``state.compact_vocabulary_at`` words or
         more is unused. Looked at again once the vocabulary has grown to twice the words in
         use (and by an eighth), so that it stays within about twice the words in use at a cost
-        of one walk of the postings per such growth. ``dpmm`` only (any likelihood): ``svi``'s
-        λ and ``hdp``'s topics keep words in ways the renumbering does not follow."""
+        of one walk of the postings per such growth. Every model keeps its word statistics in
+        the postings (``svi``'s λ, ``hdp``'s topics too), so every model compacts."""
         at = self.settings.state.compact_vocabulary_at
         n = len(self.vocab)
-        if not at or n < max(at, self._next_vocab_check) or not self._compacts_vocabulary:
+        if not at or n < max(at, self._next_vocab_check):
             return False
         used = int(np.count_nonzero(self._words_kept(n, self.tracker.to_json())))
         self._next_vocab_check = max(2 * used, n + n // 8)
         return 2 * used <= n
 
-    @property
-    def _compacts_vocabulary(self) -> bool:
-        return type(self.model) in (DPMM, EDCMMixture, VMFMixture)
-
     def _words_kept(self, n: int, novelty: dict[str, Any]) -> np.ndarray:
         """Mask over the ``n`` word ids: the words a compaction keeps — those some live cluster
-        counts, those of pending novelty candidates' members, and the model's reserved
-        entries."""
+        counts, those of pending novelty candidates' members, and every reserved entry (hdp
+        topics, context values and fields — whose number per field the context likelihood
+        counts —, edcm length bins, vmf dimensions)."""
         in_use = self.state.stats.words_in_use(n)
         in_use[member_words(novelty)] = True
-        in_use[self._reserved] = True
+        in_use[self.vocab.reserved_ids()] = True
         return in_use
 
     def _featurize(self, docs: list[Document]) -> tuple[DocBatch, list[int]]:

@@ -194,7 +194,7 @@ class StateSettings(_Section):
     compact_vocabulary_at: int = Field(
         100_000,
         ge=0,
-        description="dpmm (any likelihood): once the vocabulary holds this many words "
+        description="dpmm and hdp: once the vocabulary holds this many words "
         "and no live cluster counts half of them (forgotten or retired stories' words), "
         "renumber the word ids over the words in use and keep the others as 8-byte hashes; "
         "the model's results do not change. 0 = never",

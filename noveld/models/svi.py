@@ -113,7 +113,7 @@ class SVI(DPMM):
         saved_pc = stats.pc[:used].copy()
         vkern.svi_local_step(
             batch.ptr, batch.words, batch.counts, batch.lengths, self.log_alpha(nb), cfg.beta,
-            batch.vocab_size * cfg.beta, stats.scale, cfg.discount, elogpi, elogpi_new, top,
+            batch.n_words * cfg.beta, stats.scale, cfg.discount, elogpi, elogpi_new, top,
             cfg.local_step == "vb", stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl,
             np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin, forced, sweeps,

@@ -93,6 +93,7 @@ LIKELIHOODS = {
     "multinomial": [],
     "edcm": ["--likelihood", "edcm"],
     "vmf": ["--likelihood", "vmf", "--embedding-dim", "8", "--vmf-cosine", "0.9"],
+    "hdp": ["--model", "hdp", "--topics", "64"],
 }
 
 
