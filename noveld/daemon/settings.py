@@ -108,7 +108,7 @@ class ModelSettings(_Section):
     @model_validator(mode="after")
     def _vmf_needs_dpmm_and_dimension(self) -> ModelSettings:
         """The edcm and vmf likelihoods are ``dpmm`` options; vmf needs the stream's embedding
-        dimension."""
+        dimension; ``svi`` has no forgetting half-life to ignore."""
         if self.likelihood == "edcm" and self.kind != "dpmm":
             raise ValueError(f"likelihood 'edcm' is a dpmm option, not {self.kind!r}")
         if self.likelihood == "vmf":
@@ -116,6 +116,11 @@ class ModelSettings(_Section):
                 raise ValueError(f"likelihood 'vmf' is a dpmm option, not {self.kind!r}")
             if self.embedding_dim < 2:
                 raise ValueError("likelihood 'vmf' needs model.embedding_dim (>= 2)")
+        if self.kind == "svi" and self.half_life_docs > 0:
+            raise ValueError(
+                "half_life_docs (forgetting) is a dpmm and hdp setting: svi forgets through its "
+                "step size (kappa, tau0); leave half_life_docs at 0 with --model svi"
+            )
         return self
 
 

@@ -57,6 +57,7 @@ def test_every_model_flag_reaches_the_settings(flag: str, key: str, typ: type) -
         {"retire_min_mass": float("inf")},
         {"zeta": float("inf")},
         {"seed": -1},
+        {"kind": "svi", "half_life_docs": 500.0},  # svi would ignore it
     ],
 )
 def test_values_the_model_cannot_use_are_refused(model: dict[str, Any]) -> None:
