@@ -8,17 +8,28 @@ from typing import Any
 
 
 def fading_stories(
-    n_docs: int, seed: int = 0, story_docs: int = 40, own_words: int = 8, embedding_dim: int = 0
+    n_docs: int,
+    seed: int = 0,
+    story_docs: int = 40,
+    own_words: int = 8,
+    embedding_dim: int = 0,
+    returns: float = 0.05,
 ) -> list[dict[str, Any]]:
     """Short documents of stories that come and go: two stories at a time, each with words of
     its own (its names) and a few shared words, and now and then an old story's word again.
     Under forgetting the words of stories gone from the stream go out of use; some return.
-    With ``embedding_dim`` each document also has an embedding near its story's direction."""
-    return list(iter_fading_stories(n_docs, seed, story_docs, own_words, embedding_dim))
+    With ``embedding_dim`` each document also has an embedding near its story's direction;
+    ``returns`` is the share of documents (of later stories) with an old story's word."""
+    return list(iter_fading_stories(n_docs, seed, story_docs, own_words, embedding_dim, returns))
 
 
 def iter_fading_stories(
-    n_docs: int, seed: int = 0, story_docs: int = 40, own_words: int = 8, embedding_dim: int = 0
+    n_docs: int,
+    seed: int = 0,
+    story_docs: int = 40,
+    own_words: int = 8,
+    embedding_dim: int = 0,
+    returns: float = 0.05,
 ) -> Iterator[dict[str, Any]]:
     """:func:`fading_stories` one document at a time (long streams, little memory)."""
     rng = random.Random(seed)
@@ -26,7 +37,7 @@ def iter_fading_stories(
         story = i // story_docs + rng.randrange(2)
         words = [f"s{story}w{rng.randrange(own_words)}" for _ in range(rng.randint(3, 5))]
         words += [f"common{rng.randrange(20)}" for _ in range(rng.randint(1, 2))]
-        if story > 3 and rng.random() < 0.05:  # an old story's name comes back
+        if story > 3 and rng.random() < returns:  # an old story's name comes back
             words.append(f"s{rng.randrange(story - 2)}w{rng.randrange(own_words)}")
         rng.shuffle(words)
         doc: dict[str, Any] = {"id": f"d{i}", "text": " ".join(words), "label": f"story{story}"}

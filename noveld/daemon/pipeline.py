@@ -25,6 +25,7 @@ from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
 from noveld.models.hdp import HDP, HDPConfig, topic_token
+from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels.edcm import N_BINS as EDCM_LENGTH_BINS
 from noveld.models.novelty import (
     Confirmation,
@@ -62,6 +63,8 @@ from noveld.state.base import (
 log = logging.getLogger("noveld.pipeline")
 
 DELIVERY_RETRY_S = 1.0
+#: documents between looks for unused words without forgetting (with it: a quarter half-life)
+VOCABULARY_CHECK_DOCS = 10_000
 """After a delivery attempt left events in the outbox (held for the replicas, or the sink down),
 the next attempt reads the outbox no sooner than this: reading a long outbox every batch made a
 held backlog cost O(backlog) per batch (measured: 7,600 → under 500 docs/s over 60,000
@@ -308,7 +311,6 @@ class Pipeline:
         loaded = self.store.load(fingerprint)
         self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
         self.vocab = Vocabulary.from_list(self.state.vocab, self.state.vocab_gone)
-        self._next_vocab_check = 0  # vocabulary size at which to look for unused words again
         self._bind_reserved()
         m = self.settings.model
         self.featurizer = Featurizer(
@@ -409,6 +411,7 @@ class Pipeline:
         rep.valid = len(docs)
         t2 = time.perf_counter()
         first_index = self.docs_total
+        docs_before = int(self.state.stats.ictl[kern.DOCS_SEEN])
         seed_parts = [self.settings.model.seed, *sorted(first_offsets.values())]
         rng = np.random.default_rng(seed_parts)
         events: list[dict[str, Any]] = []
@@ -471,7 +474,10 @@ class Pipeline:
             request = replace(request, novelty=self._novelty_json())
         outcome = self.store.commit(self.state, request)
         self._uncommitted = False
-        if len(self.state.vocab) > len(self.vocab):  # words other writers added
+        moved = self.store.vocabulary_moved
+        if moved:  # another writer compacted the vocabulary just after this commit
+            self.reload()  # the namespace as it is now, this batch included
+        elif len(self.state.vocab) > len(self.vocab):  # words other writers added
             self.vocab.extend(self.state.vocab[len(self.vocab) :])
         if outcome is not CommitOutcome.COMMITTED and self.store.wants_batch_state:
             raise StateDiverged(
@@ -488,7 +494,11 @@ class Pipeline:
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
         rep.births -= births_among(events, self.store.suppressed)  # announced by another replica
-        if outcome is CommitOutcome.COMMITTED and self._vocabulary_compaction_due():
+        if (
+            outcome is CommitOutcome.COMMITTED
+            and not moved
+            and self._vocabulary_compaction_due(docs_before)
+        ):
             rep.vocabulary_compacted = self.compact_vocabulary()
         if self.store.flush_due():
             self.flush()
@@ -588,8 +598,7 @@ class Pipeline:
         """Renumber the word ids over the words some live cluster (or a novelty candidate's
         member) still uses; the rest are remembered by hash so V stays every word ever seen.
         Results do not change (:meth:`MultinomialStats.renumbered`). False when a shared
-        store's namespace moved on meanwhile (tried again once the vocabulary grows by an
-        eighth)."""
+        store's namespace moved on meanwhile (tried again at the next check)."""
         n = len(self.vocab)
         novelty = self._novelty_json()
         in_use = self._words_kept(n, novelty)
@@ -604,7 +613,6 @@ class Pipeline:
         ):
             log.info("vocabulary compaction skipped: the shared namespace moved on meanwhile")
             return False
-        self._next_vocab_check = 2 * len(vocab)
         self.vocab = vocab
         self.featurizer.vocabulary = vocab
         self.tracker.load_json(novelty)
@@ -630,18 +638,24 @@ class Pipeline:
         return [(w, round(-c / total, 6)) for c, w in top]
 
     # ---- internals ------------------------------------------------------------------------
-    def _vocabulary_compaction_due(self) -> bool:
+    def _vocabulary_compaction_due(self, docs_before: int) -> bool:
         """Whether at least half of a vocabulary of ``state.compact_vocabulary_at`` words or
-        more is unused. Looked at again once the vocabulary has grown to twice the words in
-        use (and by an eighth), so that it stays within about twice the words in use at a cost
-        of one walk of the postings per such growth. Every model keeps its word statistics in
-        the postings (``svi``'s λ, ``hdp``'s topics too), so every model compacts."""
+        more is unused, looked at when the namespace's document count crosses a multiple of a
+        quarter half-life (where forgetting prunes faded words; every
+        :data:`VOCABULARY_CHECK_DOCS` documents without forgetting). Fixed document counts, as
+        for pruning, so a resumed or replaying process compacts exactly where a clean one does
+        and ends with the same word ids. Every model keeps its word statistics in the postings
+        (``svi``'s λ, ``hdp``'s topics too), so every model may compact."""
         at = self.settings.state.compact_vocabulary_at
         n = len(self.vocab)
-        if not at or n < max(at, self._next_vocab_check):
+        if not at or n < at:
+            return False
+        half_life = self.settings.model.half_life_docs
+        period = max(int(half_life / 4), 1) if half_life > 0 else VOCABULARY_CHECK_DOCS
+        docs = int(self.state.stats.ictl[kern.DOCS_SEEN])
+        if docs // period == docs_before // period:
             return False
         used = int(np.count_nonzero(self._words_kept(n, self.tracker.to_json())))
-        self._next_vocab_check = max(2 * used, n + n // 8)
         return 2 * used <= n
 
     def _words_kept(self, n: int, novelty: dict[str, Any]) -> np.ndarray:

@@ -83,6 +83,9 @@ class StateStore(Protocol):
     #: ids of the last commit's cluster events the store left out because another writer had
     #: already announced that step of the cluster's life (a shared store announces each once)
     suppressed: list[str]
+    #: the last commit was followed by loading the namespace afresh with renumbered word ids
+    #: (another writer compacted the vocabulary just after it): the owner must reload
+    vocabulary_moved: bool
 
     def load(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
         """The stored state, None if the namespace is new; FingerprintMismatch if incompatible."""

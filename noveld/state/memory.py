@@ -71,6 +71,7 @@ class MemoryStore:
         self._outbox: list[dict[str, Any]] = []
         self.snapshots_written = 0
         self.suppressed: list[str] = []  # one writer: no other announces its clusters
+        self.vocabulary_moved = False  # one writer: nobody else renumbers its words
 
     def check_writable(self) -> None:
         """Raise ``OSError`` now, not at the first snapshot, if the state directory cannot take

@@ -214,6 +214,10 @@ def _gone_hashes(raw: bytes | None, namespace: str) -> np.ndarray:
     return gone
 
 
+class _Trimmed(Exception):
+    """The log no longer holds entries a replica has to apply."""
+
+
 class RedisStore:
     """A namespace's durable state in Redis (a server or a cluster); every batch is one atomic
     Lua commit."""
@@ -260,6 +264,9 @@ class RedisStore:
         self.epochs: dict[str, int] = {}
         self.last_seq = 0  # log entries reflected in the caller's in-memory statistics
         self.vocab_gen = 0  # compactions of the vocabulary as of the caller's word ids
+        # another writer compacted the vocabulary after this writer's last commit, which then
+        # loaded the namespace afresh: the caller's vocabulary and novelty state are stale
+        self.vocabulary_moved = False
         self.half_life_docs = 0.0
         self._slot: int | None = None
         self._uid_next = 0  # counter of the current slot
@@ -451,6 +458,7 @@ class RedisStore:
         self._check_whole(stats, at, len(vocab_raw), offsets, uidnext)
         self.last_seq = at
         self.vocab_gen = int(gen or 0)
+        self.vocabulary_moved = False
         state = NamespaceState(
             fingerprint=fingerprint,
             stats=stats,
@@ -664,21 +672,33 @@ class RedisStore:
         return CommitOutcome.COMMITTED
 
     def _apply_foreign(self, state: NamespaceState, after: int, upto: int) -> None:
-        """Apply other writers' log entries (after, upto] to the in-memory statistics."""
+        """Apply other writers' log entries (after, upto] to the in-memory statistics. If a
+        checkpoint trimmed some of them, or another writer compacted the vocabulary since
+        this writer's commit, load the namespace afresh instead; after a compaction
+        :attr:`vocabulary_moved` tells the caller its word ids changed."""
+        gen = self.vocab_gen
         entries = self.client.xrange(self.keys["log"], f"{after + 1}-0", f"{upto}-1")
         seqs = [int(_text(i).split("-")[0]) for i, _ in entries]
-        if seqs != list(range(after + 1, upto + 1)):
-            # a checkpoint trimmed entries this replica had not read: start over from it
+        try:
+            if seqs != list(range(after + 1, upto + 1)):
+                raise _Trimmed  # a checkpoint trimmed entries this replica had not read
+            deltas = [decode_delta(fields[b"d"]) for _, fields in entries]
+            width = max(
+                (int(d.word_ids.max()) + 1 for d in deltas if d.word_ids.shape[0]), default=0
+            )
+            if width > len(state.vocab):
+                self.intern(state, len(state.vocab), [])
+        except (_Trimmed, StaleVocabulary):
             fresh = self._read_state(state.fingerprint)
             if fresh is None:
-                raise StoreConflict(f"namespace {self.namespace!r} vanished while running")
+                raise StoreConflict(
+                    f"namespace {self.namespace!r} vanished while running"
+                ) from None
             state.stats, state.vocab, state.vocab_gone = fresh.stats, fresh.vocab, fresh.vocab_gone
+            state.novelty = fresh.novelty
             self.reloads += 1
+            self.vocabulary_moved = self.vocab_gen != gen
             return
-        deltas = [decode_delta(fields[b"d"]) for _, fields in entries]
-        width = max((int(d.word_ids.max()) + 1 for d in deltas if d.word_ids.shape[0]), default=0)
-        if width > len(state.vocab):
-            self.intern(state, len(state.vocab), [])
         for d in deltas:
             replay_delta(state.stats, d, self.half_life_docs)
 

@@ -42,6 +42,15 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def returnless_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """No word comes back once its story has faded: hdp draws its samples in word-id order,
+    and a word that returns after it was compacted out has a new id (see the test)."""
+    path = tmp_path_factory.mktemp("compaction") / "fading-returnless.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in fading_stories(N, returns=0.0)))
+    return path
+
+
+@pytest.fixture(scope="module")
 def embedded_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("compaction") / "fading-embedded.jsonl"
     docs = fading_stories(N, embedding_dim=8)
@@ -99,10 +108,17 @@ LIKELIHOODS = {
 
 @pytest.mark.parametrize("likelihood", sorted(LIKELIHOODS))
 def test_a_compacted_file_run_emits_and_keeps_what_an_uncompacted_one_does(
-    likelihood: str, stream: Path, embedded_stream: Path, tmp_path: Path
+    likelihood: str, stream: Path, embedded_stream: Path, returnless_stream: Path, tmp_path: Path
 ) -> None:
+    """Byte-for-byte the same events and the same clusters over the same words, also with
+    words that come back after they were compacted out (they take a new id, so MAP seating's
+    sums over a document's words may add in another order: last bits only). hdp samples in
+    word-id order, so a returning word would change which draw each token gets — equally valid
+    samples, not the same ones: its stream has none."""
     if likelihood == "vmf":
         stream = embedded_stream
+    if likelihood == "hdp":
+        stream = returnless_stream
     docs = [json.loads(line) for line in stream.read_text().splitlines()]
     options = LIKELIHOODS[likelihood]
     plain = run_file(stream, tmp_path / "plain", 0, *options)
@@ -334,3 +350,58 @@ def test_a_compacted_namespace_exports_and_imports_whole(
     again = noveld("run", "--input", str(stream), *dst, "--compact-vocabulary-at", "100",
                    *FORGETTING, "--dlq", str(tmp_path / "d2.jsonl"))  # fmt: skip
     assert again.returncode == 0 and again.stdout == ""
+
+
+def test_a_compaction_right_after_the_others_commit_makes_it_reload(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The race the generation check cannot refuse: B's commit lands, then A commits and
+    compacts before B takes in the entries other writers appended meanwhile. B finds them
+    trimmed, loads the namespace afresh — renumbered — and must rebuild its vocabulary and
+    novelty state from it before its next batch (else it would write old ids under the new
+    generation)."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "race", 100)
+    a = redis_pipeline(client, settings, ["in:0"])
+    b = redis_pipeline(client, settings, ["in:1"])
+    docs = fading_stories(2 * N)
+    recs = {0: records(docs[0::2], "in", 0), 1: records(docs[1::2], "in", 1)}
+    done = {0: 0, 1: 0}
+
+    def feed(p: int, pipe: Pipeline) -> None:
+        step(pipe, recs[p][done[p] : done[p] + 50])
+        done[p] += 50
+
+    for _ in range(10):  # both write: statistics and words to compact
+        feed(0, a)
+        feed(1, b)
+    feed(0, a)  # an entry B has not taken in yet
+    store_b = b.store
+    assert isinstance(store_b, RedisStore)
+    original = store_b._apply_foreign
+
+    def a_compacts_first(state: NamespaceState, after: int, upto: int) -> None:
+        feed(0, a)  # A commits after B's commit (taking in B's entry) ...
+        assert a.compact_vocabulary()  # ... and compacts: the log is trimmed, ids renumbered
+        original(state, after, upto)
+
+    store_b._apply_foreign = a_compacts_first  # type: ignore[method-assign]
+    feed(1, b)
+    store_b._apply_foreign = original  # type: ignore[method-assign]
+    assert not store_b.vocabulary_moved  # B has reloaded since
+    shared = [w.decode() for w in client.lrange("noveld:{race}:vocab", 0, -1)]
+    assert b.vocab.to_list() == shared  # B's ids are the renumbered ones
+    for _ in range(5):
+        feed(1, b)
+        feed(0, a)
+    fresh = RedisStore(client, "race").load(model_fingerprint(settings))
+    assert fresh is not None
+    assert int(client.hget("noveld:{race}:counters", "docs")) == done[0] + done[1]
+    for pipe in (a, b):
+        pipe._sync_state()
+    a_state, b_state = a.state, b.state
+    b.reload()
+    b._sync_state()
+    assert state_digest(b.state) == state_digest(fresh)
+    assert a_state.vocab == fresh.vocab  # the last writer holds the namespace's words
+    assert b_state.vocab[: len(shared)] == shared
