@@ -231,6 +231,25 @@ def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
         assert info["mass"] == pytest.approx(total)
 
 
+@pytest.mark.faults
+@pytest.mark.slow
+def test_sigkill_chaos_with_vocabulary_compaction_equals_a_clean_run(tmp_path: Path) -> None:
+    """G1 with the vocabulary compacted many times: a stream whose stories keep bringing words
+    of their own, forgetting on, compaction at 2,000 words. Compactions happen at fixed
+    document counts, so the resumed runs compact where the clean one does: the same state hash
+    (over words, V included) and the same births."""
+    from streams import iter_fading_stories
+
+    total = 300_000
+    source = tmp_path / "fading.jsonl"
+    with source.open("w") as out:
+        for doc in iter_fading_stories(total, seed=4, story_docs=100, own_words=60):
+            out.write(json.dumps(doc) + "\n")
+    extra = ("--half-life", "2000", "--compact-vocabulary-at", "2000")
+    info = assert_kills_match_a_clean_run(source, tmp_path, total, extra=extra)
+    assert info["vocab"] * 5 < info["words_seen"]  # compacted: most words are gone
+
+
 ASSIGNMENT_MODES = {
     "document": ("--emit-assignments", "document.assigned"),
     "batch": ("--emit-assignment-batches", "documents.assigned"),
