@@ -7,20 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 
-def fading_stories(
-    n_docs: int,
-    seed: int = 0,
-    story_docs: int = 40,
-    own_words: int = 8,
-    embedding_dim: int = 0,
-    returns: float = 0.05,
-) -> list[dict[str, Any]]:
-    """Short documents of stories that come and go: two stories at a time, each with words of
-    its own (its names) and a few shared words, and now and then an old story's word again.
-    Under forgetting the words of stories gone from the stream go out of use; some return.
-    With ``embedding_dim`` each document also has an embedding near its story's direction;
-    ``returns`` is the share of documents (of later stories) with an old story's word."""
-    return list(iter_fading_stories(n_docs, seed, story_docs, own_words, embedding_dim, returns))
+def fading_stories(n_docs: int, **options: Any) -> list[dict[str, Any]]:
+    """:func:`iter_fading_stories` as a list."""
+    return list(iter_fading_stories(n_docs, **options))
 
 
 def iter_fading_stories(
@@ -31,7 +20,12 @@ def iter_fading_stories(
     embedding_dim: int = 0,
     returns: float = 0.05,
 ) -> Iterator[dict[str, Any]]:
-    """:func:`fading_stories` one document at a time (long streams, little memory)."""
+    """Short documents of stories that come and go, one at a time (long streams, little
+    memory): two stories at a time, each with words of its own (its names) and a few shared
+    words, and now and then an old story's word again. Under forgetting the words of stories
+    gone from the stream go out of use; some return. With ``embedding_dim`` each document also
+    has an embedding near its story's direction; ``returns`` is the share of documents (of
+    later stories) with an old story's word."""
     rng = random.Random(seed)
     for i in range(n_docs):
         story = i // story_docs + rng.randrange(2)
