@@ -456,6 +456,12 @@ class RedisStore:
         if at != int(seq or 0):
             raise StoreConflict(f"log ends at {at} but meta says {int(seq or 0)}")
         self._check_whole(stats, at, len(vocab_raw), offsets, uidnext)
+        if int(gen or 0) > 0 and gone is None:
+            raise StoreConflict(
+                f"namespace {self.namespace!r} had its vocabulary compacted but keeps no record "
+                "of the words that went (its vocab_gone key is gone): the model would count "
+                "fewer words than it has seen"
+            )
         self.last_seq = at
         self.vocab_gen = int(gen or 0)
         self.vocabulary_moved = False

@@ -405,3 +405,23 @@ def test_a_compaction_right_after_the_others_commit_makes_it_reload(
     assert state_digest(b.state) == state_digest(fresh)
     assert a_state.vocab == fresh.vocab  # the last writer holds the namespace's words
     assert b_state.vocab[: len(shared)] == shared
+
+
+def test_a_lost_record_of_gone_words_is_named_at_start_up(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """Without ``vocab_gone`` a compacted namespace would load with a smaller V — the model
+    silently changed — so the start stops with exit 6 and says which key is missing."""
+    target = ["--redis-url", redis_url, "--namespace", "nogone"]
+    out = noveld("run", "--input", str(stream), *target, "--compact-vocabulary-at", "100",
+                 *FORGETTING, "--dlq", str(tmp_path / "d.jsonl"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    client = redis.Redis.from_url(redis_url)
+    assert int(client.hget("noveld:{nogone}:meta", "vocab_gen")) > 0
+    client.delete("noveld:{nogone}:vocab_gone")
+    rerun = ["run", "--input", str(stream), *target, *FORGETTING, "--dlq", str(tmp_path / "e")]
+    for cmd in (rerun, ["state", "show", *target]):
+        proc = noveld(*cmd)
+        assert proc.returncode == 6, proc.stderr
+        assert "gone or damaged" in proc.stderr and "vocab_gone key is gone" in proc.stderr
+        assert "Traceback" not in proc.stderr
