@@ -26,6 +26,9 @@ from noveld.state.base import (
 )
 
 SNAPSHOT_FORMAT = 1
+#: the format of a snapshot whose vocabulary was compacted (it holds ``vocab_gone``, which a
+#: noveld reading only format 1 would ignore: a smaller V), so such a noveld refuses it
+COMPACTED_SNAPSHOT_FORMAT = 2
 SNAPSHOT_NAME = "state.npz"
 
 
@@ -184,7 +187,7 @@ def write_snapshot(
     if uidnext is None:
         uidnext = {"0": int(state.stats.ictl[3])}
     meta = {
-        "format": SNAPSHOT_FORMAT,
+        "format": COMPACTED_SNAPSHOT_FORMAT if state.vocab_gone.shape[0] else SNAPSHOT_FORMAT,
         "fingerprint": state.fingerprint,
         "vocab": state.vocab,
         "novelty": state.novelty,
@@ -239,9 +242,10 @@ def read_export(
         raise ValueError(
             f"cannot read snapshot {path}: not a noveld snapshot, or a damaged one ({_damage(exc)})"
         ) from exc
-    if meta.get("format") != SNAPSHOT_FORMAT:
+    if meta.get("format") not in (SNAPSHOT_FORMAT, COMPACTED_SNAPSHOT_FORMAT):
         raise ValueError(
-            f"snapshot {path} has format {meta.get('format')}, this noveld reads {SNAPSHOT_FORMAT}"
+            f"snapshot {path} has format {meta.get('format')}, this noveld reads "
+            f"{SNAPSHOT_FORMAT} and {COMPACTED_SNAPSHOT_FORMAT}"
         )
     if gone.ndim != 1 or gone.dtype != np.uint64 or bool(np.any(gone[1:] <= gone[:-1])):
         raise ValueError(f"snapshot {path} is damaged: its vocab_gone is not sorted word hashes")

@@ -55,6 +55,10 @@ from noveld.state.memory import describe_mismatch
 from noveld.state.redis_url import SentinelURL, is_sentinel_url, parse_sentinel_url
 
 SCHEMA = 2
+#: the schema of a namespace whose vocabulary was compacted: the same keys plus ``vocab_gone``
+#: and ``meta.vocab_gen``, which a noveld reading only schema 2 would ignore (a smaller V, no
+#: generation check), so it refuses the namespace instead
+COMPACTED_SCHEMA = 3
 #: events per outbox entry at most (a commit of more writes several; bounds a Lua call's stack)
 OUTBOX_ENTRY_EVENTS = 1000
 UID_SLOT_BITS = 40  # uid = slot << 40 | counter; partition 0's uids are plain counters
@@ -394,10 +398,11 @@ class RedisStore:
         return {_text(k): _text(v) for k, v in self.client.hgetall(self.keys["meta"]).items()}
 
     def _check_schema(self, meta: dict[str, str]) -> None:
-        if int(meta.get("schema", SCHEMA)) != SCHEMA:
+        if int(meta.get("schema", SCHEMA)) not in (SCHEMA, COMPACTED_SCHEMA):
             raise FingerprintMismatch(
                 f"namespace {self.namespace!r} uses storage schema {meta.get('schema')}, this "
-                f"noveld reads schema {SCHEMA}; export it with the older version and import it"
+                f"noveld reads schemas {SCHEMA} and {COMPACTED_SCHEMA}; export it with the "
+                "version that wrote it and import it"
             )
 
     def _read_state(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
@@ -551,7 +556,7 @@ class RedisStore:
             k["meta"],
             mapping={
                 "fingerprint": json.dumps(state.fingerprint, sort_keys=True),
-                "schema": SCHEMA,
+                "schema": COMPACTED_SCHEMA if state.vocab_gone.shape[0] else SCHEMA,
                 "seq": 0,
                 "ckpt_seq": 0,
             },

@@ -126,6 +126,12 @@ def test_a_compacted_file_run_emits_and_keeps_what_an_uncompacted_one_does(
     assert plain == compacted and len(plain) > 20  # every event, byte for byte
     a, _ = read_snapshot(tmp_path / "plain" / "state.npz")
     b, _ = read_snapshot(tmp_path / "compacted" / "state.npz")
+    with (
+        np.load(tmp_path / "plain" / "state.npz") as za,
+        np.load(tmp_path / "compacted" / "state.npz") as zb,
+    ):  # format 2 marks a compacted snapshot: a noveld reading only format 1 refuses it
+        formats = [json.loads(bytes(z["meta"]).decode())["format"] for z in (za, zb)]
+    assert formats == [1, 2]
     reserved = sum(w.startswith("\x00") for w in a.vocab)  # edcm bins, vmf dimensions
     assert reserved == sum(w.startswith("\x00") for w in b.vocab)  # all kept
     assert len(a.vocab) == words_ever(docs) + reserved  # never compacted: every word kept
@@ -204,6 +210,7 @@ def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
     assert strip(pipe.events.events) == strip(memory.events.events)
     meta = client.hgetall("noveld:{cmp}:meta")
     assert int(meta[b"vocab_gen"]) == compactions
+    assert meta[b"schema"] == b"3"  # a noveld reading only schema 2 refuses it
     assert client.llen("noveld:{cmp}:vocab") == len(pipe.vocab) < words_ever(docs) / 2
     assert not client.exists("noveld:{cmp}:vocab_next", "noveld:{cmp}:vocab_idx_next")
     # the log holds only entries after the last compaction's checkpoint (old ids are gone)
