@@ -115,6 +115,9 @@ class Vocabulary:
         # hashes of the words compacted out that were not in use when it happened (sorted)
         self.gone: np.ndarray = np.zeros(0, np.uint64) if gone is None else gone
         self._returned: list[int] = []  # ids of the words whose hash is in ``gone`` (ascending)
+        # the first ``checked`` words were all in use at the last compaction, so none of them is
+        # in ``gone``: only the words added since need hashing when the vocabulary is loaded
+        self.checked = 0
         self.reserved = 0  # entries that are not words (hdp topics, context values and fields)
         self._values_of: dict[str, int] = {}  # context field -> distinct values seen
 
@@ -205,6 +208,7 @@ class Vocabulary:
             del self._index[w]
             self._count(w, -1)
         self._returned = [i for i in self._returned if i < n]
+        self.checked = min(self.checked, n)
         del self._words[n:]
 
     def compacted(self, kept: np.ndarray) -> Vocabulary:
@@ -218,7 +222,7 @@ class Vocabulary:
         back = [self._words[i] for i in self._returned if keep[i]]  # gone once, in use again
         if back:
             gone = _without(gone, word_hashes(back))
-        return Vocabulary.from_list(words, gone, returned=[])
+        return Vocabulary.from_list(words, gone, checked=len(words))
 
     def to_list(self) -> list[str]:
         """Words in id order (a copy), for snapshots."""
@@ -226,10 +230,11 @@ class Vocabulary:
 
     @classmethod
     def from_list(
-        cls, words: Iterable[str], gone: np.ndarray | None = None, returned: list[int] | None = None
+        cls, words: Iterable[str], gone: np.ndarray | None = None, checked: int = 0
     ) -> Vocabulary:
-        """Rebuild from ``to_list()`` output (and ``gone``); word ``i`` gets id ``i``.
-        ``returned``: the ids of the words in ``gone``, if known (else each word is hashed)."""
+        """Rebuild from ``to_list()`` output (and ``gone``); word ``i`` gets id ``i``. The
+        first ``checked`` words are known not to be gone ones come back (:attr:`checked`);
+        the others are hashed to find those."""
         vocab = cls(gone)
         vocab._words = list(words)
         vocab._index = dict(zip(vocab._words, range(len(vocab._words)), strict=True))
@@ -238,10 +243,8 @@ class Vocabulary:
             raise ValueError(f"duplicate word in vocabulary list: {dup!r}")
         for w in [w for w in vocab._words if w.startswith(RESERVED_PREFIX)]:
             vocab._count(w, 1)
-        if returned is None:
-            vocab._note_returning(0)
-        else:
-            vocab._returned = list(returned)
+        vocab.checked = min(max(checked, 0), len(vocab._words))
+        vocab._note_returning(vocab.checked)
         return vocab
 
 

@@ -24,7 +24,7 @@ def summarize(state: NamespaceState, outbox_pending: int) -> dict[str, Any]:
     """The fields printed by ``state show``."""
     stats = state.stats
     slots = stats.active_slots()
-    vocab = Vocabulary.from_list(state.vocab, state.vocab_gone)
+    vocab = Vocabulary.from_list(state.vocab, state.vocab_gone, state.vocab_checked)
     return {
         "docs": state.counters.get("docs", 0),
         "invalid": state.counters.get("invalid", 0),

@@ -310,7 +310,9 @@ class Pipeline:
         fingerprint = model_fingerprint(self.settings)
         loaded = self.store.load(fingerprint)
         self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
-        self.vocab = Vocabulary.from_list(self.state.vocab, self.state.vocab_gone)
+        self.vocab = Vocabulary.from_list(
+            self.state.vocab, self.state.vocab_gone, self.state.vocab_checked
+        )
         self._bind_reserved()
         m = self.settings.model
         self.featurizer = Featurizer(
@@ -886,4 +888,5 @@ class Pipeline:
         """Copy the featurizer's vocabulary and the tracker into the durable state object."""
         self.state.vocab = self.vocab.to_list()
         self.state.vocab_gone = self.vocab.gone
+        self.state.vocab_checked = self.vocab.checked
         self.state.novelty = self._novelty_json()

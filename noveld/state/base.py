@@ -60,6 +60,8 @@ class NamespaceState:
     vocab: list[str] = field(default_factory=list)
     #: hashes of the words vocabulary compaction took out (``Vocabulary.gone``), sorted
     vocab_gone: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    #: words at the head of ``vocab`` that are no gone word come back (``Vocabulary.checked``)
+    vocab_checked: int = 0
     novelty: dict[str, Any] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
@@ -160,7 +162,9 @@ def state_digest(state: NamespaceState) -> str:
     """
     stats = state.stats
     vocab = state.vocab
-    words_ever = len(vocab) + Vocabulary.from_list(vocab, state.vocab_gone).dropped
+    words_ever = (
+        len(vocab) + Vocabulary.from_list(vocab, state.vocab_gone, state.vocab_checked).dropped
+    )
     h = hashlib.sha256()
     h.update(json.dumps([words_ever, sorted(state.offsets.items())]).encode())
     for k in sorted(stats.active_slots().tolist(), key=lambda s: int(stats.uid[s])):

@@ -44,6 +44,8 @@ redis.call('SET', KEYS[8], ARGV[6])
 redis.call('SET', KEYS[2], ARGV[5])
 redis.call('SET', KEYS[9], ARGV[7])
 -- schema 3: a noveld that reads only schema 2 would ignore vocab_gone and the generation check
-redis.call('HSET', KEYS[1], 'ckpt_seq', seq, 'vocab_gen', gen + 1, 'schema', 3)
+-- vocab_checked: none of the new list's words is a gone one (loading hashes only later words)
+redis.call('HSET', KEYS[1], 'ckpt_seq', seq, 'vocab_gen', gen + 1, 'schema', 3,
+  'vocab_checked', ARGV[4])
 redis.call('XTRIM', KEYS[3], 'MINID', (seq + 1) .. '-0')
 return 1

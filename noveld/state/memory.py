@@ -125,6 +125,7 @@ class MemoryStore:
     ) -> bool:
         """One writer: always; the next snapshot holds the renumbered state."""
         state.stats, state.vocab, state.vocab_gone, state.novelty = stats, vocab, gone, novelty
+        state.vocab_checked = len(vocab)
         return True
 
     def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
@@ -190,6 +191,7 @@ def write_snapshot(
         "format": COMPACTED_SNAPSHOT_FORMAT if state.vocab_gone.shape[0] else SNAPSHOT_FORMAT,
         "fingerprint": state.fingerprint,
         "vocab": state.vocab,
+        "vocab_checked": state.vocab_checked,
         "novelty": state.novelty,
         "offsets": state.offsets,
         "counters": state.counters,
@@ -254,6 +256,7 @@ def read_export(
         stats=MultinomialStats.from_arrays(stats),
         vocab=list(meta["vocab"]),
         vocab_gone=np.asarray(gone, dtype=np.uint64),
+        vocab_checked=int(meta.get("vocab_checked", 0)),
         novelty=meta["novelty"],
         offsets={k: int(v) for k, v in meta["offsets"].items()},
         counters={k: int(v) for k, v in meta["counters"].items()},

@@ -425,12 +425,12 @@ class RedisStore:
         pipe.hgetall(k["counters"])
         pipe.hget(k["meta"], "seq")
         pipe.hgetall(k["uidnext"])
-        pipe.hget(k["meta"], "vocab_gen")
+        pipe.hmget(k["meta"], ["vocab_gen", "vocab_checked"])
         pipe.get(k["vocab_gone"])
         if with_outbox:
             pipe.xrange(k["outbox"], "-", "+")
-        (ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext, gen, gone,
-         *rest) = pipe.execute()  # fmt: skip
+        (ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext, (gen, checked),
+         gone, *rest) = pipe.execute()  # fmt: skip
         outbox: list[dict[str, Any]] = [
             StoredEvent.parse(raw)
             for _, fields in (_stream_entries(rest[0]) if rest else [])
@@ -475,6 +475,7 @@ class RedisStore:
             stats=stats,
             vocab=[_text(w) for w in vocab_raw],
             vocab_gone=_gone_hashes(gone, self.namespace),
+            vocab_checked=int(checked or 0),
             novelty=json.loads(novelty_raw) if novelty_raw else {},
             offsets={_text(p): int(v) for p, v in offsets.items()},
             counters={_text(c): int(v) for c, v in counters.items()},
@@ -557,6 +558,7 @@ class RedisStore:
             mapping={
                 "fingerprint": json.dumps(state.fingerprint, sort_keys=True),
                 "schema": COMPACTED_SCHEMA if state.vocab_gone.shape[0] else SCHEMA,
+                "vocab_checked": state.vocab_checked,
                 "seq": 0,
                 "ckpt_seq": 0,
             },
@@ -706,7 +708,7 @@ class RedisStore:
                     f"namespace {self.namespace!r} vanished while running"
                 ) from None
             state.stats, state.vocab, state.vocab_gone = fresh.stats, fresh.vocab, fresh.vocab_gone
-            state.novelty = fresh.novelty
+            state.vocab_checked, state.novelty = fresh.vocab_checked, fresh.novelty
             self.reloads += 1
             self.vocabulary_moved = self.vocab_gen != gen
             return
@@ -761,6 +763,7 @@ class RedisStore:
             return False
         self.vocab_gen += 1
         state.stats, state.vocab, state.vocab_gone, state.novelty = stats, vocab, gone, novelty
+        state.vocab_checked = len(vocab)
         return True
 
     def _home_client(self) -> Any:

@@ -211,6 +211,7 @@ def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
     meta = client.hgetall("noveld:{cmp}:meta")
     assert int(meta[b"vocab_gen"]) == compactions
     assert meta[b"schema"] == b"3"  # a noveld reading only schema 2 refuses it
+    assert 0 < int(meta[b"vocab_checked"]) <= client.llen("noveld:{cmp}:vocab")
     assert client.llen("noveld:{cmp}:vocab") == len(pipe.vocab) < words_ever(docs) / 2
     assert not client.exists("noveld:{cmp}:vocab_next", "noveld:{cmp}:vocab_idx_next")
     # the log holds only entries after the last compaction's checkpoint (old ids are gone)
