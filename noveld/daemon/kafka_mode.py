@@ -261,40 +261,30 @@ def run_kafka(
                         raise
                     ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
                     continue
-                if code == EXIT_STATE_DIVERGED and pipeline.refusal is CommitOutcome.STALE:
-                    # another replica compacted the vocabulary: nobody else owns our input, so
-                    # reload and read the refused batch again from the stored offsets
-                    try:
-                        pipeline.reload()
-                        source.resync()
-                    except Exception as exc:
-                        if not is_outage(exc):
-                            raise
-                        ride_out_outage(exc, pipeline, store, source, metrics, stop,
-                                        progress_out)  # fmt: skip
-                    if progress_out is not None:
-                        progress_out.write(
-                            "noveld: another replica compacted the vocabulary; reloaded the "
-                            "shared state and reading on from the stored offsets\n"
-                        )
-                    code = EXIT_OK
-                    continue
-                if code == EXIT_STATE_DIVERGED and refused_in_a_row < MAX_REFUSED_IN_A_ROW:
+                stale = code == EXIT_STATE_DIVERGED and pipeline.refusal is CommitOutcome.STALE
+                if stale or (
+                    code == EXIT_STATE_DIVERGED and refused_in_a_row < MAX_REFUSED_IN_A_ROW
+                ):
                     # fenced (another replica owns a partition now) or already committed by
                     # one: drop the in-memory batch, reload the shared state and go on; the
-                    # group rebalance that caused it reaches this consumer at its next poll
-                    refused_in_a_row += 1
+                    # group rebalance that caused it reaches this consumer at its next poll.
+                    # Stale (another replica compacted the vocabulary): nobody else owns the
+                    # input, so no rebalance comes: read the refused batch again at once.
+                    refused_in_a_row += 0 if stale else 1
+                    rebalanced = False
                     try:
                         pipeline.reload()
-                        if metrics is not None:
-                            metrics.set_ready(False, "state reloaded after a refused commit; "
-                                              "waiting for the group to rebalance")  # fmt: skip
-                        # until the rebalance that fenced us arrives, our assignment is stale:
-                        # reading on would only be refused again
-                        rebalanced = source.await_rebalance(
-                            k.session_timeout_ms / 1000 + REBALANCE_GRACE_S,
-                            metrics.turn if metrics is not None else None,
-                        )
+                        if not stale:
+                            if metrics is not None:
+                                metrics.set_ready(False, "state reloaded after a refused "
+                                                  "commit; waiting for the group to "
+                                                  "rebalance")  # fmt: skip
+                            # until the rebalance that fenced us arrives, our assignment is
+                            # stale: reading on would only be refused again
+                            rebalanced = source.await_rebalance(
+                                k.session_timeout_ms / 1000 + REBALANCE_GRACE_S,
+                                metrics.turn if metrics is not None else None,
+                            )
                         source.resync()
                     except Exception as exc:  # Redis went away meanwhile: wait it out
                         if not is_outage(exc):
@@ -306,8 +296,11 @@ def run_kafka(
                         refused_in_a_row = 0
                     if progress_out is not None:
                         progress_out.write(
-                            "noveld: reloaded the shared state; continuing with the partitions "
-                            "the group assigns\n"
+                            "noveld: another replica compacted the vocabulary; reloaded the "
+                            "shared state and reading on from the stored offsets\n"
+                            if stale
+                            else "noveld: reloaded the shared state; continuing with the "
+                            "partitions the group assigns\n"
                         )
                     code = EXIT_OK
                     continue

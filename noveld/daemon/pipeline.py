@@ -310,6 +310,12 @@ class Pipeline:
         fingerprint = model_fingerprint(self.settings)
         loaded = self.store.load(fingerprint)
         self.state: NamespaceState = loaded or NamespaceState(fingerprint, self.model.new_state())
+        self._adopt_state()
+
+    def _adopt_state(self) -> None:
+        """Build the vocabulary, reserved bindings, featurizer and novelty tracker from
+        ``self.state`` (just loaded, or loaded afresh by the store after another writer's
+        compaction)."""
         self.vocab = Vocabulary.from_list(
             self.state.vocab, self.state.vocab_gone, self.state.vocab_checked
         )
@@ -477,8 +483,8 @@ class Pipeline:
         outcome = self.store.commit(self.state, request)
         self._uncommitted = False
         moved = self.store.vocabulary_moved
-        if moved:  # another writer compacted the vocabulary just after this commit
-            self.reload()  # the namespace as it is now, this batch included
+        if moved:  # another writer compacted the vocabulary just after this commit: the store
+            self._adopt_state()  # loaded the namespace afresh, this batch included
         elif len(self.state.vocab) > len(self.vocab):  # words other writers added
             self.vocab.extend(self.state.vocab[len(self.vocab) :])
         if outcome is not CommitOutcome.COMMITTED and self.store.wants_batch_state:
@@ -496,12 +502,10 @@ class Pipeline:
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
         rep.births -= births_among(events, self.store.suppressed)  # announced by another replica
-        if (
-            outcome is CommitOutcome.COMMITTED
-            and not moved
-            and self._vocabulary_compaction_due(docs_before)
-        ):
-            rep.vocabulary_compacted = self.compact_vocabulary()
+        if outcome is CommitOutcome.COMMITTED and not moved:
+            words_kept = self._compaction_mask(docs_before)
+            if words_kept is not None:
+                rep.vocabulary_compacted = self.compact_vocabulary(words_kept)
         if self.store.flush_due():
             self.flush()
         t4 = time.perf_counter()
@@ -596,14 +600,16 @@ class Pipeline:
         self._sync_state()
         self.store.flush(self.state)
 
-    def compact_vocabulary(self) -> bool:
+    def compact_vocabulary(self, in_use: np.ndarray | None = None) -> bool:
         """Renumber the word ids over the words some live cluster (or a novelty candidate's
-        member) still uses; the rest are remembered by hash so V stays every word ever seen.
-        Results do not change (:meth:`MultinomialStats.renumbered`). False when a shared
-        store's namespace moved on meanwhile (tried again at the next check)."""
+        member) still uses — ``in_use``, when the caller has that mask already; the rest are
+        remembered by hash so V stays every word ever seen. Results do not change
+        (:meth:`MultinomialStats.renumbered`). False when a shared store's namespace moved on
+        meanwhile (tried again at the next check)."""
         n = len(self.vocab)
         novelty = self._novelty_json()
-        in_use = self._words_kept(n, novelty)
+        if in_use is None:
+            in_use = self._words_kept(n, novelty)
         kept = np.flatnonzero(in_use)
         new_id = np.full(max(n, 1), -1, dtype=np.int64)
         new_id[kept] = np.arange(kept.shape[0], dtype=np.int64)
@@ -640,25 +646,26 @@ class Pipeline:
         return [(w, round(-c / total, 6)) for c, w in top]
 
     # ---- internals ------------------------------------------------------------------------
-    def _vocabulary_compaction_due(self, docs_before: int) -> bool:
-        """Whether at least half of a vocabulary of ``state.compact_vocabulary_at`` words or
-        more is unused, looked at when the namespace's document count crosses a multiple of a
-        quarter half-life (where forgetting prunes faded words; every
-        :data:`VOCABULARY_CHECK_DOCS` documents without forgetting). Fixed document counts, as
-        for pruning, so a resumed or replaying process compacts exactly where a clean one does
-        and ends with the same word ids. Every model keeps its word statistics in the postings
-        (``svi``'s λ, ``hdp``'s topics too), so every model may compact."""
+    def _compaction_mask(self, docs_before: int) -> np.ndarray | None:
+        """The words to keep (:meth:`_words_kept`) when at least half of a vocabulary of
+        ``state.compact_vocabulary_at`` words or more is unused, else None. Looked at when the
+        namespace's document count crosses a multiple of a quarter half-life (where forgetting
+        prunes faded words; every :data:`VOCABULARY_CHECK_DOCS` documents without forgetting):
+        fixed document counts, as for pruning, so a resumed or replaying process compacts
+        exactly where a clean one does and ends with the same word ids. Every model keeps its
+        word statistics in the postings (``svi``'s λ, ``hdp``'s topics too), so every model
+        may compact."""
         at = self.settings.state.compact_vocabulary_at
         n = len(self.vocab)
         if not at or n < at:
-            return False
+            return None
         half_life = self.settings.model.half_life_docs
         period = max(int(half_life / 4), 1) if half_life > 0 else VOCABULARY_CHECK_DOCS
         docs = int(self.state.stats.ictl[kern.DOCS_SEEN])
         if docs // period == docs_before // period:
-            return False
-        used = int(np.count_nonzero(self._words_kept(n, self.tracker.to_json())))
-        return 2 * used <= n
+            return None
+        in_use = self._words_kept(n, self.tracker.to_json())
+        return in_use if 2 * int(np.count_nonzero(in_use)) <= n else None
 
     def _words_kept(self, n: int, novelty: dict[str, Any]) -> np.ndarray:
         """Mask over the ``n`` word ids: the words a compaction keeps — those some live cluster

@@ -646,6 +646,7 @@ class RedisStore:
         blob = b"" if request.delta is None else encode_delta(request.delta)
         events = [event_json(e) for e in request.events]
         self.suppressed = []
+        self.vocabulary_moved = False
         status, detail, seq, foreign, suppressed = self._commit(
             keys=[self.keys[n] for n in ("meta", "counters", "offsets", "epochs", "outbox")]
             + [self.keys[n] for n in ("log", "uidnext", "novelty", "lifecycle")],
@@ -708,9 +709,13 @@ class RedisStore:
                     f"namespace {self.namespace!r} vanished while running"
                 ) from None
             state.stats, state.vocab, state.vocab_gone = fresh.stats, fresh.vocab, fresh.vocab_gone
-            state.vocab_checked, state.novelty = fresh.vocab_checked, fresh.novelty
+            state.vocab_checked = fresh.vocab_checked
             self.reloads += 1
             self.vocabulary_moved = self.vocab_gen != gen
+            if self.vocabulary_moved:  # the caller rebuilds from it: all of it, as a load
+                state.novelty, state.offsets, state.counters = (
+                    fresh.novelty, fresh.offsets, fresh.counters,
+                )  # fmt: skip
             return
         for d in deltas:
             replay_delta(state.stats, d, self.half_life_docs)

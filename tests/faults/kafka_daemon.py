@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -92,3 +93,41 @@ def stop(proc: subprocess.Popen[str], grace: float = 20.0) -> str:
     assert time.monotonic() - t0 < grace, f"took {time.monotonic() - t0:.1f} s to stop"
     assert "Traceback" not in err
     return err
+
+
+class SteadyFeed(threading.Thread):
+    """Sends ``docs`` round-robin over the topic's ``partitions``, 100 at a time with a
+    ``pause``, cycling through them until :attr:`enough` is set — all of them at least once —
+    unless :attr:`halt` is set first or ``max_rounds`` passes were sent: replicas that start
+    late on a slow machine still meet a stream that grows while the test watches them.
+    :attr:`sent` counts the records sent."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        docs: list[bytes],
+        partitions: int = 2,
+        pause: float = 0.1,
+        max_rounds: int | None = None,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        self.topic, self.docs, self.partitions = topic, docs, partitions
+        self.pause, self.max_rounds = pause, max_rounds
+        self.enough = threading.Event()
+        self.halt = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        docs, i = self.docs, 0
+        while not self.halt.is_set() and (i < len(docs) or not self.enough.is_set()):
+            if self.max_rounds is not None and i >= self.max_rounds * len(docs):
+                break
+            self.producer.send(self.topic, value=docs[i % len(docs)], partition=i % self.partitions)
+            self.sent += 1
+            i += 1
+            if i % 100 == 0:
+                self.producer.flush()
+                time.sleep(self.pause)
+        self.producer.flush()

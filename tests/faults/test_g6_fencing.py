@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import threading
 import time
 import urllib.request
 
@@ -16,8 +15,7 @@ import pytest
 import redis
 from cli_runner import redis_state
 from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port, unique_name
-from kafka import KafkaProducer
-from kafka_daemon import start, wait_until
+from kafka_daemon import SteadyFeed, start, wait_until
 
 from noveld.synth import SynthConfig, generate
 
@@ -55,30 +53,12 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
     for suffix, parts in (("in", 2), ("events", 1), ("dlq", 1)):
         kafka_broker.create_topic(f"{ns}.{suffix}", partitions=parts)
     docs = [json.dumps(d).encode() for d in generate(SynthConfig(n_docs=6000, seed=6))]
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    sent = 0
-    stop_producing = threading.Event()
-    taken_over = threading.Event()
-
-    def produce() -> None:  # a steady stream over both partitions while the replicas run
-        """At least the 6,000 documents, and on (cycling through them) until the takeover has
-        been seen: on a slow machine the replicas may start late, and a partition that no
-        longer grows could not show the other replica moving it forward."""
-        nonlocal sent
-        i = 0
-        while not stop_producing.is_set() and (i < len(docs) or not taken_over.is_set()):
-            producer.send(f"{ns}.in", value=docs[i % len(docs)], partition=i % 2)
-            sent += 1
-            i += 1
-            if i % 100 == 0:
-                producer.flush()
-                time.sleep(0.1)
-        producer.flush()
-
+    # at least the 6,000 documents, and on (cycling through them) until the takeover has been
+    # seen: a partition that no longer grows could not show the other replica moving it forward
+    feeder = SteadyFeed(kafka_broker.bootstrap, f"{ns}.in", docs)
     ports = [free_port(), free_port()]
     a = replica(kafka_broker.bootstrap, redis_url, ns, ports[0])
     b = replica(kafka_broker.bootstrap, redis_url, ns, ports[1])
-    feeder = threading.Thread(target=produce)
     feeder.start()
     try:
         # both partitions committed: each replica owns one (or one owns both; then the pause
@@ -93,7 +73,7 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
             TEST_SESSION_TIMEOUT_MS / 1000 + 30,
             "the other replica to take over every partition",
         )
-        taken_over.set()
+        feeder.enough.set()
         epochs_after = redis.Redis.from_url(redis_url).hgetall(f"noveld:{{{ns}}}:epochs")
         assert any(int(epochs_after[k]) > int(v) for k, v in epochs_before.items())
         a.send_signal(signal.SIGCONT)
@@ -106,11 +86,12 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
         fenced = fenced_total(ports[0])
         feeder.join()
         wait_until(
-            lambda: committed_docs(redis_url, ns) == sent, 90, f"all {sent} documents committed"
+            lambda: committed_docs(redis_url, ns) == feeder.sent,
+            90,
+            f"all {feeder.sent} documents committed",
         )
     finally:
-        taken_over.set()
-        stop_producing.set()
+        feeder.halt.set()
         feeder.join()
         for p in (a, b):
             if p.poll() is None:
@@ -123,7 +104,7 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
         assert p.returncode == 0, err
         assert "Traceback" not in err
     final = redis_state(redis_url, ns)
-    assert final["docs"] == sent  # nothing lost, nothing counted twice
-    assert sum(offsets(redis_url, ns).values()) == sent
+    assert final["docs"] == feeder.sent  # nothing lost, nothing counted twice
+    assert sum(offsets(redis_url, ns).values()) == feeder.sent
     if fenced:  # A's stale batch was refused: it said so and reloaded
         assert "reloaded the shared state" in errs[0]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 import urllib.request
 
@@ -15,8 +14,7 @@ import pytest
 import redis
 from cli_runner import redis_state
 from harness import KafkaBroker, free_port, unique_name
-from kafka import KafkaProducer
-from kafka_daemon import start, wait_until
+from kafka_daemon import SteadyFeed, start, wait_until
 from streams import fading_stories
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]
@@ -43,30 +41,12 @@ def test_replicas_reload_after_each_others_compactions_and_count_every_document_
     for suffix, parts in (("in", 2), ("events", 1), ("dlq", 1)):
         kafka_broker.create_topic(f"{ns}.{suffix}", partitions=parts)
     docs = [json.dumps(d).encode() for d in fading_stories(6000, seed=9)]
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    sent = 0
-    enough = threading.Event()
-
-    def produce() -> None:
-        """A steady stream over both partitions until a stale reload has been seen (the
-        replicas may start late on a slow machine), at least the 6,000 documents."""
-        nonlocal sent
-        i = 0
-        while i < len(docs) or not enough.is_set():
-            producer.send(f"{ns}.in", value=docs[i % len(docs)], partition=i % 2)
-            sent += 1
-            i += 1
-            if i % 100 == 0:
-                producer.flush()
-                time.sleep(0.05)
-            if i > 20 * len(docs):
-                break
-        producer.flush()
-
+    # a steady stream over both partitions until a stale reload has been seen (the replicas
+    # may start late on a slow machine), at least the 6,000 documents
+    feeder = SteadyFeed(kafka_broker.bootstrap, f"{ns}.in", docs, pause=0.05, max_rounds=20)
     ports = [free_port(), free_port()]
     a = replica(kafka_broker.bootstrap, redis_url, ns, ports[0])
     b = replica(kafka_broker.bootstrap, redis_url, ns, ports[1])
-    feeder = threading.Thread(target=produce)
     feeder.start()
     stale = compactions = 0.0
     try:
@@ -83,16 +63,16 @@ def test_replicas_reload_after_each_others_compactions_and_count_every_document_
             if stale >= 1:
                 break
             time.sleep(0.2)
-        enough.set()
+        feeder.enough.set()
         feeder.join()
         wait_until(
             lambda: int(redis.Redis.from_url(redis_url).hget(f"noveld:{{{ns}}}:counters", "docs")
-                        or 0) == sent,
+                        or 0) == feeder.sent,
             90,
-            f"all {sent} documents committed",
+            f"all {feeder.sent} documents committed",
         )  # fmt: skip
     finally:
-        enough.set()
+        feeder.halt.set()
         feeder.join()
         for p in (a, b):
             if p.poll() is None:
@@ -106,8 +86,8 @@ def test_replicas_reload_after_each_others_compactions_and_count_every_document_
     assert compactions >= 1 and stale >= 1, (compactions, stale)
     assert any("another replica compacted the vocabulary" in e for e in errs)
     final = redis_state(redis_url, ns)
-    assert final["docs"] == sent  # nothing lost, nothing counted twice
-    assert sum(final["offsets"].values()) == sent
+    assert final["docs"] == feeder.sent  # nothing lost, nothing counted twice
+    assert sum(final["offsets"].values()) == feeder.sent
     r = redis.Redis.from_url(redis_url)
     assert int(r.hget(f"noveld:{{{ns}}}:meta", "vocab_gen")) >= 1
     distinct = {w for d in docs for w in json.loads(d)["text"].split()}
