@@ -11,3 +11,16 @@ class NoDlq:
 
     def flush(self) -> None:
         pass
+
+
+class CollectingDlq:
+    """Dead-letter sink that keeps what it is sent: ``(record, reason, detail)``."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[object, ...]] = []
+
+    def send(self, *args: object) -> None:
+        self.sent.append(args)
+
+    def flush(self) -> None:
+        pass

@@ -192,7 +192,7 @@ class BatchReport:
     replayed: bool = False
     clusters_active: int = 0
     vocabulary: int = 0  # entries of the namespace's vocabulary (words; hdp's own entries)
-    vocabulary_compacted: bool = False  # this batch's commit was followed by a compaction
+    vocabulary_compacted: bool = False  # the vocabulary was compacted in this step
     log_predictive_per_token: float = float("nan")
     stage_seconds: dict[str, float] = field(default_factory=dict)
     invalid_reasons: dict[str, int] = field(default_factory=dict)
@@ -293,6 +293,7 @@ class Pipeline:
             embedding_dim=settings.model.embedding_dim if self._embeddings else None,
         )
         self.consecutive_invalid = 0
+        self._if_announced: set[str] = set()  # the batch's ends of clusters it did not announce
         self._delivery_failing = False
         self._replication_holding = False
         self.published = 0  # events this process has delivered (since it started)
@@ -331,6 +332,11 @@ class Pipeline:
         self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, nov.exemplars)
         self.tracker.load_json(self.state.novelty)
         self.announced: set[int] = set(self.state.novelty.get("announced", []))
+        #: the document count of the last vocabulary check (a namespace from before the
+        #: count was kept: checked where it stands)
+        self.vocabulary_checked_at = int(
+            self.state.novelty.get("vocabulary_checked_at", self.state.stats.ictl[kern.DOCS_SEEN])
+        )
         self.known_labels: dict[int, str] = {
             int(u): str(label) for u, label in self.state.novelty.get("known", {}).items()
         }
@@ -380,10 +386,12 @@ class Pipeline:
         self, records: Sequence[Record], first_offsets: dict[str, int], next_offsets: dict[str, int]
     ) -> BatchReport:
         """Process one batch end to end; raise CircuitOpen after committing if the breaker trips."""
+        invalid_run = self.consecutive_invalid
         try:
             return self._step(records, first_offsets, next_offsets)
         except StateDiverged as exc:
             self.refusal = exc.outcome
+            self.consecutive_invalid = invalid_run  # the batch is read again: counted once
             raise
 
     def _step(
@@ -391,6 +399,10 @@ class Pipeline:
     ) -> BatchReport:
         rep = BatchReport(records=len(records))
         t0 = time.perf_counter()
+        # a check the last commit crossed but that did not run (the process died between the
+        # commit and the compaction; the store refused the compaction): on the same state now
+        rep.vocabulary_compacted = self._check_vocabulary()
+        self._if_announced = set()
         self._uncommitted = True  # from here the in-memory model may run ahead of the store
         docs, kept, consumed = self._decode(records, rep)
         tripped = consumed < len(records) or (
@@ -419,7 +431,6 @@ class Pipeline:
         rep.valid = len(docs)
         t2 = time.perf_counter()
         first_index = self.docs_total
-        docs_before = int(self.state.stats.ictl[kern.DOCS_SEEN])
         seed_parts = [self.settings.model.seed, *sorted(first_offsets.values())]
         rng = np.random.default_rng(seed_parts)
         events: list[dict[str, Any]] = []
@@ -477,7 +488,10 @@ class Pipeline:
             "clusters": rep.model_births,
             "batches": 1,
         }
-        request = CommitRequest(first_offsets, next_offsets, delta, events, counters)
+        request = CommitRequest(
+            first_offsets, next_offsets, delta, events, counters,
+            if_announced=frozenset(self._if_announced),
+        )  # fmt: skip
         if self.store.wants_batch_state:
             request = replace(request, novelty=self._novelty_json())
         outcome = self.store.commit(self.state, request)
@@ -503,9 +517,7 @@ class Pipeline:
         rep.replayed = outcome is CommitOutcome.REPLAY
         rep.births -= births_among(events, self.store.suppressed)  # announced by another replica
         if outcome is CommitOutcome.COMMITTED and not moved:
-            words_kept = self._compaction_mask(docs_before)
-            if words_kept is not None:
-                rep.vocabulary_compacted = self.compact_vocabulary(words_kept)
+            rep.vocabulary_compacted |= self._check_vocabulary()
         if self.store.flush_due():
             self.flush()
         t4 = time.perf_counter()
@@ -646,26 +658,36 @@ class Pipeline:
         return [(w, round(-c / total, 6)) for c, w in top]
 
     # ---- internals ------------------------------------------------------------------------
-    def _compaction_mask(self, docs_before: int) -> np.ndarray | None:
-        """The words to keep (:meth:`_words_kept`) when at least half of a vocabulary of
-        ``state.compact_vocabulary_at`` words or more is unused, else None. Looked at when the
-        namespace's document count crosses a multiple of a quarter half-life (where forgetting
-        prunes faded words; every :data:`VOCABULARY_CHECK_DOCS` documents without forgetting):
-        fixed document counts, as for pruning, so a resumed or replaying process compacts
-        exactly where a clean one does and ends with the same word ids. Every model keeps its
-        word statistics in the postings (``svi``'s λ, ``hdp``'s topics too), so every model
-        may compact."""
-        at = self.settings.state.compact_vocabulary_at
-        n = len(self.vocab)
-        if not at or n < at:
-            return None
+    def _check_vocabulary(self) -> bool:
+        """Compact the vocabulary (:meth:`compact_vocabulary`) when a check is due and at least
+        half of a vocabulary of ``state.compact_vocabulary_at`` words or more is unused; True
+        when it compacted. A check is due each time the namespace's document count passes a
+        multiple of a quarter half-life (where forgetting prunes faded words; every
+        :data:`VOCABULARY_CHECK_DOCS` documents without forgetting) since the last check, whose
+        count is kept with the novelty state (``vocabulary_checked_at``): fixed document counts,
+        as for pruning, and a check the process died before — between a commit and its
+        compaction — runs at the next batch on the same state, so a resumed or replaying
+        process compacts exactly where a clean one does and ends with the same word ids. Every
+        model keeps its word statistics in the postings (``svi``'s λ, ``hdp``'s topics too),
+        so every model may compact."""
         half_life = self.settings.model.half_life_docs
         period = max(int(half_life / 4), 1) if half_life > 0 else VOCABULARY_CHECK_DOCS
         docs = int(self.state.stats.ictl[kern.DOCS_SEEN])
-        if docs // period == docs_before // period:
-            return None
+        last = self.vocabulary_checked_at
+        if docs // period <= last // period:
+            return False
+        self.vocabulary_checked_at = docs
+        at = self.settings.state.compact_vocabulary_at
+        n = len(self.vocab)
+        if not at or n < at:
+            return False
         in_use = self._words_kept(n, self.tracker.to_json())
-        return in_use if 2 * int(np.count_nonzero(in_use)) <= n else None
+        if 2 * int(np.count_nonzero(in_use)) > n:
+            return False
+        if self.compact_vocabulary(in_use):
+            return True
+        self.vocabulary_checked_at = last  # refused: the namespace moved on; check again
+        return False
 
     def _words_kept(self, n: int, novelty: dict[str, Any]) -> np.ndarray:
         """Mask over the ``n`` word ids: the words a compaction keeps — those some live cluster
@@ -809,11 +831,14 @@ class Pipeline:
     def _retired_events(
         self, retired: Sequence[tuple[int, float, str]], at: SourcePosition
     ) -> list[dict[str, Any]]:
+        """``cluster.retired`` for the clusters this writer announced; with a store whose
+        replicas announce clusters too, also for the others, offered to the store as
+        ``if_announced`` (kept where another replica announced the cluster: after a reload,
+        or when this replica retires a cluster another one confirmed)."""
         out: list[dict[str, Any]] = []
         for uid, mass, reason in retired:
-            if uid not in self.announced:
+            if uid not in self.announced and not self.store.shared_announcements:
                 continue
-            self.announced.discard(uid)
             cid = self._cluster_id(uid)
             ev = ClusterRetired(
                 event_id=make_event_id(self.settings.namespace, cid, "cluster.retired"),
@@ -824,6 +849,9 @@ class Pipeline:
                 size=round(mass, 6),
                 reason=reason,
             )
+            if uid not in self.announced:
+                self._if_announced.add(ev.event_id)
+            self.announced.discard(uid)
             out.append(ev.model_dump(mode="json"))
         return out
 
@@ -888,6 +916,7 @@ class Pipeline:
     def _novelty_json(self) -> dict[str, Any]:
         novelty = self.tracker.to_json()
         novelty["announced"] = sorted(self.announced)
+        novelty["vocabulary_checked_at"] = self.vocabulary_checked_at
         novelty["known"] = {str(u): label for u, label in sorted(self.known_labels.items())}
         return novelty
 

@@ -77,6 +77,9 @@ class CommitRequest:
     events: list[dict[str, Any]]
     counters: dict[str, int]
     novelty: dict[str, Any] | None = None
+    #: ids of end events (``cluster.retired``) the writer offers for clusters it did not
+    #: announce itself: kept only where the store knows another writer announced the cluster
+    if_announced: frozenset[str] = frozenset()
 
 
 class StateStore(Protocol):
@@ -85,6 +88,9 @@ class StateStore(Protocol):
     #: ids of the last commit's cluster events the store left out because another writer had
     #: already announced that step of the cluster's life (a shared store announces each once)
     suppressed: list[str]
+    #: whether other writers announce clusters of this namespace too (then the store, not the
+    #: writer, knows which clusters were announced: see ``CommitRequest.if_announced``)
+    shared_announcements: bool
     #: the last commit was followed by loading the namespace afresh with renumbered word ids
     #: (another writer compacted the vocabulary just after it): the owner must reload
     vocabulary_moved: bool

@@ -12,7 +12,9 @@
 -- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq,
 --         vocab_gen (the vocabulary generation the writer's word ids belong to),
 --         outbox_chunk (events per outbox entry at most), lifecycle: [[event index (0-based),
---         cluster id, "born"|"retired"|"merged", event id], ...] for the cluster events
+--         cluster id, "born"|"retired"|"merged", event id, only if announced (1: an end the
+--         writer offers for a cluster it did not announce itself, kept only when another writer
+--         did)], ...] for the cluster events
 -- ARGV[2] packed delta ('' when the batch had no valid document)
 -- ARGV[3] novelty JSON
 -- ARGV[4..] the events' JSON, in order
@@ -22,7 +24,8 @@
 -- namespace's meta is gone: flushed, evicted); seq = the log position after this commit;
 -- foreign = entries other writers appended since the writer's last_seq (it must apply those to
 -- stay in step); suppressed = ids of cluster events left out because another writer already
--- announced that step of the cluster's life (replicas confirm births from their own novelty
+-- announced that step of the cluster's life, or because nobody announced the cluster an
+-- offered end belongs to (replicas confirm births from their own novelty
 -- trackers: each cluster is born, and ends, once in the outbox).
 
 local h = cjson.decode(ARGV[1])
@@ -94,9 +97,16 @@ end
 local skip = {}
 local suppressed = {}
 for _, ev in ipairs(h.lifecycle or {}) do
-  local index, cid, kind, eid = ev[1], ev[2], ev[3], ev[4]
+  local index, cid, kind, eid, if_announced = ev[1], ev[2], ev[3], ev[4], ev[5]
   local keep
-  if kind == 'born' then
+  if if_announced == 1 then
+    -- an end the writer offers for a cluster it did not announce itself: kept only when
+    -- another writer announced it (and it has not ended yet)
+    keep = redis.call('HGET', KEYS[9], cid) == 'born'
+    if keep then
+      redis.call('HSET', KEYS[9], cid, kind)
+    end
+  elseif kind == 'born' then
     keep = redis.call('HSETNX', KEYS[9], cid, 'born') == 1
     if not keep then
       h.counters.births = (h.counters.births or 0) - 1

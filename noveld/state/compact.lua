@@ -1,7 +1,8 @@
 -- noveld vocabulary compaction: renumber a namespace's word ids over the words still in use.
 --
 -- KEYS[1] meta  KEYS[2] ckpt  KEYS[3] log  KEYS[4] vocab  KEYS[5] vocab_idx
--- KEYS[6] vocab staged (the new word list)  KEYS[7] vocab_idx staged  KEYS[8] vocab_gone
+-- KEYS[6] vocab staged (the new word list)  KEYS[7] vocab_idx staged (both the writer's own,
+--         with an expiry)  KEYS[8] vocab_gone
 -- KEYS[9] novelty
 -- ARGV[1] seq: the log position the writer's statistics reflect
 -- ARGV[2] the vocabulary generation the writer loaded
@@ -39,6 +40,8 @@ redis.call('UNLINK', KEYS[4], KEYS[5])
 if tonumber(ARGV[4]) > 0 then
   redis.call('RENAME', KEYS[6], KEYS[4])
   redis.call('RENAME', KEYS[7], KEYS[5])
+  redis.call('PERSIST', KEYS[4])  -- RENAME keeps the staged keys' expiry
+  redis.call('PERSIST', KEYS[5])
 end
 redis.call('SET', KEYS[8], ARGV[6])
 redis.call('SET', KEYS[2], ARGV[5])

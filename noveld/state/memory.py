@@ -74,6 +74,7 @@ class MemoryStore:
         self._outbox: list[dict[str, Any]] = []
         self.snapshots_written = 0
         self.suppressed: list[str] = []  # one writer: no other announces its clusters
+        self.shared_announcements = False
         self.vocabulary_moved = False  # one writer: nobody else renumbers its words
 
     def check_writable(self) -> None:
@@ -136,7 +137,12 @@ class MemoryStore:
         state.offsets.update(request.next_offsets)
         for k, v in request.counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
-        self._outbox.extend(request.events)
+        # one writer announces every cluster itself: an end offered for a cluster it did
+        # not announce was never announced
+        self.suppressed = [
+            e["event_id"] for e in request.events if e["event_id"] in request.if_announced
+        ]
+        self._outbox.extend(e for e in request.events if e["event_id"] not in request.if_announced)
         return CommitOutcome.COMMITTED
 
     @property

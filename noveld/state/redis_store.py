@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import time
 import uuid
 from importlib.resources import files
@@ -59,10 +60,15 @@ SCHEMA = 2
 #: and ``meta.vocab_gen``, which a noveld reading only schema 2 would ignore (a smaller V, no
 #: generation check), so it refuses the namespace instead
 COMPACTED_SCHEMA = 3
+#: an imported compacted namespace starts at a random vocabulary generation in
+#: [2^32, 2^33): far above what compactions reach, below 2^53 (Lua's numbers are doubles)
+IMPORTED_GENERATIONS = 1 << 32
 #: events per outbox entry at most (a commit of more writes several; bounds a Lua call's stack)
 OUTBOX_ENTRY_EVENTS = 1000
 UID_SLOT_BITS = 40  # uid = slot << 40 | counter; partition 0's uids are plain counters
 CHECKPOINT_EVERY = 200  # log entries between checkpoints
+#: seconds a compaction's staged vocabulary outlives a writer that died before its script ran
+STAGING_TTL_S = 3600
 REPLICA_HOLD_S = 1.0  # after a short WAIT, hold events this long before asking again
 PROBE_TTL_S = 60  # the write probe's key expires: it is not state
 
@@ -111,11 +117,19 @@ return old
 _LIFECYCLE = {"cluster.born": "born", "cluster.retired": "retired", "cluster.merged": "merged"}
 
 
-def lifecycle_marks(events: list[dict[str, Any]]) -> list[list[Any]]:
-    """``[index, cluster id, step, event id]`` of each cluster event of a commit, for the commit
-    script's once-per-cluster check (``lifecycle``)."""
+def lifecycle_marks(
+    events: list[dict[str, Any]], if_announced: frozenset[str] = frozenset()
+) -> list[list[Any]]:
+    """``[index, cluster id, step, event id, only if announced (0/1)]`` of each cluster event
+    of a commit, for the commit script's once-per-cluster check (``lifecycle``)."""
     return [
-        [i, e["cluster_id"], _LIFECYCLE[e["type"]], e["event_id"]]
+        [
+            i,
+            e["cluster_id"],
+            _LIFECYCLE[e["type"]],
+            e["event_id"],
+            int(e["event_id"] in if_announced),
+        ]
         for i, e in enumerate(events)
         if e.get("type") in _LIFECYCLE and "cluster_id" in e
     ]
@@ -252,8 +266,6 @@ class RedisStore:
             "vocab",
             "vocab_idx",
             "vocab_gone",
-            "vocab_next",
-            "vocab_idx_next",
             "ckpt",
             "ack",
             "probe",
@@ -265,6 +277,12 @@ class RedisStore:
         self._compact = client.register_script(_LUA.joinpath("compact.lua").read_text())
         self.checkpoint_every = checkpoint_every
         self.writer = uuid.uuid4().hex[:12]
+        # this writer's own staging keys for a compaction (writers compacting at once must not
+        # append to one list), dropped by the script or, after a crash, by their expiry
+        self.staging = (
+            f"{self.prefix}vocab_next:{self.writer}",
+            f"{self.prefix}vocab_idx_next:{self.writer}",
+        )
         self.epochs: dict[str, int] = {}
         self.last_seq = 0  # log entries reflected in the caller's in-memory statistics
         self.vocab_gen = 0  # compactions of the vocabulary as of the caller's word ids
@@ -281,6 +299,7 @@ class RedisStore:
         self.replica_ack_timeout_ms = replica_ack_timeout_ms
         self._hold_until = 0.0  # after a short WAIT, answer "not replicated" until then
         self.suppressed: list[str] = []  # the last commit's events another writer announced
+        self.shared_announcements = True  # replicas of one namespace announce its clusters
 
     @property
     def wants_batch_state(self) -> bool:
@@ -552,17 +571,21 @@ class RedisStore:
             raise StoreConflict(
                 f"namespace {self.namespace!r} already holds state; import into a new namespace"
             )
+        compacted = bool(state.vocab_gone.shape[0])
+        meta: dict[str, Any] = {
+            "fingerprint": json.dumps(state.fingerprint, sort_keys=True),
+            "schema": COMPACTED_SCHEMA if compacted else SCHEMA,
+            "vocab_checked": state.vocab_checked,
+            "seq": 0,
+            "ckpt_seq": 0,
+        }
+        if compacted:
+            # a generation no writer can hold: a replica still running with the word ids of
+            # the namespace this one replaces is refused as stale; and a lost vocab_gone key
+            # is named at start-up (generation > 0)
+            meta["vocab_gen"] = IMPORTED_GENERATIONS + secrets.randbelow(IMPORTED_GENERATIONS)
         pipe = self.client.pipeline(transaction=True)
-        pipe.hset(
-            k["meta"],
-            mapping={
-                "fingerprint": json.dumps(state.fingerprint, sort_keys=True),
-                "schema": COMPACTED_SCHEMA if state.vocab_gone.shape[0] else SCHEMA,
-                "vocab_checked": state.vocab_checked,
-                "seq": 0,
-                "ckpt_seq": 0,
-            },
-        )
+        pipe.hset(k["meta"], mapping=meta)
         pipe.set(k["ckpt"], encode_checkpoint(state.stats, {"seq": 0, "vocab": len(state.vocab)}))
         for i in range(0, len(state.vocab), 10_000):
             chunk = state.vocab[i : i + 10_000]
@@ -641,7 +664,7 @@ class RedisStore:
             "last_seq": self.last_seq,
             "vocab_gen": self.vocab_gen,
             "outbox_chunk": OUTBOX_ENTRY_EVENTS,
-            "lifecycle": lifecycle_marks(request.events),
+            "lifecycle": lifecycle_marks(request.events, request.if_announced),
         }
         blob = b"" if request.delta is None else encode_delta(request.delta)
         events = [event_json(e) for e in request.events]
@@ -743,17 +766,20 @@ class RedisStore:
         writer's statistics are (no commit, word or compaction since); the log, in old ids, is
         trimmed and the generation moves on, so other writers reload (``stale``)."""
         k = self.keys
+        listed, indexed = self.staging
         pipe = self.client.pipeline(transaction=False)
-        pipe.unlink(k["vocab_next"], k["vocab_idx_next"])
+        pipe.unlink(listed, indexed)
         for i in range(0, len(vocab), 10_000):
             chunk = vocab[i : i + 10_000]
-            pipe.rpush(k["vocab_next"], *chunk)
-            pipe.hset(k["vocab_idx_next"], mapping={w: i + j for j, w in enumerate(chunk)})
+            pipe.rpush(listed, *chunk)
+            pipe.hset(indexed, mapping={w: i + j for j, w in enumerate(chunk)})
+        pipe.expire(listed, STAGING_TTL_S)
+        pipe.expire(indexed, STAGING_TTL_S)
         pipe.execute()
         blob = encode_checkpoint(stats, {"seq": self.last_seq, "vocab": len(vocab)})
-        names = ["meta", "ckpt", "log", "vocab", "vocab_idx", "vocab_next", "vocab_idx_next"]
+        names = ["meta", "ckpt", "log", "vocab", "vocab_idx"]
         done = self._compact(
-            keys=[k[n] for n in names] + [k["vocab_gone"], k["novelty"]],
+            keys=[k[n] for n in names] + [listed, indexed, k["vocab_gone"], k["novelty"]],
             args=[
                 self.last_seq,
                 self.vocab_gen,

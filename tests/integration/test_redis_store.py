@@ -340,3 +340,36 @@ def test_each_cluster_is_announced_and_ended_once_across_writers(
         b"c2": b"merged",
         b"c3": b"born",
     }  # c9 was never announced: nothing recorded
+
+
+def test_an_end_offered_if_announced_is_kept_only_for_a_cluster_another_writer_announced(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A writer retires a cluster it did not announce itself (another replica confirmed it,
+    or a reload replaced its own record of what it announced): it offers the end
+    ``if_announced``, and the script keeps it only when the lifecycle hash holds the cluster
+    as born — not for a cluster nobody announced, not for one that already ended."""
+    client = redis.Redis.from_url(redis_url)
+    settings = load_settings(None, {"namespace": "ia", "dlq": str(tmp_path / "dlq.jsonl")})
+    a, b = RedisStore(client, "ia"), RedisStore(client, "ia")
+    state = Pipeline(settings, a, CollectingEvents(), NoDlq()).state
+    a.claim(["in:0"])
+    b.claim(["in:1"])
+
+    def commit(store: RedisStore, key: str, offset: int, events: list[dict[str, Any]],
+               offered: set[str]) -> None:  # fmt: skip
+        req = CommitRequest({key: offset}, {key: offset + 1}, None, events, {},
+                            if_announced=frozenset(offered))  # fmt: skip
+        assert store.commit(state, req) is CommitOutcome.COMMITTED
+
+    def ev(kind: str, cid: str) -> dict[str, Any]:
+        return {"event_id": f"{cid}-{kind}", "type": f"cluster.{kind}", "cluster_id": cid}
+
+    commit(a, "in:0", 0, [ev("born", "c1"), ev("born", "c2")], set())
+    commit(b, "in:1", 0, [ev("retired", "c1"), ev("retired", "c3")], {"c1-retired", "c3-retired"})
+    assert b.suppressed == ["c3-retired"]  # c3: nobody announced it
+    commit(b, "in:1", 1, [ev("retired", "c1")], {"c1-retired"})
+    assert b.suppressed == ["c1-retired"]  # c1 already ended
+    kept = [e["event_id"] for e in a.outbox_pending()]
+    assert kept == ["c1-born", "c2-born", "c1-retired"]
+    assert client.hgetall("noveld:{ia}:lifecycle") == {b"c1": b"retired", b"c2": b"born"}

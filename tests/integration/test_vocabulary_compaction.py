@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import redis
 from cli_runner import noveld
-from doubles import NoDlq
+from doubles import CollectingDlq, NoDlq
 from streams import fading_stories
 
 from noveld.connectors.jsonl import Record
@@ -213,7 +213,8 @@ def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
     assert meta[b"schema"] == b"3"  # a noveld reading only schema 2 refuses it
     assert 0 < int(meta[b"vocab_checked"]) <= client.llen("noveld:{cmp}:vocab")
     assert client.llen("noveld:{cmp}:vocab") == len(pipe.vocab) < words_ever(docs) / 2
-    assert not client.exists("noveld:{cmp}:vocab_next", "noveld:{cmp}:vocab_idx_next")
+    assert not client.keys("noveld:{cmp}:vocab_*next*")  # the staged keys became vocab
+    assert client.ttl("noveld:{cmp}:vocab") == client.ttl("noveld:{cmp}:vocab_idx") == -1
     # the log holds only entries after the last compaction's checkpoint (old ids are gone)
     first = client.xrange("noveld:{cmp}:log", "-", "+", count=1)
     if first:
@@ -225,6 +226,91 @@ def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
     memory._sync_state()
     assert v_of(fresh) == v_of(memory.state) == words_ever(docs)
     assert_same_clusters(fresh, memory.state)
+
+
+class Killed(BaseException):
+    """The process dies here (not an error anything could catch and go on from)."""
+
+
+def test_a_crash_between_a_commit_and_its_compaction_compacts_where_a_clean_run_does(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The batch that crosses a check's document count commits, then the process dies before
+    the compaction. The restarted process finds the check undone (its count is kept with the
+    novelty state) and runs it before its first batch, on the state the commit left: the same
+    word ids, state and events as a run that never died."""
+    recs = records(fading_stories(N), "in", 0)
+    client = redis.Redis.from_url(redis_url)
+    clean = redis_pipeline(client, settings_for(tmp_path, "clean", 100), ["in:0"])
+    for i in range(0, N, 50):
+        step(clean, recs[i : i + 50])
+    crashed = redis_pipeline(client, settings_for(tmp_path, "crash", 100), ["in:0"])
+
+    def dies(*args: Any, **kwargs: Any) -> bool:
+        raise Killed
+
+    crashed.store.compact_vocabulary = dies  # type: ignore[method-assign]
+    i = 0
+    with pytest.raises(Killed):
+        for i in range(0, N, 50):
+            step(crashed, recs[i : i + 50])
+    assert client.hget("noveld:{crash}:offsets", "in:0") == str(i + 50).encode()  # committed
+    assert not client.hget("noveld:{crash}:meta", "vocab_gen")  # not compacted
+    assert isinstance(crashed.events, CollectingEvents)
+    before = crashed.events.events
+    resumed = redis_pipeline(client, settings_for(tmp_path, "crash", 100), ["in:0"])
+    first = step(resumed, recs[i + 50 : i + 100])
+    assert first.vocabulary_compacted  # the check it owed, before its first batch
+    for j in range(i + 100, N, 50):
+        step(resumed, recs[j : j + 50])
+    clean._sync_state()
+    resumed._sync_state()
+    assert resumed.state.vocab == clean.state.vocab  # the same word ids
+    assert state_digest(resumed.state) == state_digest(clean.state)
+    assert isinstance(clean.events, CollectingEvents) and isinstance(
+        resumed.events, CollectingEvents
+    )
+    events = list({e["event_id"]: e for e in before + resumed.events.events}.values())
+
+    def ordered(evs: list[dict[str, Any]]) -> list[str]:  # a batch's retirements: slot order
+        return sorted(json.dumps(e, sort_keys=True) for e in strip(evs))
+
+    assert ordered(events) == ordered(clean.events.events)
+
+
+def test_two_writers_end_every_cluster_they_announced(redis_url: str, tmp_path: Path) -> None:
+    """Each compaction makes the other writer reload, which replaces its own record of the
+    clusters it announced with the shared one; and a writer may retire a cluster the other
+    announced. Ends it did not announce are offered to the store, which keeps those another
+    writer announced: every announced cluster that is gone has exactly one end event."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "ends", 100)
+    pipes = {p: redis_pipeline(client, settings, [f"in:{p}"]) for p in (0, 1)}
+    docs = fading_stories(2 * N)
+    recs = {0: records(docs[0::2], "in", 0), 1: records(docs[1::2], "in", 1)}
+    done = {0: 0, 1: 0}
+    reloads = 0
+    while min(done.values()) < N:
+        for p, pipe in pipes.items():
+            if done[p] >= N:
+                continue
+            try:
+                step(pipe, recs[p][done[p] : done[p] + 50])
+            except StateDiverged:
+                reloads += 1
+                pipe.reload()
+                continue
+            done[p] += 50
+    assert reloads >= 2
+    events = [e for pipe in pipes.values() for e in pipe.events.events]  # type: ignore[attr-defined]
+    born = [e["cluster_id"] for e in events if e["type"] == "cluster.born"]
+    ended = [e["cluster_id"] for e in events if e["type"] in ("cluster.retired", "cluster.merged")]
+    fresh = RedisStore(client, "ends").load(model_fingerprint(settings))
+    assert fresh is not None
+    alive = {f"c{int(u)}" for u in fresh.stats.uid[fresh.stats.active_slots()].tolist()}
+    gone = set(born) - alive
+    assert len(gone) > 50
+    assert sorted(c for c in ended if c in set(born)) == sorted(gone)  # each once
 
 
 def test_the_other_writer_is_refused_reloads_and_reads_its_batch_again(
@@ -329,6 +415,37 @@ def test_a_commit_in_old_word_ids_is_refused(redis_url: str, tmp_path: Path) -> 
     assert client.hget("noveld:{oldids}:offsets", "in:1") == b"50"
 
 
+def test_bad_records_of_a_refused_batch_count_once_towards_the_breaker(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A batch refused as stale is read again after the reload: its bad records are dead
+    letters again (at least once, as after a crash), but the run of consecutive bad records
+    the circuit breaker counts is where it was before the batch."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "badrun", 100)
+    a = redis_pipeline(client, settings, ["in:0"])
+    b = redis_pipeline(client, settings, ["in:1"])
+    docs = fading_stories(N)
+    step(b, records(docs[:50], "in", 1))
+    recs = records(docs, "in", 0)
+    for i in range(0, N, 50):
+        if step(a, recs[i : i + 50]).vocabulary_compacted:
+            break
+    else:
+        raise AssertionError("no compaction")
+    bad = [Record(b"not json", SourcePosition(topic="in", partition=1, offset=o)) for o in (50, 51)]
+    b.dead_letters = dlq = CollectingDlq()
+    with pytest.raises(StateDiverged) as caught:
+        step(b, bad)
+    assert caught.value.outcome is CommitOutcome.STALE
+    assert b.consecutive_invalid == 0
+    b.reload()
+    step(b, bad)
+    assert b.consecutive_invalid == 2  # not 4
+    assert len(dlq.sent) == 4
+    assert client.hget("noveld:{badrun}:offsets", "in:1") == b"52"
+
+
 def test_a_compacted_namespace_exports_and_imports_whole(
     redis_url: str, stream: Path, tmp_path: Path
 ) -> None:
@@ -358,6 +475,14 @@ def test_a_compacted_namespace_exports_and_imports_whole(
     again = noveld("run", "--input", str(stream), *dst, "--compact-vocabulary-at", "100",
                    *FORGETTING, "--dlq", str(tmp_path / "d2.jsonl"))  # fmt: skip
     assert again.returncode == 0 and again.stdout == ""
+    # the import's vocabulary generation is one no writer holds: a replica still running on
+    # the namespace it replaced is refused as stale, and a lost vocab_gone key is named
+    client = redis.Redis.from_url(redis_url)
+    gens = [int(client.hget(f"noveld:{{{ns}}}:meta", "vocab_gen")) for ns in ("cmp-src", "cmp-dst")]
+    assert gens[0] > 0 and gens[1] >= 1 << 32
+    client.delete("noveld:{cmp-dst}:vocab_gone")
+    lost = noveld("state", "show", *dst)
+    assert lost.returncode == 6 and "vocab_gone key is gone" in lost.stderr, lost.stderr
 
 
 def test_a_compaction_right_after_the_others_commit_makes_it_reload(

@@ -48,6 +48,22 @@ def test_commit_advances_offsets_and_detects_replay_and_gaps(tmp_path: Path) -> 
         store.commit(state, request(20, 30))
 
 
+def test_an_end_offered_for_a_cluster_the_writer_did_not_announce_is_left_out(
+    tmp_path: Path,
+) -> None:
+    """One writer announces every cluster itself: an end it offers ``if_announced`` (for a
+    cluster it did not announce) was never announced, so it is reported, not kept."""
+    store = MemoryStore(tmp_path)
+    events: list[dict[str, object]] = [
+        {"event_id": "r1", "type": "cluster.retired", "cluster_id": "c1"},
+        {"event_id": "r2", "type": "cluster.retired", "cluster_id": "c2"},
+    ]
+    req = CommitRequest({"f:0": 0}, {"f:0": 1}, None, events, {}, if_announced=frozenset({"r2"}))
+    assert store.commit(fitted_state(), req) is CommitOutcome.COMMITTED
+    assert store.suppressed == ["r2"]
+    assert [e["event_id"] for e in store.outbox_pending()] == ["r1"]
+
+
 def test_snapshot_round_trip_preserves_the_model(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path)
     state = fitted_state()
