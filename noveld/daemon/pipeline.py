@@ -466,8 +466,9 @@ class Pipeline:
                 else []
             )
             events += [self._born_event(c) for c in confirmed]
-            events += self._retired_events(result.retired, positions[-1])
-            events += self._merged_events(result.merged, positions[-1])
+            last = SourcePosition(**position_json(positions[-1], docs[-1]))  # its event time
+            events += self._retired_events(result.retired, last)
+            events += self._merged_events(result.merged, last)
             rep.births = len(confirmed)
             rep.model_births = len(result.born)
             rep.retired = len(result.retired)

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from cli_runner import NOVELD, noveld
 
+from noveld.schema import format_rfc3339
+
 pytestmark = pytest.mark.integration
 
 BIG = 300_000  # long enough that a kill 0.1–1 s after the first snapshot lands mid-stream
@@ -57,6 +59,18 @@ def big_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def events_of(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_retirements_carry_the_documents_own_time(stream: Path, tmp_path: Path) -> None:
+    """``retired_at`` is timed like ``born_at``: by the batch's last document's own ``ts``."""
+    out = noveld("run", "--input", str(stream), "--state-dir", str(tmp_path), "--half-life", "300")
+    assert out.returncode == 0, out.stderr
+    retired = [e for e in events_of(out.stdout) if e["type"] == "cluster.retired"]
+    lines = stream.read_text().splitlines()
+    assert retired and all(
+        e["retired_at"]["ts"] == format_rfc3339(json.loads(lines[e["retired_at"]["offset"]])["ts"])
+        for e in retired
+    )
 
 
 def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_path: Path) -> None:
