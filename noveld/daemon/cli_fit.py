@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from noveld.daemon.embedded import EXIT_OK, UserError, default_store, run_file
+from noveld.daemon.embedded import EXIT_OK, UserError, default_store, graceful_stop, run_file
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings
 from noveld.eval.metrics import clustering_scores
@@ -187,15 +187,24 @@ def fit_archive(
         f"{np.unique(before).shape[0]:,} clusters); {sweeps} sweeps over all of them\n"
     )
 
-    def on_sweep(i: int, moved: int, clusters: int) -> None:
-        end = "; converged" if moved == 0 and m.deterministic else ""
-        say(f"noveld fit: sweep {i + 1}/{sweeps}: {moved:,} moved, {clusters:,} clusters{end}\n")
+    with graceful_stop() as stop:
 
-    refined = refine_partition(
-        batch, before, model.config, model.log_alpha(settings.batch.max_docs), sweeps,
-        rec.fixed(), int(stats.ictl[kern.NEXT_UID]), np.random.default_rng([m.seed, sweeps]),
-        on_sweep,
-    )  # fmt: skip
+        def on_sweep(i: int, moved: int, clusters: int) -> None:
+            end = "; converged" if moved == 0 and m.deterministic else ""
+            say(
+                f"noveld fit: sweep {i + 1}/{sweeps}: {moved:,} moved, {clusters:,} clusters{end}\n"
+            )
+            if stop.is_set():  # SIGINT/SIGTERM: after the sweep under way, nothing written
+                raise PassStopped(
+                    EXIT_INTERRUPTED,
+                    f"stopped by a signal after sweep {i + 1}; nothing was written",
+                )
+
+        refined = refine_partition(
+            batch, before, model.config, model.log_alpha(settings.batch.max_docs), sweeps,
+            rec.fixed(), int(stats.ictl[kern.NEXT_UID]), np.random.default_rng([m.seed, sweeps]),
+            on_sweep,
+        )  # fmt: skip
     t2 = time.perf_counter()
     state = _fitted_state(pipeline, batch, refined.uids, refined.next_uid)
     _write(settings, state)

@@ -79,12 +79,15 @@ def refine_partition(
     was alone already. MAP sweeps stop early once one moves nothing (a fixed point).
     ``on_sweep(i, moved, clusters)`` follows the progress."""
     stats, slots = partition_stats(batch, uids, next_uid)
-    stats.reserve(len(batch), batch.nnz * max(sweeps, 1), batch.vocab_size)
     stats.fresh[: stats.kmax] = True  # every cluster may empty and go
     moved = np.zeros(1, dtype=np.int64)
-    scratch = np.empty(stats.m.shape[0])
     per_sweep: list[int] = []
     for i in range(sweeps):
+        # room for one sweep (every document moved, each alone): the pool drops the entries
+        # emptied by earlier sweeps when it runs short (bit-identical scores), so memory
+        # stays that of the archive's counts whatever the number of sweeps
+        stats.reserve(len(batch), batch.nnz, batch.vocab_size)
+        scratch = np.empty(stats.m.shape[0])
         kern.reseat_documents(
             batch.ptr, batch.words, batch.counts, batch.lengths, slots, fixed,
             rng.random(len(batch)), 1, log_alpha, config.beta, batch.n_words * config.beta,

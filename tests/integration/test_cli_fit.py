@@ -152,3 +152,38 @@ def test_sigterm_during_the_pass_writes_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert "nothing was written" in err and "Traceback" not in err
     assert not (state / "state.npz").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_sweeps_writes_nothing(sig: signal.Signals, tmp_path: Path) -> None:
+    """The sweeps stop after the one under way: exit 130, the target left empty."""
+    archive = tmp_path / "a.jsonl"
+    write_jsonl(SynthConfig(n_docs=20_000, n_stories=100, seed=5), archive)
+    state = tmp_path / "s"
+    proc = subprocess.Popen(
+        [
+            *NOVELD,
+            "fit",
+            str(archive),
+            "--state-dir",
+            str(state),
+            "--sampled",
+            "--sweeps",
+            "100000",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    lines = []
+    while not any("sweep 2/" in line for line in lines):  # the sweeps are under way
+        line = proc.stderr.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "stopped by a signal after sweep" in err and "nothing was written" in err
+    assert "Traceback" not in err
+    assert not (state / "state.npz").exists()
