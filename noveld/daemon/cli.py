@@ -297,9 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="cluster a document stream and emit novelty events",
         description="Read JSONL documents (file or - for stdin), seat each in a cluster, write "
-        "cluster.born / cluster.retired events as JSON lines on stdout and progress "
-        "on stderr. With --state-dir the state is snapshotted atomically and a "
-        "second run resumes after the last committed line.",
+        "cluster.born / cluster.retired / cluster.merged events (and, on request, each "
+        "document's cluster) as JSON lines on stdout and progress on stderr "
+        "(docs/events.md). With --state-dir the state is snapshotted atomically and a "
+        "second run resumes after the last committed line. With --kafka-bootstrap and "
+        "--redis-url: the production daemon (docs/deployment.md).",
     )
     run.add_argument("--input", "-i", help="JSONL file, or - for stdin (default -)")
     run.add_argument("--state-dir", type=Path, help="directory for the state snapshot")
@@ -380,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="GET /healthz (or /readyz with --ready) of a daemon started with "
         "--metrics-port; for container HEALTHCHECKs and probes.",
     )
-    chk.add_argument("--metrics-port", type=int, required=True)
+    chk.add_argument("--metrics-port", type=int, required=True, help="the daemon's --metrics-port")
     chk.add_argument("--host", default="127.0.0.1")
     chk.add_argument("--ready", action="store_true", help="check /readyz instead")
     chk.set_defaults(func=_cmd_check)

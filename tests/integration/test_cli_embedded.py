@@ -754,6 +754,23 @@ def test_metrics_health_and_check_on_a_live_daemon(tmp_path: Path) -> None:
     assert noveld("check", "--metrics-port", str(port)).returncode == 1  # nothing listening
 
 
+def test_metrics_on_any_free_port_says_which(tmp_path: Path) -> None:
+    """``--metrics-port 0`` picks a free port and names it on stderr, where it answers."""
+    import urllib.request
+
+    proc = subprocess.Popen(
+        [*NOVELD, "run", "--input", "-", "--metrics-port", "0", "--dlq", str(tmp_path / "d")],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None and proc.stdin is not None
+    line = proc.stderr.readline()
+    assert line.startswith("noveld: metrics on port "), line
+    port = int(line.split()[4])
+    assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).status == 200
+    proc.communicate(input="", timeout=20)  # end of input: the run ends
+    assert proc.returncode == 0
+
+
 def test_evaluate_with_known_labels_reports_known_f1(stream: Path) -> None:
     """Paper 000's protocol on a generated stream: revealing 40 % of half the classes gives
     known categories the unrevealed documents land in (known_f1), and novel classes are still

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from noveld.daemon.cli import build_parser
-from noveld.daemon.settings import Settings
+from noveld.daemon.settings import Settings, load_settings, model_fingerprint
 from noveld.schema import parse_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,3 +47,15 @@ def test_the_event_reference_examples_are_valid_events() -> None:
     examples = re.findall(r"```json\n(.*?)```", text, re.S)
     kinds = {type(parse_event(block)).__name__ for block in examples}
     assert {"ClusterMerged", "DocumentAssigned", "DocumentsAssigned"} <= kinds
+
+
+def test_the_fingerprint_paragraph_names_every_fingerprint_key() -> None:
+    """Each key a stored state is refused over, for every engine and likelihood."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    paragraph = text.split("<!-- fingerprint -->")[1].split("<!-- /fingerprint -->")[0]
+    keys: set[str] = set()
+    for model in ({"kind": "dpmm"}, {"kind": "svi"}, {"kind": "hdp"},
+                  {"likelihood": "vmf", "embedding_dim": 8}, {"likelihood": "edcm"}):  # fmt: skip
+        keys |= set(model_fingerprint(load_settings(None, {"model": model}))) - {"schema"}
+    missing = sorted(k for k in keys if f"`{k}`" not in paragraph)
+    assert not missing, f"fingerprint keys not in docs/configuration.md: {missing}"
