@@ -302,10 +302,15 @@ def unit_embedding(doc: Document) -> np.ndarray | None:
     if doc.embedding is None:
         return None
     x = np.asarray(doc.embedding, dtype=np.float64)
-    norm = float(np.linalg.norm(x))
-    if not norm > 0.0 or not math.isfinite(norm):
+    with np.errstate(over="ignore", under="ignore"):  # handled below
+        norm = float(np.linalg.norm(x))
+    if 1e-150 < norm < math.inf:
+        return x / norm
+    big = float(np.abs(x).max()) if x.shape[0] else 0.0
+    if not 0.0 < big < math.inf:
         return None
-    return x / norm
+    x = x / big  # to [-1, 1] first: the norm of tiny or huge entries under- or overflows
+    return x / float(np.linalg.norm(x))
 
 
 class Featurizer:

@@ -94,6 +94,11 @@ class _Reject(Exception):
         self.invalid = Invalid(reason, detail)
 
 
+def _a(noun: str) -> str:
+    """The noun with its indefinite article ("an array", "a string")."""
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
 def _type_name(value: Any) -> str:
     """JSON-ish type name of a parsed value, for detail messages."""
     if value is None:
@@ -197,7 +202,7 @@ def _tokens(obj: dict[str, Any], name: str) -> list[str] | None:
     for tok in value:
         if not isinstance(tok, str):
             raise _Reject(
-                InvalidReason.BAD_FIELD, f"{name!r} holds a {_type_name(tok)}, not a string"
+                InvalidReason.BAD_FIELD, f"{name!r} holds {_a(_type_name(tok))}, not a string"
             )
     return value
 
@@ -228,7 +233,7 @@ def _embedding(obj: dict[str, Any], name: str, dim: int | None) -> list[float] |
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):
             raise _Reject(
-                InvalidReason.BAD_FIELD, f"{name!r} holds a {_type_name(x)}, not a number"
+                InvalidReason.BAD_FIELD, f"{name!r} holds {_a(_type_name(x))}, not a number"
             )
         try:
             f = float(x)
@@ -266,6 +271,11 @@ def _context(obj: dict[str, Any], name: str) -> dict[str, str]:
         raise _Reject(InvalidReason.BAD_FIELD, f"{name!r} must be an object")
     out: dict[str, str] = {}
     for key, v in value.items():
+        if any(c < " " for c in key):  # the context vocabulary joins field and value with one
+            raise _Reject(
+                InvalidReason.BAD_FIELD,
+                f"{name!r} field name {key[:32]!r} holds a control character",
+            )
         if isinstance(v, str):
             out[key] = v
         elif v is None:
@@ -317,7 +327,9 @@ def _ts(obj: dict[str, Any], name: str) -> float | None:
 def _decode(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document:
     """The checks, in order; raises ``_Reject`` on the first problem."""
     if len(raw) > limits.max_doc_bytes:
-        raise _Reject(InvalidReason.OVERSIZE, f"{len(raw)} bytes, limit {limits.max_doc_bytes}")
+        raise _Reject(  # not its size: the reader keeps at most one byte past the limit
+            InvalidReason.OVERSIZE, f"longer than the limit of {limits.max_doc_bytes} bytes"
+        )
     obj = _parse(raw)
     if not isinstance(obj, dict):
         raise _Reject(

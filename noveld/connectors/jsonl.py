@@ -79,6 +79,7 @@ class JsonlSource:
         self._next = 0  # line number of the next line to read
         self.exhausted = False
         self.held_tail = False  # a last line left unread: no newline and not JSON (yet)
+        self.held_tail_cr = False  # ... and it holds carriage returns
         while self._next < start_offset and self._read_line() is not None:
             pass
 
@@ -107,6 +108,7 @@ class JsonlSource:
             return None
         if not cut and not line.endswith(b"\n") and self.path != STDIN and _unfinished(line):
             self.exhausted = self.held_tail = True  # a writer may still be appending to it
+            self.held_tail_cr = b"\r" in line  # or its lines end in CR alone (old Mac files)
             return None
         self._next += 1
         if line.endswith(b"\n"):

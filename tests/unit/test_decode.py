@@ -127,6 +127,8 @@ def test_id_boundaries_and_integer_ids(parser: str) -> None:
         {"text": "x", "context": "source=ap"},
         {"text": "x", "context": {"nested": {"a": "b"}}},
         {"text": "x", "context": {"list": ["a"]}},
+        {"text": "x", "context": {"a\x1fb": "c"}},  # the context vocabulary's separator
+        {"text": "x", "context": {"line\n": "c"}},
         {"text": "x", "ts": "yesterday"},
         {"text": "x", "ts": "2024-02-30T00:00:00Z"},
         {"text": "x", "ts": True},

@@ -16,6 +16,7 @@ from noveld.featurize import (
     batch_from_flat,
     build_batch,
     context_tokens,
+    unit_embedding,
 )
 from noveld.models.base import DocBatch
 from noveld.schema import Document
@@ -268,3 +269,18 @@ def test_featurizer_ignores_context_unless_asked() -> None:
         [Document(id="a", text="quake hits", context={"source": "ap"})]
     )
     assert batch.ctx_ptr is None and vocab.reserved == 0 and len(vocab) == 2
+
+
+@pytest.mark.parametrize(
+    "embedding", [[1e-200, 1e-200, 0.0, 0.0], [1e308, 1e308, 1e308, 1e308], [3.0, 4.0, 0.0, 0.0]]
+)
+def test_an_embedding_of_tiny_or_huge_entries_has_its_direction(embedding: list[float]) -> None:
+    """Its norm under- or overflows, but it is no zero vector: scaled first, then normed."""
+    x = unit_embedding(Document(id="e", embedding=embedding))
+    assert x is not None
+    expected = np.asarray(embedding) / np.abs(embedding).max()
+    np.testing.assert_allclose(x, expected / np.linalg.norm(expected), rtol=1e-15)
+
+
+def test_a_zero_embedding_has_no_direction() -> None:
+    assert unit_embedding(Document(id="z", embedding=[0.0, 0.0, 0.0])) is None

@@ -123,6 +123,19 @@ def test_unfinished_last_line_of_a_file_is_left_for_the_next_run(tmp_path: Path)
         assert not src.held_tail
 
 
+def test_a_file_with_carriage_returns_alone_is_told_apart(tmp_path: Path) -> None:
+    """Lines ending in CR alone are one unfinished line here: the run says so (its notice
+    names the carriage returns) instead of only suggesting a writer is still appending."""
+    path = tmp_path / "mac.jsonl"
+    path.write_bytes(b'{"id":"a","text":"x"}\r{"id":"b","text":"y"}\r')
+    with JsonlSource(str(path)) as src:
+        assert list(src) == []
+        assert src.held_tail and src.held_tail_cr
+    path.write_bytes(b'{"id":"b","te')
+    with JsonlSource(str(path)) as src:
+        assert list(src) == [] and src.held_tail and not src.held_tail_cr
+
+
 def test_complete_last_line_without_newline_is_read(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_bytes(b'{"id":"a"}\n{"id":"b"}')  # many writers omit the final newline
