@@ -167,14 +167,15 @@ class SynthConfig:
         checks: list[tuple[bool, str]] = [
             (self.n_docs >= 0, "n_docs must be >= 0"),
             (self.burstiness >= 0, "burstiness must be >= 0 (0 = words drawn i.i.d.)"),
-            (self.n_stories >= 1, "n_stories must be >= 1"),
+            (1 <= self.n_stories <= 100_000, "n_stories must be in [1, 100000]"),
             (10 <= self.vocab_size <= 5_000_000, "vocab_size must be in [10, 5000000]"),
-            (self.doc_len_mean > 0, "doc_len_mean must be > 0"),
+            (0 < self.doc_len_mean <= 10_000, "doc_len_mean must be in (0, 10000]"),
             (0.0 <= self.birth_rate <= 1.0, "birth_rate must be in [0, 1]"),
             (self.topic_concentration > 0, "topic_concentration must be > 0"),
             (
                 1 <= self.story_words <= self.vocab_size - self.vocab_size // 50,
-                "story_words must be in [1, vocab_size minus its 2% most frequent words]",
+                f"story_words (each story's own words, {self.story_words}) must be in [1, "
+                "vocab_size minus its 2% most frequent words]: a larger vocabulary is needed",
             ),
             (self.seed >= 0, "seed must be >= 0"),
             (self.lifetime is None or self.lifetime > 0, "lifetime must be > 0 or None"),
@@ -183,8 +184,12 @@ class SynthConfig:
             (self.burst_strength >= 0, "burst_strength must be >= 0"),
             (self.n_sources >= 0, "n_sources must be >= 0"),
             (0.0 <= self.source_fidelity <= 1.0, "source_fidelity must be in [0, 1]"),
-            (self.embedding_dim == 0 or self.embedding_dim >= 2, "embedding_dim must be 0 or >= 2"),
-            (0.0 < self.embedding_cosine < 1.0, "embedding_cosine must be in (0, 1)"),
+            (
+                self.embedding_dim == 0 or 2 <= self.embedding_dim <= 65_536,
+                "embedding_dim must be 0 or in [2, 65536]",
+            ),
+            # closer to 1 the rejection sampler's κ loses its precision and never accepts
+            (0.0 < self.embedding_cosine <= 0.9999, "embedding_cosine must be in (0, 0.9999]"),
         ]
         for ok, message in checks:
             if not ok:

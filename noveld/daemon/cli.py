@@ -28,7 +28,7 @@ from noveld.daemon.embedded import (
 )
 from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
 from noveld.daemon.outage import outage_reason
-from noveld.daemon.settings import Settings, load_settings, unknown_env_names
+from noveld.daemon.settings import ConfigError, Settings, load_settings, unknown_env_names
 from noveld.state.redis_store import StoreConflict
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
@@ -382,8 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="GET /healthz (or /readyz with --ready) of a daemon started with "
         "--metrics-port; for container HEALTHCHECKs and probes.",
     )
-    chk.add_argument("--metrics-port", type=int, required=True, help="the daemon's --metrics-port")
-    chk.add_argument("--host", default="127.0.0.1")
+    chk.add_argument(
+        "--metrics-port", type=_port, required=True, help="the daemon's --metrics-port"
+    )
+    chk.add_argument("--host", default="127.0.0.1", help="the daemon's host (default 127.0.0.1)")
     chk.add_argument("--ready", action="store_true", help="check /readyz instead")
     chk.set_defaults(func=_cmd_check)
 
@@ -417,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         sys.stderr.write(f"noveld: error: invalid configuration:\n{_validation_text(exc)}\n")
         return EXIT_USAGE
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ConfigError) as exc:
         sys.stderr.write(f"noveld: error: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
@@ -439,6 +441,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_IO
     except KeyboardInterrupt:
         return 130
+
+
+def _port(text: str) -> int:
+    """A TCP port, 1–65535 (argparse type)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
+    return port
 
 
 def _validation_text(exc: ValidationError) -> str:

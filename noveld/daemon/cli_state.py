@@ -91,8 +91,13 @@ def _need_one_target(ns: argparse.Namespace, verb: str) -> None:
 def _cmd_export(ns: argparse.Namespace) -> int:
     _need_one_target(ns, "export")
     out: Path = ns.output
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        # the file is written beside it and renamed over it: never over a device or a link
+        raise UserError(f"{out} exists and is not a regular file; export to a file path")
     if out.exists() and not ns.force:
         raise UserError(f"{out} exists; pass --force to overwrite it")
+    if not out.parent.is_dir():
+        raise UserError(f"directory {out.parent} does not exist")
     if ns.redis_url:
         exported = _redis_store(ns).export()  # one transaction: consistent while writers run
         if exported is None:

@@ -79,7 +79,14 @@ def _cmd_evaluate(
             blind = settings.model.model_copy(update={"use_labels": False})
             settings = settings.model_copy(update={"model": blind})
             report = evaluate_file(settings, path, window=ns.window, progress_out=progress)
-    if report.get("docs", 0) and report.get("unlabelled_docs") == report.get("docs"):
+    if not report.get("docs", 0):  # an empty file, or nothing in it valid: nothing scored
+        bad = report.get("invalid_records", 0)
+        raise UserError(
+            f"no valid document in {path} to score"
+            + (f" ({bad:,} invalid records; noveld run writes them to a DLQ with the reason)"
+               if bad else "")
+        )  # fmt: skip
+    if report.get("unlabelled_docs") == report.get("docs"):
         raise UserError(
             f"no document in {path} has a label field '{settings.fields.label}' to score against"
         )

@@ -139,6 +139,8 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
         client = connect(url, socket_timeout_s=settings.redis.socket_timeout_s)
     except ValueError as exc:
         raise UserError(f"bad Redis URL ({redacted(url)}): {exc}") from exc
+    except TypeError as exc:  # a query option redis-py's connections do not take
+        raise UserError(f"bad Redis URL ({redacted(url)}): an option it cannot use: {exc}") from exc
     except redis.RedisError as exc:
         raise UserError(f"cannot reach Redis ({redacted(url)}): {exc}") from exc
     shared = RedisStore(
@@ -151,6 +153,8 @@ def default_store(settings: Settings, snapshot: bool = True) -> StateStore:
         problem = shared.unfit_server()
     except redis.RedisError as exc:
         raise UserError(f"cannot start: {outage_reason(exc)}") from exc
+    except (TypeError, ValueError) as exc:  # the URL's query options, met at the first connection
+        raise UserError(f"bad Redis URL ({redacted(url)}): an option it cannot use: {exc}") from exc
     if problem is not None:
         raise UserError(f"the Redis at {redacted(url)} cannot hold noveld's state: {problem}")
     return shared
@@ -326,6 +330,14 @@ def open_source(settings: Settings, input_path: str, start: int) -> JsonlSource 
         raise UserError(f"cannot read input {input_path}: {exc}") from exc
     if input_path == "-":
         return TimedSource(base, settings.batch.max_wait_ms / 1000)
+    if base.next_offset < start:  # fewer lines than the state has committed from it
+        base.close()
+        raise UserError(
+            f"{input_path} has {base.next_offset:,} complete lines but the state already holds "
+            f"lines 1 to {start:,} of it: this is not the file the state was built from "
+            "(truncated, rotated or replaced?). Give a new file its own --state-dir or "
+            "--namespace (with Redis, `noveld state set-offset` moves the stored offset)"
+        )
     return base
 
 
@@ -457,9 +469,17 @@ def run_file(
                 first = nxt
             progress.stopped = stop.is_set()
             if getattr(source, "held_tail", False) and progress_out is not None:
+                cr = getattr(source, "held_tail_cr", False)
                 progress_out.write(
                     f"noveld: the last line of {input_path} has no newline and is not JSON (yet): "
-                    "left unread for the next run, in case a writer is still appending it\n"
+                    "left unread for the next run, in case a writer is still appending it"
+                    + (
+                        " (it holds carriage returns: if the file's lines end in CR alone, "
+                        "convert them to newlines — noveld reads such a file as one line)"
+                        if cr
+                        else ""
+                    )
+                    + "\n"
                 )
         finally:
             if code != EXIT_REDIS_UNREACHABLE:  # else there is nothing to flush to

@@ -7,6 +7,7 @@ Environment variables use the prefix ``NOVELD_`` and ``__`` between levels, e.g.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+from pydantic_settings.exceptions import SettingsError
 
 from noveld.state.redis_url import check_url
 
@@ -70,7 +72,7 @@ class ModelSettings(_Section):
     beta: float = Field(0.01, gt=0, description="symmetric Dirichlet prior on cluster words")
     alpha_scaling: Literal["none", "batch"] = "batch"
     discount: float = Field(0.5, ge=0, lt=1, description="Pitman–Yor discount (0 = DP)")
-    rejuvenation_sweeps: int = Field(2, ge=0)
+    rejuvenation_sweeps: int = Field(2, ge=0, le=1000)
     deterministic: bool = Field(True, description="MAP seating instead of sampling")
     half_life_docs: float = Field(0.0, ge=0, description="forgetting half-life; 0 = off")
     retire_min_mass: float = Field(0.05, ge=0)
@@ -274,6 +276,12 @@ class KafkaSettings(_Section):
                 "kafka.bootstrap_servers is empty; give host:port[,host:port…], or leave it "
                 "unset to read --input FILE or stdin"
             )
+        for server in (self.bootstrap_servers or "").split(","):
+            if server.strip() and not _is_host_port(server.strip()):
+                raise ValueError(
+                    f"kafka.bootstrap_servers: {server.strip()!r} is not host[:port] (a port "
+                    "1-65535; an IPv6 address in brackets, [::1]:9092)"
+                )
         roles = {"events_topic": self.events_topic, "dlq_topic": self.dlq_topic}
         if self.input_topic is not None:
             roles = {"input_topic": self.input_topic, **roles}
@@ -457,6 +465,30 @@ def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _is_host_port(server: str) -> bool:
+    """``host``, ``host:port`` or ``[ipv6]:port`` with a port in 1–65535."""
+    if server.startswith("["):
+        addr, sep, rest = server[1:].partition("]")
+        if not sep or not addr:
+            return False
+        if not rest:
+            return True
+        if not rest.startswith(":"):
+            return False
+        port = rest[1:]
+    elif ":" in server:
+        host, port = server.rsplit(":", 1)
+        if not host or ":" in host:
+            return False
+    else:
+        return True
+    return port.isdigit() and 1 <= int(port) <= 65535
+
+
+class ConfigError(ValueError):
+    """A configuration file or environment that cannot be read (the CLI exits 2)."""
+
+
 def load_settings(
     config_file: Path | None = None, overrides: dict[str, Any] | None = None
 ) -> Settings:
@@ -467,6 +499,8 @@ def load_settings(
     """
     if config_file is not None and not config_file.exists():
         raise FileNotFoundError(f"config file {config_file} does not exist")
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"config file {config_file} is not a file")
 
     class _FileSettings(Settings):
         @classmethod
@@ -485,7 +519,17 @@ def load_settings(
 
     # Nested CLI overrides must merge with env/TOML sections rather than replace them, so the
     # lower layers are resolved first and the overrides merged on top.
-    base = _FileSettings().model_dump()
+    try:
+        base = _FileSettings().model_dump()
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {config_file} is not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {config_file} is not UTF-8 text ({exc.reason})") from exc
+    except SettingsError as exc:  # e.g. NOVELD_MODEL=garbage: a whole section must be JSON
+        raise ConfigError(
+            f"{exc}; a section set by one environment variable (e.g. NOVELD_MODEL) takes a JSON "
+            "object — set single keys with two underscores instead (NOVELD_MODEL__ALPHA=0.1)"
+        ) from exc
     merged = _deep_merge(base, overrides or {})
     settings = Settings.model_validate(merged)
     _check_complete(settings.kafka, "kafka")

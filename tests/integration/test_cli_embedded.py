@@ -61,6 +61,21 @@ def events_of(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def test_a_file_shorter_than_the_state_holds_is_refused(stream: Path, tmp_path: Path) -> None:
+    """A rotated or truncated input would otherwise be skipped up to the stored line number:
+    its documents lost without a word."""
+    src = tmp_path / "in.jsonl"
+    lines = stream.read_text().splitlines(keepends=True)
+    src.write_text("".join(lines[:100]))
+    state = tmp_path / "s"
+    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    src.write_text("".join(lines[1000:1050]))  # rotated: a new, shorter file
+    out = noveld("run", "--input", str(src), "--state-dir", str(state))
+    assert out.returncode == 2 and out.stdout == ""
+    assert "has 50 complete lines but the state already holds lines 1 to 100" in out.stderr
+    assert state_show(state)["docs"] == 100
+
+
 def test_retirements_carry_the_documents_own_time(stream: Path, tmp_path: Path) -> None:
     """``retired_at`` is timed like ``born_at``: by the batch's last document's own ``ts``."""
     out = noveld("run", "--input", str(stream), "--state-dir", str(tmp_path), "--half-life", "300")

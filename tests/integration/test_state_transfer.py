@@ -72,6 +72,29 @@ def test_state_dir_export_seeds_redis(redis_url: str, stream: Path, tmp_path: Pa
     assert show("--state-dir", str(fresh_dir))["digest"] == before["digest"]
 
 
+def test_export_writes_only_to_a_file_path(stream: Path, tmp_path: Path) -> None:
+    """--force replaces a file, never a device or a link (the copy is renamed over the
+    target), and a missing directory is named instead of created."""
+    state_dir = tmp_path / "state"
+    cli("run", "--input", str(stream), "--state-dir", str(state_dir), "--quiet")
+    src = ["--state-dir", str(state_dir)]
+    link = tmp_path / "link.npz"
+    link.symlink_to(tmp_path / "elsewhere.npz")
+    for target, said in (
+        ("/dev/null", "is not a regular file"),
+        (str(link), "is not a regular file"),
+        (str(tmp_path), "is not a regular file"),
+        (str(tmp_path / "missing" / "b.npz"), "does not exist"),
+    ):
+        out = cli("state", "export", target, *src, "--force", ok=False)
+        assert out.returncode == 2 and said in out.stderr, (target, out.stderr)
+    assert Path("/dev/null").is_char_device() and link.is_symlink()
+    assert not (tmp_path / "missing").exists()
+    again = tmp_path / "b.npz"
+    cli("state", "export", str(again), *src)
+    cli("state", "export", str(again), *src, "--force")  # a file: replaced
+
+
 def test_unreadable_export_is_a_clear_error(redis_url: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not an export")

@@ -112,6 +112,30 @@ def test_cli_refuses_bad_values_with_exit_2(capsys: pytest.CaptureFixture[str]) 
         assert "invalid configuration" in err and "Traceback" not in err
 
 
+def test_unreadable_configuration_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Broken TOML, a config file that is not UTF-8, a directory given as the config file,
+    and a whole section in one environment variable that is not JSON."""
+    broken = tmp_path / "broken.toml"
+    broken.write_text("namespace = \n")
+    utf16 = tmp_path / "utf16.toml"
+    utf16.write_bytes('namespace = "x"\n'.encode("utf-16"))
+    cases = {
+        str(broken): "is not valid TOML: Invalid value (at line 1, column 13)",
+        str(utf16): "is not UTF-8 text",
+        str(tmp_path): "is not a file",
+    }
+    for path, message in cases.items():
+        assert main(["config", "show", "--config", path]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    monkeypatch.setenv("NOVELD_MODEL", "garbage")
+    assert main(["config", "show"]) == 2
+    err = capsys.readouterr().err
+    assert '"model"' in err and "NOVELD_MODEL__ALPHA" in err and "Traceback" not in err
+
+
 def test_cli_tools_refuse_bad_arguments_before_working(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -123,6 +147,13 @@ def test_cli_tools_refuse_bad_arguments_before_working(
     assert "is a directory" in capsys.readouterr().err
     assert main(["demo", "--docs", "0"]) == 2
     assert "at least one document" in capsys.readouterr().err
+    for port in ("70000", "0", "x"):
+        with pytest.raises(SystemExit) as usage:  # argparse's usage error
+            main(["check", "--metrics-port", port])
+        assert usage.value.code == 2
+        assert "is not a port (1-65535)" in capsys.readouterr().err
+    with pytest.raises(ValidationError, match="rejuvenation_sweeps"):
+        load_settings(None, {"model": {"rejuvenation_sweeps": 100_000_000}})
 
 
 def test_evaluate_reports_the_invalid_records_it_skipped(
@@ -135,6 +166,20 @@ def test_evaluate_reports_the_invalid_records_it_skipped(
     out = capsys.readouterr()
     assert '"invalid_records": 2' in out.out and '"docs": 30' in out.out
     assert "2 invalid records were skipped" in out.err
+
+
+def test_evaluate_with_nothing_to_score_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty file, or one whose every record is invalid, is not a report of zeros."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("garbage\n" + '{"id": "no-text"}\n')
+    for path, said in ((empty, "no valid document in"), (bad, "(2 invalid records")):
+        assert main(["evaluate", str(path), "--json"]) == 2
+        out = capsys.readouterr()
+        assert out.out == "" and said in out.err
 
 
 def test_illegal_kafka_topic_names_are_refused_at_start() -> None:
@@ -176,3 +221,16 @@ def test_run_refuses_a_kafka_topic_without_a_broker_and_two_inputs(
     assert "either --input" in capsys.readouterr().err
     assert main(["run", "--kafka-bootstrap", "", "--input", str(data)]) == 2
     assert "bootstrap_servers is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["host:notaport", ":::", "h:0", "h:70000", "h:", "[::1", "[]:1"])
+def test_a_malformed_bootstrap_address_is_refused(bad: str) -> None:
+    """Checked with the settings, so ``run`` and ``produce`` refuse it alike (produce died
+    with a traceback inside kafka-python)."""
+    with pytest.raises(ValidationError, match="is not host"):
+        load_settings(None, {"kafka": {"bootstrap_servers": f"ok:9092,{bad}"}})
+
+
+@pytest.mark.parametrize("good", ["h", "h:9092", "10.0.0.1:9093, k2:9092", "[::1]:9092", "[::1]"])
+def test_bootstrap_addresses_kafka_takes_are_accepted(good: str) -> None:
+    assert load_settings(None, {"kafka": {"bootstrap_servers": good}}).kafka.bootstrap_servers

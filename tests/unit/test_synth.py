@@ -177,6 +177,11 @@ def test_write_jsonl_matches_generate(tmp_path: Path) -> None:
         {"burst_strength": -1.0},
         {"seed": -1},
         {"burstiness": -1.0},
+        # beyond what a run could generate (memory, time) or sample (κ's precision)
+        {"n_stories": 100_000_000},
+        {"doc_len_mean": 1e9},
+        {"embedding_dim": 1_000_000},
+        {"embedding_dim": 8, "embedding_cosine": 0.999999999},
     ],
 )
 def test_invalid_config_raises(bad: dict[str, Any]) -> None:
