@@ -27,10 +27,12 @@ commits (statistics are additive, DESIGN §6 scale-out).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
 
@@ -38,8 +40,10 @@ import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
+from noveld.models.base import StatsDelta
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
+from noveld.models.novelty import Candidate
 from noveld.models.suffstats import MultinomialStats
 from noveld.schema import StoredEvent, event_json, stored_json
 from noveld.state.base import (
@@ -51,7 +55,13 @@ from noveld.state.base import (
     StaleVocabulary,
     births_among,
 )
-from noveld.state.codec import decode_checkpoint, decode_delta, encode_checkpoint, encode_delta
+from noveld.state.codec import (
+    CodecError,
+    decode_checkpoint,
+    decode_delta,
+    encode_checkpoint,
+    encode_delta,
+)
 from noveld.state.memory import describe_mismatch
 from noveld.state.redis_url import SentinelURL, is_sentinel_url, parse_sentinel_url
 
@@ -106,6 +116,126 @@ def _stream_entries(raw: list[Any]) -> list[tuple[bytes, dict[bytes, bytes]]]:
             fields = dict(zip(fields[::2], fields[1::2], strict=True))
         out.append((entry_id, fields))
     return out
+
+
+#: the Redis type of each key of a namespace that exists (``ack`` and ``probe`` are overwritten
+#: by SET whatever they hold; the staging keys are their writer's): one of another type is damage
+_KEY_TYPES = {
+    "meta": "hash",
+    "counters": "hash",
+    "offsets": "hash",
+    "epochs": "hash",
+    "outbox": "stream",
+    "log": "stream",
+    "uidnext": "hash",
+    "novelty": "string",
+    "lifecycle": "hash",
+    "vocab": "list",
+    "vocab_idx": "hash",
+    "vocab_gone": "string",
+    "ckpt": "string",
+}
+#: meta's fields that hold a non-negative integer
+_META_COUNTS = ("schema", "seq", "ckpt_seq", "vocab_gen", "vocab_checked")
+
+
+def _shown(raw: Any, limit: int = 40) -> str:
+    """A stored value as a message quotes it: its text (bytes that are not UTF-8 escaped),
+    cut to ``limit`` characters."""
+    text = raw.decode(errors="backslashreplace") if isinstance(raw, bytes) else str(raw)
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def _json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    return "null" if value is None else "number"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _int_list(value: Any) -> bool:
+    return isinstance(value, list) and all(_is_int(v) for v in value)
+
+
+#: tests of a stored novelty candidate's fields (:class:`Candidate`; a field not named here
+#: passes as it is)
+_CANDIDATE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "uid": _is_int,
+    "founding_doc_id": lambda v: isinstance(v, str),
+    "born_at": lambda v: isinstance(v, dict),
+    "born_index": _is_int,
+    "novelty_score": _is_number,
+    "size": _is_int,
+    "exemplars": lambda v: isinstance(v, list),
+    "members": lambda v: (
+        isinstance(v, list)
+        and all(
+            isinstance(m, dict)
+            and _int_list(m.get("words"))
+            and _int_list(m.get("counts"))
+            and _is_int(m.get("index"))
+            and isinstance(m.get("at"), dict)
+            for m in v
+        )
+    ),
+}
+_CANDIDATE_FIELDS = frozenset(f.name for f in dataclasses.fields(Candidate))
+_CANDIDATE_NEEDS = frozenset(
+    f.name
+    for f in dataclasses.fields(Candidate)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
+
+
+def _novelty_problem(novelty: Any) -> str | None:
+    """What keeps a parsed ``novelty`` key from being the novelty state the pipeline restores
+    (:meth:`NoveltyTracker.to_json` with ``announced``, ``vocabulary_checked_at`` and
+    ``known``), or None. Cheap: the candidates are the few clusters awaiting confirmation."""
+    if not isinstance(novelty, dict):
+        return f"is a JSON {_json_kind(novelty)}, not an object"
+    candidates = novelty.get("candidates", [])
+    if not isinstance(candidates, list):
+        return f"has a JSON {_json_kind(candidates)} as 'candidates', not a list"
+    for i, cand in enumerate(candidates):
+        if not isinstance(cand, dict):
+            return f"has a JSON {_json_kind(cand)} as candidate {i}, not an object"
+        missing = sorted(_CANDIDATE_NEEDS - cand.keys())
+        if missing:
+            return f"has a candidate ({i}) without {', '.join(map(repr, missing))}"
+        unknown = sorted(cand.keys() - _CANDIDATE_FIELDS)
+        if unknown:
+            return f"has a candidate ({i}) with unknown {', '.join(map(repr, unknown))}"
+        bad = sorted(f for f, test in _CANDIDATE_CHECKS.items() if f in cand and not test(cand[f]))
+        if bad:
+            return f"has a candidate ({i}) with unreadable {', '.join(map(repr, bad))}"
+    checks: dict[str, Callable[[Any], bool]] = {
+        "dropped": _is_int,
+        "vocabulary_checked_at": _is_number,
+        "announced": _int_list,
+        "known": lambda v: isinstance(v, dict) and all(_is_int_text(u) for u in v),
+    }
+    bad = sorted(f for f, test in checks.items() if f in novelty and not test(novelty[f]))
+    if bad:
+        return f"has unreadable {', '.join(map(repr, bad))}"
+    return None
+
+
+def _is_int_text(text: str) -> bool:
+    return text.removeprefix("-").isdigit() and text.isascii()
 
 
 _SET_OFFSET = """
@@ -326,7 +456,11 @@ class RedisStore:
         if not owned:
             return []
         stored = self.client.hmget(self.keys["epochs"], owned)
-        lost = [k for k, v in zip(owned, stored, strict=True) if int(v or 0) < self.epochs[k]]
+        lost = [
+            k
+            for k, v in zip(owned, stored, strict=True)
+            if (0 if v is None else self._count("epochs", k, v)) < self.epochs[k]
+        ]
         if lost:
             self.claim(lost)
         return lost
@@ -337,7 +471,8 @@ class RedisStore:
 
     def stored_offset(self, partition_key: str) -> int:
         """Next offset of a partition as committed with the state (0 if never seen)."""
-        return int(self.client.hget(self.keys["offsets"], partition_key) or 0)
+        raw = self.client.hget(self.keys["offsets"], partition_key)
+        return 0 if raw is None else self._count("offsets", partition_key, raw)
 
     def has_state(self) -> bool:
         """Whether the namespace exists (its meta key holds a fingerprint)."""
@@ -372,7 +507,7 @@ class RedisStore:
             pipe.hsetnx(self.keys["meta"], "schema", SCHEMA)
             pipe.execute()
             meta = self._meta()
-        stored = json.loads(meta["fingerprint"])
+        stored = self._fingerprint(meta)
         if stored != fingerprint:
             raise FingerprintMismatch(
                 f"namespace {self.namespace!r} in Redis was written with different model "
@@ -391,7 +526,7 @@ class RedisStore:
         if "fingerprint" not in meta:
             return None
         self._check_schema(meta)
-        return self._read_state(json.loads(meta["fingerprint"]))
+        return self._read_state(self._fingerprint(meta))
 
     def export(self) -> tuple[NamespaceState, list[dict[str, Any]], dict[str, int]] | None:
         """The state, its undelivered events and uid counters as of one instant — read in the
@@ -401,23 +536,192 @@ class RedisStore:
         if "fingerprint" not in meta:
             return None
         self._check_schema(meta)
-        state, outbox, uidnext = self._read(json.loads(meta["fingerprint"]), with_outbox=True)
+        state, outbox, uidnext = self._read(self._fingerprint(meta), with_outbox=True)
         return None if state is None else (state, outbox, uidnext)
 
     def outbox_length(self) -> int:
-        """Events not yet acknowledged."""
+        """Events not yet acknowledged (each parsed: an unreadable one is damage, named)."""
         entries = self.client.xrange(self.keys["outbox"], "-", "+")
-        return sum(len(_entry_events(fields)) for _, fields in entries)
+        return sum(len(self._stored_events(sid, fields)) for sid, fields in entries)
 
     def log_length(self) -> int:
         """Delta log entries kept (since the checkpoint before last)."""
         return int(self.client.xlen(self.keys["log"]))
 
     def _meta(self) -> dict[str, str]:
-        return {_text(k): _text(v) for k, v in self.client.hgetall(self.keys["meta"]).items()}
+        """The meta hash, once every key of the namespace has its type and meta's counts are
+        counts (:class:`StoreConflict` naming the key and what is wrong otherwise; the
+        fingerprint is checked as it is read, :meth:`_fingerprint`)."""
+        pipe = self._typed_transaction()
+        pipe.hgetall(self.keys["meta"])
+        (raw,) = self._execute_typed(pipe)
+        meta = {self._str("meta", k, "a field name"): v for k, v in raw.items()}
+        for name in _META_COUNTS:
+            if name in meta:
+                self._count("meta", name, meta[name])
+        return {k: self._str("meta", v, f"field {k!r}") for k, v in meta.items()}
+
+    # ---- damage ---------------------------------------------------------------------------
+    def _damaged(self, key: str, what: str) -> StoreConflict:
+        """A key of the namespace holds what noveld never writes there (exit 6, the key
+        named: the operator restores the namespace or starts a new one)."""
+        return StoreConflict(f"namespace {self.namespace!r}: key {key} {what}")
+
+    def _typed_transaction(self) -> Any:
+        """A transaction that begins by asking each key's type (:meth:`_execute_typed`)."""
+        pipe = self.client.pipeline(transaction=True)
+        for name in _KEY_TYPES:
+            pipe.type(self.keys[name])
+        return pipe
+
+    def _execute_typed(self, pipe: Any) -> list[Any]:
+        """Run a :meth:`_typed_transaction`: the replies after the types, once every existing
+        key is of its type — a key of another type is damage, not an outage (its WRONGTYPE
+        reply would otherwise read as "Redis unreachable")."""
+        replies = pipe.execute(raise_on_error=False)
+        for (name, want), got in zip(_KEY_TYPES.items(), replies, strict=False):
+            if isinstance(got, Exception):
+                raise got
+            if _text(got) not in ("none", want):
+                raise self._damaged(name, f"is a Redis {_text(got)}, not a {want}")
+        rest: list[Any] = replies[len(_KEY_TYPES) :]
+        for reply in rest:
+            if isinstance(reply, Exception):
+                raise reply
+        return rest
+
+    def _str(self, key: str, raw: Any, what: str) -> str:
+        """A stored name or value as text (``what`` of ``key``: not UTF-8 is damage)."""
+        try:
+            return _text(raw)
+        except UnicodeDecodeError:
+            raise self._damaged(key, f"has {what} that is not UTF-8 ({_shown(raw)})") from None
+
+    def _count(self, key: str, field: str, raw: Any) -> int:
+        """A stored non-negative integer (an offset, a counter, a sequence number)."""
+        try:
+            value = int(raw)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise self._damaged(
+                key, f"field {field!r} is not a non-negative integer ({_shown(raw)})"
+            )
+        return value
+
+    def _counts(self, key: str, raw: dict[Any, Any]) -> dict[str, int]:
+        """A hash of non-negative integers (offsets, counters, epochs, uid counters)."""
+        out: dict[str, int] = {}
+        for name, value in raw.items():
+            field = self._str(key, name, "a field name")
+            out[field] = self._count(key, field, value)
+        return out
+
+    def _fingerprint(self, meta: dict[str, str]) -> dict[str, Any]:
+        """meta's model settings: a JSON object whose ``half_life_docs`` is a number."""
+        try:
+            stored = json.loads(meta["fingerprint"])
+        except ValueError as exc:
+            raise self._damaged("meta", f"field 'fingerprint' is not JSON ({exc})") from None
+        if not isinstance(stored, dict):
+            raise self._damaged(
+                "meta", f"field 'fingerprint' is a JSON {_json_kind(stored)}, not an object"
+            )
+        if not _is_number(stored.get("half_life_docs", 0.0)):
+            raise self._damaged(
+                "meta", "field 'fingerprint' has a 'half_life_docs' that is not a number"
+            )
+        return stored
+
+    def _novelty(self, raw: bytes | None) -> dict[str, Any]:
+        """The novelty key's JSON (an empty object if absent)."""
+        if not raw:
+            return {}
+        try:
+            novelty = json.loads(raw)
+        except ValueError as exc:
+            raise self._damaged("novelty", f"is not JSON ({exc})") from None
+        problem = _novelty_problem(novelty)
+        if problem is not None:
+            raise self._damaged("novelty", problem)
+        assert isinstance(novelty, dict)
+        return novelty
+
+    def _vocabulary(self, raw: list[bytes]) -> list[str]:
+        """The vocab list as words (the list can be long: one pass unless a word is bad)."""
+        try:
+            return [_text(w) for w in raw]
+        except UnicodeDecodeError:
+            for i, w in enumerate(raw):
+                self._str("vocab", w, f"a word at index {i}")
+            raise
+
+    def _uid_counters(self, raw: dict[Any, Any]) -> dict[str, int]:
+        """The uidnext hash: uid slot number → next counter."""
+        counters = self._counts("uidnext", raw)
+        for slot in counters:
+            if not (slot.isascii() and slot.isdigit()):
+                raise self._damaged("uidnext", f"has a field {slot!r} that is not a uid slot")
+        return counters
+
+    def _decoded_checkpoint(self, blob: bytes) -> tuple[MultinomialStats, int]:
+        """The checkpoint's statistics and log position."""
+        if not blob.startswith(b"PK"):  # an .npz is a zip archive
+            raise self._damaged("ckpt", "is not a noveld checkpoint (not an .npz archive)")
+        try:
+            stats, header = decode_checkpoint(blob)
+        except CodecError as exc:  # numpy's reasons run on (its advice about allow_pickle)
+            why = str(exc).split(". ", 1)[0]
+            raise self._damaged("ckpt", f"is not a noveld checkpoint ({why})") from exc
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise self._damaged(
+                "ckpt", f"is not a noveld checkpoint (its arrays: {exc!r})"
+            ) from exc
+        at = header.get("seq") if isinstance(header, dict) else None
+        if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+            raise self._damaged("ckpt", f"has no log position in its header ({_shown(at)})")
+        return stats, at
+
+    def _delta(self, entry_id: Any, fields: dict[bytes, bytes]) -> StatsDelta:
+        """A log entry's statistics delta."""
+        blob = fields.get(b"d")
+        if blob is None:
+            raise self._damaged("log", f"entry {_text(entry_id)} has no field 'd'")
+        try:
+            return decode_delta(blob)
+        except ValueError as exc:  # CodecError
+            raise self._damaged(
+                "log", f"entry {_text(entry_id)} is not a noveld delta ({exc})"
+            ) from exc
+
+    def _event_texts(self, entry_id: Any, fields: dict[bytes, bytes]) -> list[bytes]:
+        """An outbox entry's events (:func:`_entry_events`)."""
+        try:
+            return _entry_events(fields)
+        except ValueError:  # a field name that is not an event's index
+            raise self._damaged(
+                "outbox", f"entry {_text(entry_id)} has fields that are not event indices"
+            ) from None
+
+    def _stored_events(self, entry_id: Any, fields: dict[bytes, bytes]) -> list[StoredEvent]:
+        """An outbox entry's events, parsed."""
+        events = []
+        for raw in self._event_texts(entry_id, fields):
+            try:
+                ev = StoredEvent.parse(raw)
+            except (ValueError, TypeError):  # not JSON, not ASCII, not an object
+                ev = None
+            if ev is None or not isinstance(ev.get("event_id"), str):
+                raise self._damaged(
+                    "outbox",
+                    f"entry {_text(entry_id)} holds an event that is not one ({_shown(raw)})",
+                )
+            events.append(ev)
+        return events
 
     def _check_schema(self, meta: dict[str, str]) -> None:
-        if int(meta.get("schema", SCHEMA)) not in (SCHEMA, COMPACTED_SCHEMA):
+        schema = self._count("meta", "schema", meta.get("schema", SCHEMA))
+        if schema not in (SCHEMA, COMPACTED_SCHEMA):
             raise FingerprintMismatch(
                 f"namespace {self.namespace!r} uses storage schema {meta.get('schema')}, this "
                 f"noveld reads schemas {SCHEMA} and {COMPACTED_SCHEMA}; export it with the "
@@ -433,9 +737,12 @@ class RedisStore:
     ) -> tuple[NamespaceState | None, list[dict[str, Any]], dict[str, int]]:
         """Checkpoint + log replay, read in one transaction so a concurrent checkpoint cannot
         trim entries between the two reads; with the uid counters and (``with_outbox``) the
-        outbox's events of the same instant."""
+        outbox's events of the same instant. What the keys hold is checked right after the
+        fetch, before any of it is used: a key of the wrong type, a count that is not one, JSON
+        of the wrong shape, an undecodable checkpoint or log entry is a :class:`StoreConflict`
+        naming the key (exit 6), not a traceback."""
         k = self.keys
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self._typed_transaction()
         pipe.get(k["ckpt"])
         pipe.xrange(k["log"], "-", "+")
         pipe.lrange(k["vocab"], 0, -1)
@@ -446,24 +753,37 @@ class RedisStore:
         pipe.hgetall(k["uidnext"])
         pipe.hmget(k["meta"], ["vocab_gen", "vocab_checked"])
         pipe.get(k["vocab_gone"])
+        pipe.hgetall(k["epochs"])  # only checked: claims and commits count on it
         if with_outbox:
             pipe.xrange(k["outbox"], "-", "+")
-        (ckpt, log_raw, vocab_raw, novelty_raw, offsets, counters, seq, uidnext, (gen, checked),
-         gone, *rest) = pipe.execute()  # fmt: skip
+        (ckpt, log_raw, vocab_raw, novelty_raw, offsets_raw, counters_raw, seq_raw, uidnext_raw,
+         (gen_raw, checked_raw), gone, epochs_raw, *rest) = self._execute_typed(pipe)  # fmt: skip
+        seq, gen, checked = (
+            0 if raw is None else self._count("meta", name, raw)
+            for name, raw in (
+                ("seq", seq_raw),
+                ("vocab_gen", gen_raw),
+                ("vocab_checked", checked_raw),
+            )
+        )
+        offsets = self._counts("offsets", offsets_raw)
+        counters = self._counts("counters", counters_raw)
+        self._counts("epochs", epochs_raw)
+        counters_of = self._uid_counters(uidnext_raw)
+        vocab = self._vocabulary(vocab_raw)
+        novelty = self._novelty(novelty_raw)
         outbox: list[dict[str, Any]] = [
-            StoredEvent.parse(raw)
-            for _, fields in (_stream_entries(rest[0]) if rest else [])
-            for raw in _entry_events(fields)
+            ev
+            for sid, fields in (_stream_entries(rest[0]) if rest else [])
+            for ev in self._stored_events(sid, fields)
         ]
-        counters_of = {_text(s): int(v) for s, v in uidnext.items()}
         log = _stream_entries(log_raw)
         if ckpt is None and not log and not offsets:
             self.last_seq = 0
             return None, outbox, counters_of
         self.half_life_docs = float(fingerprint.get("half_life_docs", 0.0))
         if ckpt is not None:
-            stats, header = decode_checkpoint(ckpt)
-            at = int(header["seq"])
+            stats, at = self._decoded_checkpoint(ckpt)
         else:
             stats, at = MultinomialStats(), 0
         for entry_id, fields in log:
@@ -475,29 +795,29 @@ class RedisStore:
                     f"delta log of namespace {self.namespace!r} jumps from {at} to {s}: "
                     "entries are missing (was the log trimmed by hand?)"
                 )
-            replay_delta(stats, decode_delta(fields[b"d"]), self.half_life_docs)
+            replay_delta(stats, self._delta(entry_id, fields), self.half_life_docs)
             at = s
-        if at != int(seq or 0):
-            raise StoreConflict(f"log ends at {at} but meta says {int(seq or 0)}")
-        self._check_whole(stats, at, len(vocab_raw), offsets, uidnext)
-        if int(gen or 0) > 0 and gone is None:
+        if at != seq:
+            raise StoreConflict(f"log ends at {at} but meta says {seq}")
+        self._check_whole(stats, at, len(vocab), offsets, counters_of)
+        if gen > 0 and gone is None:
             raise StoreConflict(
                 f"namespace {self.namespace!r} had its vocabulary compacted but keeps no record "
                 "of the words that went (its vocab_gone key is gone): the model would count "
                 "fewer words than it has seen"
             )
         self.last_seq = at
-        self.vocab_gen = int(gen or 0)
+        self.vocab_gen = gen
         self.vocabulary_moved = False
         state = NamespaceState(
             fingerprint=fingerprint,
             stats=stats,
-            vocab=[_text(w) for w in vocab_raw],
+            vocab=vocab,
             vocab_gone=_gone_hashes(gone, self.namespace),
-            vocab_checked=int(checked or 0),
-            novelty=json.loads(novelty_raw) if novelty_raw else {},
-            offsets={_text(p): int(v) for p, v in offsets.items()},
-            counters={_text(c): int(v) for c, v in counters.items()},
+            vocab_checked=checked,
+            novelty=novelty,
+            offsets=offsets,
+            counters=counters,
         )
         return state, outbox, counters_of
 
@@ -531,8 +851,8 @@ class RedisStore:
         stats: MultinomialStats,
         at: int,
         vocab_len: int,
-        offsets: dict[bytes, bytes],
-        uidnext: dict[bytes, bytes],
+        offsets: dict[str, int],
+        uidnext: dict[str, int],
     ) -> None:
         """Refuse a state whose parts do not fit together (keys deleted or evicted): committed
         batches without offsets (the input would be read again: counted twice), word ids
@@ -549,7 +869,7 @@ class RedisStore:
                 f"namespace {ns!r} counts word ids up to {int(words[-1])} but its vocabulary "
                 f"holds {vocab_len} words (its vocab key is gone or cut)"
             )
-        counters = {int(_text(s)): int(v) for s, v in uidnext.items()}
+        counters = {int(s): v for s, v in uidnext.items()}
         uids = stats.uid[stats.active_slots()]
         slots, counts = uids >> UID_SLOT_BITS, uids & ((1 << UID_SLOT_BITS) - 1)
         for slot in np.unique(slots[slots < FIRST_RESERVED_SLOT]).tolist():
@@ -637,7 +957,8 @@ class RedisStore:
         """Point the model's uid counter at this batch's uid slot."""
         slot = uid_slot(list(first_offsets))
         if slot != self._slot:
-            self._uid_next = int(self.client.hget(self.keys["uidnext"], str(slot)) or 0)
+            raw = self.client.hget(self.keys["uidnext"], str(slot))
+            self._uid_next = 0 if raw is None else self._count("uidnext", str(slot), raw)
             self._slot = slot
         state.stats.ictl[kern.NEXT_UID] = (slot << UID_SLOT_BITS) + self._uid_next
 
@@ -719,7 +1040,7 @@ class RedisStore:
         try:
             if seqs != list(range(after + 1, upto + 1)):
                 raise _Trimmed  # a checkpoint trimmed entries this replica had not read
-            deltas = [decode_delta(fields[b"d"]) for _, fields in entries]
+            deltas = [self._delta(sid, fields) for sid, fields in entries]
             width = max(
                 (int(d.word_ids.max()) + 1 for d in deltas if d.word_ids.shape[0]), default=0
             )
@@ -931,7 +1252,7 @@ class RedisStore:
         out: list[dict[str, Any]] = []
         self._entry_events.clear()
         for sid, fields in self.client.xrange(self.keys["outbox"], "-", "+"):
-            events = [StoredEvent.parse(raw) for raw in _entry_events(fields)]
+            events = self._stored_events(sid, fields)
             for ev in events:
                 self._stream_ids[ev["event_id"]] = sid
             self._entry_events[sid] = {ev["event_id"] for ev in events}
