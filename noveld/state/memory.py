@@ -12,13 +12,17 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
+from noveld.models.kernels import multinomial as kern
+from noveld.models.novelty import Candidate
 from noveld.models.suffstats import MultinomialStats
 from noveld.state.base import (
+    FIRST_RESERVED_SLOT,
     CommitOutcome,
     CommitRequest,
     FingerprintMismatch,
@@ -220,8 +224,15 @@ def write_snapshot(
         os.close(dir_fd)
 
 
+class SnapshotError(ValueError):
+    """A snapshot that cannot be used — unreadable, foreign, or damaged — with a one-line reason
+    naming the file (and the damaged field). A ``ValueError``: the CLI prints it as one line and
+    exits 2."""
+
+
 def read_snapshot(path: Path) -> tuple[NamespaceState, list[dict[str, Any]]]:
-    """Inverse of :func:`write_snapshot`; raises ValueError on an unreadable or foreign file."""
+    """Inverse of :func:`write_snapshot`; :class:`SnapshotError` on an unreadable, foreign or
+    damaged file (see :func:`read_export`)."""
     state, outbox, _ = read_export(path)
     return state, outbox
 
@@ -238,35 +249,442 @@ def _damage(exc: Exception) -> str:
 def read_export(
     path: Path,
 ) -> tuple[NamespaceState, list[dict[str, Any]], dict[str, int]]:
-    """A snapshot / export file: state, undelivered events and uid-slot counters."""
+    """A snapshot / export file: state, undelivered events and uid-slot counters.
+
+    Everything returned is checked first (:class:`_SnapshotCheck`): the header's structure and
+    types, and the statistics arrays' dtypes, lengths, values and postings lists, so that no
+    damaged or foreign-but-well-formed file reaches the numba kernels (which index without
+    bounds checks) or the pipeline; :class:`SnapshotError` names the file and the field.
+    """
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
             stats = {k[len("stats.") :]: z[k] for k in z.files if k.startswith("stats.")}
             gone = z["vocab_gone"] if "vocab_gone" in z.files else np.zeros(0, np.uint64)
     except OSError as exc:
-        raise ValueError(f"cannot read snapshot {path}: {exc}") from exc
+        raise SnapshotError(f"cannot read snapshot {path}: {exc}") from exc
     except Exception as exc:  # a foreign or damaged file fails in numpy, zipfile, zlib or json
-        raise ValueError(
+        raise SnapshotError(
             f"cannot read snapshot {path}: not a noveld snapshot, or a damaged one ({_damage(exc)})"
         ) from exc
-    if meta.get("format") not in (SNAPSHOT_FORMAT, COMPACTED_SNAPSHOT_FORMAT):
-        raise ValueError(
-            f"snapshot {path} has format {meta.get('format')}, this noveld reads "
-            f"{SNAPSHOT_FORMAT} and {COMPACTED_SNAPSHOT_FORMAT}"
+    return _SnapshotCheck(path).validated(meta, stats, gone)
+
+
+# ---- validation of a snapshot read from disk ---------------------------------------------------
+
+#: uid = slot << 40 | counter (``redis_store.UID_SLOT_BITS``; not imported: that pulls in redis)
+_UID_SLOT_BITS = 40
+_INT64_MAX = np.iinfo(np.int64).max
+#: the statistics arrays by the dtype kinds they may have ('b' bool, 'i'/'u' integers, 'f' float)
+_STATS_KINDS = {
+    "m": "iuf",
+    "ntok": "iuf",
+    "alive": "b",
+    "uid": "iu",
+    "free_stack": "iu",
+    "head": "iu",
+    "nxt": "iu",
+    "pk": "iu",
+    "pc": "iuf",
+    "ictl": "iu",
+    "scale": "iuf",
+}
+#: the ``ictl`` fields (kernels.multinomial) by position; snapshots from before DOCS_SEEN have 4
+_ICTL_NAMES = {
+    kern.POOL_USED: "pool_used",
+    kern.KMAX: "kmax",
+    kern.NFREE: "nfree",
+    kern.NEXT_UID: "next_uid",
+    kern.DOCS_SEEN: "docs_seen",
+    kern.STEPS: "steps",
+}
+_ICTL_MIN = kern.NEXT_UID + 1
+#: what a rounding error may leave below zero in a mass or count (relative to the largest)
+_ROUNDING = 1e-9
+_NOVELTY_KEYS = frozenset({"candidates", "dropped", "announced", "vocabulary_checked_at", "known"})
+_CANDIDATE_KEYS = frozenset(f.name for f in fields(Candidate))
+_CANDIDATE_REQUIRED = frozenset(
+    f.name for f in fields(Candidate) if f.default is MISSING and f.default_factory is MISSING
+)
+_MEMBER_KEYS = ("doc_id", "at", "index", "words", "counts")
+
+
+def _is_int(v: object) -> bool:
+    """A JSON integer (not a boolean) that fits an int64."""
+    return type(v) is int and -_INT64_MAX - 1 <= v <= _INT64_MAX
+
+
+def _is_count(v: object) -> bool:
+    """A JSON integer ≥ 0 that fits an int64."""
+    return _is_int(v) and v >= 0  # type: ignore[operator]
+
+
+def _outside(x: np.ndarray, lo: int, hi: int) -> int:
+    """The first index of ``x`` whose value is not in ``[lo, hi)``, or -1 (two reductions when
+    every value is: the usual case)."""
+    if not x.shape[0] or (int(x.min()) >= lo and int(x.max()) < hi):
+        return -1
+    return int(np.argmax((x < lo) | (x >= hi)))
+
+
+def _is_int_text(text: str) -> bool:
+    """An integer written out (a JSON object's key for a cluster uid)."""
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_number(v: object) -> bool:
+    return type(v) in (int, float)
+
+
+def _shown(v: object) -> str:
+    """A value as the message shows it: short, with its JSON type when it is not a number."""
+    kinds = {str: "a string", list: "a list", dict: "an object", bool: "a boolean"}
+    if v is None:
+        return "null"
+    if type(v) in kinds:
+        text = json.dumps(v)
+        return kinds[type(v)] + (f" ({text})" if len(text) <= 40 else "")
+    return repr(v)
+
+
+class _SnapshotCheck:
+    """The checks of one snapshot file; each failure is a :class:`SnapshotError` naming the
+    file and the field. O(size of the file): vectorised numpy over the arrays, one pass over the
+    header's lists."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, field: str, what: str) -> NoReturn:
+        raise SnapshotError(f"snapshot {self.path} is damaged: {field} {what}")
+
+    def validated(
+        self, meta: Any, stats: dict[str, np.ndarray], gone: np.ndarray
+    ) -> tuple[NamespaceState, list[dict[str, Any]], dict[str, int]]:
+        if not isinstance(meta, dict):
+            self.fail("meta", f"(the JSON header) is not an object but {_shown(meta)}")
+        fmt = meta.get("format")
+        if type(fmt) is not int or fmt not in (SNAPSHOT_FORMAT, COMPACTED_SNAPSHOT_FORMAT):
+            raise SnapshotError(
+                f"snapshot {self.path} has format {fmt if type(fmt) is int else _shown(fmt)}, "
+                f"this noveld reads {SNAPSHOT_FORMAT} and {COMPACTED_SNAPSHOT_FORMAT}"
+            )
+        if gone.ndim != 1 or gone.dtype != np.uint64 or bool(np.any(gone[1:] <= gone[:-1])):
+            self.fail("vocab_gone", "is not sorted word hashes")
+        for key in ("fingerprint", "vocab", "novelty", "offsets", "counters", "outbox"):
+            if key not in meta:
+                self.fail(key, "is missing from the header")
+        fingerprint = meta["fingerprint"]
+        if not isinstance(fingerprint, dict):
+            self.fail(
+                "fingerprint", f"is not an object of model settings but {_shown(fingerprint)}"
+            )
+        vocab = self.vocab(meta["vocab"])
+        checked = meta.get("vocab_checked", 0)
+        if not _is_count(checked) or checked > len(vocab):
+            self.fail("vocab_checked", f"is not a word count 0..{len(vocab)}: {_shown(checked)}")
+        offsets = self.int_map("offsets", meta["offsets"], "partition → next offset")
+        counters = self.int_map("counters", meta["counters"], "name → count")
+        if offsets and not counters:
+            self.fail("counters", f"is empty although {len(offsets)} partition(s) were read")
+        novelty = self.novelty(meta["novelty"], len(vocab))
+        outbox = self.outbox(meta["outbox"])
+        stored_uidnext = self.uidnext(meta.get("uidnext", {}))
+        arrays = self.stats(stats, len(vocab), stored_uidnext)
+        state = NamespaceState(
+            fingerprint=fingerprint,
+            stats=MultinomialStats.from_arrays(arrays),
+            vocab=vocab,
+            vocab_gone=np.asarray(gone, dtype=np.uint64),
+            vocab_checked=checked,
+            novelty=novelty,
+            offsets=offsets,
+            counters=counters,
         )
-    if gone.ndim != 1 or gone.dtype != np.uint64 or bool(np.any(gone[1:] <= gone[:-1])):
-        raise ValueError(f"snapshot {path} is damaged: its vocab_gone is not sorted word hashes")
-    state = NamespaceState(
-        fingerprint=meta["fingerprint"],
-        stats=MultinomialStats.from_arrays(stats),
-        vocab=list(meta["vocab"]),
-        vocab_gone=np.asarray(gone, dtype=np.uint64),
-        vocab_checked=int(meta.get("vocab_checked", 0)),
-        novelty=meta["novelty"],
-        offsets={k: int(v) for k, v in meta["offsets"].items()},
-        counters={k: int(v) for k, v in meta["counters"].items()},
-    )
-    uidnext = {str(k): int(v) for k, v in meta.get("uidnext", {}).items()}
-    uidnext.setdefault("0", int(state.stats.ictl[3]))
-    return state, list(meta["outbox"]), uidnext
+        uidnext = dict(stored_uidnext)
+        uidnext.setdefault("0", int(state.stats.ictl[kern.NEXT_UID]))
+        return state, outbox, uidnext
+
+    # ---- the JSON header --------------------------------------------------------------------
+    def vocab(self, vocab: Any) -> list[str]:
+        if not isinstance(vocab, list):
+            self.fail("vocab", f"is not a list of words but {_shown(vocab)}")
+        try:
+            "".join(vocab)  # the quickest test that every item is a string
+        except TypeError:
+            i = next(i for i, w in enumerate(vocab) if type(w) is not str)
+            self.fail("vocab", f"holds a non-word at {i}: {_shown(vocab[i])}")
+        if len(set(vocab)) != len(vocab):
+            seen: set[str] = set()
+            for w in vocab:
+                if w in seen:
+                    self.fail("vocab", f"holds the word {w!r} twice")
+                seen.add(w)
+        return vocab
+
+    def int_map(self, field: str, value: Any, shape: str) -> dict[str, int]:
+        if not isinstance(value, dict):
+            self.fail(field, f"is not an object of {shape} but {_shown(value)}")
+        for k, v in value.items():
+            if not _is_count(v):
+                self.fail(f"{field}[{k!r}]", f"is not a whole number ≥ 0: {_shown(v)}")
+        return value
+
+    def uidnext(self, value: Any) -> dict[str, int]:
+        uidnext = self.int_map("uidnext", value, "uid slot → next cluster counter")
+        for k in uidnext:
+            if not (k.isascii() and k.isdigit() and int(k) < FIRST_RESERVED_SLOT):
+                self.fail("uidnext", f"names {k!r}, not a uid slot 0..{FIRST_RESERVED_SLOT - 1}")
+        return uidnext
+
+    def novelty(self, novelty: Any, n_words: int) -> dict[str, Any]:
+        if not isinstance(novelty, dict):
+            self.fail("novelty", f"is not an object but {_shown(novelty)}")
+        unknown = sorted(set(novelty) - _NOVELTY_KEYS)
+        if unknown:
+            self.fail("novelty", f"holds an unknown entry {unknown[0]!r}")
+        for key in ("dropped", "vocabulary_checked_at"):
+            if key in novelty and not _is_count(novelty[key]):
+                self.fail(f"novelty.{key}", f"is not a whole number ≥ 0: {_shown(novelty[key])}")
+        announced = novelty.get("announced", [])
+        if not isinstance(announced, list) or not all(_is_int(u) for u in announced):
+            self.fail("novelty.announced", "is not a list of cluster uids")
+        known = novelty.get("known", {})
+        if not isinstance(known, dict) or not all(
+            isinstance(label, str) and _is_int_text(k) for k, label in known.items()
+        ):
+            self.fail("novelty.known", "is not an object of cluster uid → label")
+        candidates = novelty.get("candidates", [])
+        if not isinstance(candidates, list):
+            self.fail("novelty.candidates", f"is not a list but {_shown(candidates)}")
+        for i, cand in enumerate(candidates):
+            self.candidate(f"novelty.candidates[{i}]", cand, n_words)
+        return novelty
+
+    def candidate(self, where: str, cand: Any, n_words: int) -> None:
+        if not isinstance(cand, dict):
+            self.fail(where, f"is not an object but {_shown(cand)}")
+        keys = set(cand)
+        if not keys >= _CANDIDATE_REQUIRED or not keys <= _CANDIDATE_KEYS:
+            odd = sorted((_CANDIDATE_REQUIRED - keys) | (keys - _CANDIDATE_KEYS))
+            self.fail(where, f"is not a novelty candidate (missing or unknown: {', '.join(odd)})")
+        if not (
+            _is_int(cand["uid"])
+            and isinstance(cand["founding_doc_id"], str)
+            and isinstance(cand["born_at"], dict)
+            and _is_int(cand["born_index"])
+            and _is_number(cand["novelty_score"])
+            and _is_count(cand.get("size", 0))
+            and isinstance(cand.get("exemplars", []), list)
+            and all(isinstance(x, str) for x in cand.get("exemplars", []))
+            and isinstance(cand.get("members", []), list)
+        ):
+            self.fail(where, "has a field of the wrong type")
+        for j, mem in enumerate(cand.get("members", [])):
+            if not (
+                isinstance(mem, dict)
+                and all(k in mem for k in _MEMBER_KEYS)
+                and isinstance(mem["doc_id"], str)
+                and isinstance(mem["at"], dict)
+                and _is_int(mem["index"])
+                and isinstance(mem["words"], list)
+                and isinstance(mem["counts"], list)
+                and len(mem["words"]) == len(mem["counts"])
+                and all(_is_int(c) for c in mem["counts"])
+            ):
+                self.fail(
+                    f"{where}.members[{j}]", "is not a member (doc_id, at, index, words, counts)"
+                )
+            if not all(_is_int(w) and 0 <= w < n_words for w in mem["words"]):
+                self.fail(
+                    f"{where}.members[{j}].words", f"holds a word id beyond the vocab's {n_words}"
+                )
+
+    def outbox(self, outbox: Any) -> list[dict[str, Any]]:
+        if not isinstance(outbox, list):
+            self.fail("outbox", f"is not a list of events but {_shown(outbox)}")
+        for i, e in enumerate(outbox):
+            if not (
+                isinstance(e, dict)
+                and isinstance(e.get("event_id"), str)
+                and isinstance(e.get("type"), str)
+            ):
+                self.fail(f"outbox[{i}]", "is not an event (an object with event_id and type)")
+        return outbox
+
+    # ---- the statistics arrays --------------------------------------------------------------
+    def stats(
+        self, raw: dict[str, np.ndarray], n_words: int, uidnext: dict[str, int]
+    ) -> dict[str, np.ndarray]:
+        """The statistics arrays, checked and converted to the dtypes ``from_arrays`` makes of
+        them: what the kernels rely on (lengths, pointers and slots in range, acyclic postings
+        lists) and what the model's arithmetic does (finite, non-negative masses and counts)."""
+        a = {name: self.array(name, raw.get(name), kinds) for name, kinds in _STATS_KINDS.items()}
+        ictl = a["ictl"]
+        if ictl.shape[0] < _ICTL_MIN:
+            self.fail("stats.ictl", f"has {ictl.shape[0]} fields, fewer than {_ICTL_MIN}")
+        for i, name in _ICTL_NAMES.items():
+            if i < ictl.shape[0] and ictl[i] < 0:
+                self.fail(f"stats.ictl ({name})", f"is negative: {int(ictl[i])}")
+        used, kmax, nfree = (int(ictl[i]) for i in (kern.POOL_USED, kern.KMAX, kern.NFREE))
+        for name in ("m", "ntok", "alive", "uid"):
+            if a[name].shape[0] != kmax:
+                self.fail(
+                    f"stats.{name}",
+                    f"has {a[name].shape[0]} entries but stats.ictl (kmax) says {kmax} slots",
+                )
+        if a["free_stack"].shape[0] != nfree:
+            self.fail(
+                "stats.free_stack",
+                f"has {a['free_stack'].shape[0]} entries but stats.ictl (nfree) says {nfree}",
+            )
+        pool = a["pk"].shape[0]
+        for name in ("nxt", "pc"):
+            if a[name].shape[0] != pool:
+                self.fail(f"stats.{name}", f"has {a[name].shape[0]} entries, stats.pk {pool}")
+        if used > pool:
+            self.fail("stats.ictl (pool_used)", f"is {used} but the pool holds {pool} entries")
+        if a["scale"].shape[0] != 1 or not (np.isfinite(a["scale"][0]) and a["scale"][0] > 0):
+            self.fail("stats.scale", f"is not one finite positive number: {a['scale'][:3]}")
+        self.masses("stats.m", a["m"], "slot")
+        self.masses("stats.ntok", a["ntok"], "slot")
+        self.masses("stats.pc", a["pc"][:used], "entry")
+        alive, uid = a["alive"], a["uid"]
+        self.free_stack(a["free_stack"], alive)
+        self.postings(a["head"], a["nxt"][:used], a["pk"][:used], kmax, used)
+        words = np.flatnonzero(a["head"] >= 0)
+        if words.shape[0] and int(words[-1]) >= n_words:
+            self.fail(
+                "stats.head", f"counts word {int(words[-1])}, beyond the vocab's {n_words} words"
+            )
+        self.uids(uid[alive], np.flatnonzero(alive), uidnext)
+        return a
+
+    def array(self, name: str, x: np.ndarray | None, kinds: str) -> np.ndarray:
+        field = f"stats.{name}"
+        if x is None:
+            self.fail(field, "is missing")
+        if x.dtype.kind not in kinds:
+            self.fail(field, f"has dtype {x.dtype}, not {'bool' if kinds == 'b' else 'numeric'}")
+        if x.ndim != 1:
+            self.fail(field, f"is not one-dimensional (shape {x.shape})")
+        if kinds == "b":
+            return x
+        if kinds == "iu":
+            if x.dtype.kind == "u" and x.shape[0] and int(x.max()) > _INT64_MAX:
+                self.fail(field, f"holds {int(x.max())}, beyond int64")
+            return x.astype(np.int64, copy=False)
+        return x.astype(np.float64, copy=False)
+
+    def masses(self, field: str, x: np.ndarray, what: str) -> None:
+        """Finite and ≥ 0 (up to rounding: removals leave sums within an ulp of zero)."""
+        if not x.shape[0]:
+            return
+        lo, hi = float(x.min()), float(x.max())  # NaN and infinities show in one of the two
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            i = int(np.argmax(~np.isfinite(x)))
+            self.fail(field, f"holds {x[i]} ({what} {i}), not a finite number")
+        if lo < -_ROUNDING * max(1.0, hi):
+            i = int(np.argmin(x))
+            self.fail(field, f"holds the negative value {x[i]} ({what} {i})")
+
+    def free_stack(self, free: np.ndarray, alive: np.ndarray) -> None:
+        kmax = alive.shape[0]
+        i = _outside(free, 0, kmax)
+        if i >= 0:
+            self.fail("stats.free_stack", f"names slot {free[i]}, outside the {kmax} slots")
+        if np.unique(free).shape[0] != free.shape[0]:
+            self.fail("stats.free_stack", "names a slot twice")
+        live = alive[free]
+        if live.any():
+            self.fail("stats.free_stack", f"names slot {free[int(np.argmax(live))]}, a live one")
+
+    def postings(
+        self, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, kmax: int, used: int
+    ) -> None:
+        """Every list starts and continues inside the pool and names slots < kmax; every entry
+        of the pool is linked from exactly one place (a head or another entry): none from two
+        (overlapping lists, which compaction would copy past the end of its buffers, or a
+        loop into a list: an endless walk), none left out (counts lost); and no cycle."""
+        w = _outside(head, -1, used)
+        if w >= 0:
+            self.fail(
+                "stats.head",
+                f"points outside the pool (word {w} → {head[w]}; the pool holds {used} entries)",
+            )
+        e = _outside(pk, 0, kmax)
+        if e >= 0:
+            self.fail("stats.pk", f"names slot {pk[e]} (entry {e}), outside the {kmax} slots")
+        if self.compacted_layout(head, nxt, used):
+            return
+        e = _outside(nxt, -1, used)
+        if e >= 0:
+            self.fail(
+                "stats.nxt",
+                f"points outside the pool (entry {e} → {nxt[e]}; the pool holds {used} entries)",
+            )
+        # `used` links reaching every entry reach each once (a bincount only to name one)
+        targets = (head[head >= 0], nxt[nxt >= 0])
+        reached = np.zeros(used, dtype=np.bool_)
+        for t in targets:
+            reached[t] = True
+        if targets[0].shape[0] + targets[1].shape[0] != used or not reached.all():
+            links = np.bincount(np.concatenate(targets), minlength=used)
+            if int(links.max()) > 1:
+                e = int(np.argmax(links > 1))
+                self.fail("stats.nxt", f"links entry {e} from two places (postings lists overlap)")
+            e = int(np.argmax(links < 1))  # a snapshot's pool is compacted: no entry is unused
+            self.fail("stats.head", f"leaves entry {e} out of every postings list")
+        if bool(np.all((nxt < 0) | (nxt > np.arange(used)))):  # lists run forward: acyclic
+            return
+        jump = nxt.copy()
+        todo = np.flatnonzero(jump >= 0)
+        for _ in range(max(used, 1).bit_length() + 1):
+            if not todo.shape[0]:
+                return
+            jump[todo] = jump[jump[todo]]
+            todo = todo[jump[todo] >= 0]
+        if todo.shape[0]:
+            self.fail("stats.nxt", f"has a cycle (through entry {int(todo[0])})")
+
+    @staticmethod
+    def compacted_layout(head: np.ndarray, nxt: np.ndarray, used: int) -> bool:
+        """Whether the pool is laid out as compaction (so every snapshot) leaves it, which
+        passes the checks of :meth:`postings` at a glance (``head`` already checked to point
+        inside the pool): each word's entries consecutive (``nxt[e]`` is ``e + 1`` or ``-1``,
+        the last entry ``-1``), the lists in the order of their words, one after the other
+        from entry 0 with no gap."""
+        if not used or nxt[used - 1] != -1:
+            return False
+        ends = nxt == -1
+        if not bool(np.all((nxt == np.arange(1, used + 1)) | ends)):
+            return False
+        firsts = head[head >= 0]
+        later = np.flatnonzero(ends[:-1]) + 1  # where the second, third... list starts
+        return (
+            firsts.shape[0] == later.shape[0] + 1
+            and int(firsts[0]) == 0
+            and bool(np.array_equal(firsts[1:], later))
+        )
+
+    def uids(self, uids: np.ndarray, slots: np.ndarray, uidnext: dict[str, int]) -> None:
+        """Live clusters have distinct uids ≥ 0, below their slot's next counter (where the
+        header names one): a counter at or below one of them would hand its uid out again."""
+        if uids.shape[0] and int(uids.min()) < 0:
+            i = int(np.argmin(uids))
+            self.fail("stats.uid", f"gives the live slot {slots[i]} the negative uid {uids[i]}")
+        distinct, counts = np.unique(uids, return_counts=True)
+        if distinct.shape[0] != uids.shape[0]:
+            self.fail("stats.uid", f"gives uid {distinct[int(np.argmax(counts))]} to two clusters")
+        slot_of, counter = uids >> _UID_SLOT_BITS, uids & ((1 << _UID_SLOT_BITS) - 1)
+        for key, nxt in uidnext.items():
+            mine = counter[slot_of == int(key)]
+            if mine.shape[0] and int(mine.max()) >= nxt:
+                self.fail(
+                    f"uidnext[{key!r}]",
+                    f"is {nxt} but a live cluster of that slot has counter {int(mine.max())}",
+                )
