@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -72,9 +74,9 @@ def run(n_docs: int, compact_at: int, half_life: float, redis_url: str | None,
     pauses: list[float] = []
     compact = pipe.compact_vocabulary
 
-    def timed() -> bool:
+    def timed(in_use: np.ndarray | None = None) -> bool:
         t = time.perf_counter()
-        done = compact()
+        done = compact(in_use)
         pauses.append(time.perf_counter() - t)
         return done
 
