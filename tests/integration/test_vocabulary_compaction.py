@@ -359,22 +359,26 @@ def test_the_other_writer_is_refused_reloads_and_reads_its_batch_again(
         assert state_digest(pipe.state) == state_digest(fresh)
 
 
+def b_behind_a_compaction(client: redis.Redis, tmp_path: Path, ns: str) -> Pipeline:
+    """Writer B (partition 1) of namespace ``ns`` after B commits a batch and writer A
+    (partition 0) reads until its first compaction: B's word ids are the old generation's."""
+    settings = settings_for(tmp_path, ns, 100)
+    a = redis_pipeline(client, settings, ["in:0"])
+    b = redis_pipeline(client, settings, ["in:1"])
+    docs = fading_stories(N)
+    step(b, records(docs[:50], "in", 1))
+    recs = records(docs, "in", 0)
+    for i in range(0, N, 50):
+        if step(a, recs[i : i + 50]).vocabulary_compacted:
+            return b
+    raise AssertionError("no compaction")
+
+
 def test_interning_new_words_after_the_others_compaction_is_refused(
     redis_url: str, tmp_path: Path
 ) -> None:
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path, "intern", 100)
-    a = redis_pipeline(client, settings, ["in:0"])
-    b = redis_pipeline(client, settings, ["in:1"])
-    docs = fading_stories(N)
-    recs = records(docs, "in", 0)
-    step(b, records(docs[:50], "in", 1))
-    compacted = False
-    for i in range(0, N, 50):
-        compacted = step(a, recs[i : i + 50]).vocabulary_compacted
-        if compacted:
-            break
-    assert compacted
+    b = b_behind_a_compaction(client, tmp_path, "intern")
     gen = int(client.hget("noveld:{intern}:meta", "vocab_gen"))
     words = client.llen("noveld:{intern}:vocab")
     novel = [Record(json.dumps({"id": "x", "text": "zyzzyva quokka"}).encode(),
@@ -393,17 +397,7 @@ def test_a_commit_in_old_word_ids_is_refused(redis_url: str, tmp_path: Path) -> 
     """B's batch uses only words B already knows, so it interns nothing: the commit itself
     must refuse B's delta, whose word ids a compaction has given to other words."""
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path, "oldids", 100)
-    a = redis_pipeline(client, settings, ["in:0"])
-    b = redis_pipeline(client, settings, ["in:1"])
-    docs = fading_stories(N)
-    step(b, records(docs[:50], "in", 1))
-    recs = records(docs, "in", 0)
-    for i in range(0, N, 50):
-        if step(a, recs[i : i + 50]).vocabulary_compacted:
-            break
-    else:
-        raise AssertionError("no compaction")
+    b = b_behind_a_compaction(client, tmp_path, "oldids")
     seq = client.hget("noveld:{oldids}:meta", "seq")
     known = [Record(json.dumps({"id": "y", "text": "common1 common2"}).encode(),
                     SourcePosition(topic="in", partition=1, offset=50))]  # fmt: skip
@@ -422,17 +416,7 @@ def test_bad_records_of_a_refused_batch_count_once_towards_the_breaker(
     letters again (at least once, as after a crash), but the run of consecutive bad records
     the circuit breaker counts is where it was before the batch."""
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path, "badrun", 100)
-    a = redis_pipeline(client, settings, ["in:0"])
-    b = redis_pipeline(client, settings, ["in:1"])
-    docs = fading_stories(N)
-    step(b, records(docs[:50], "in", 1))
-    recs = records(docs, "in", 0)
-    for i in range(0, N, 50):
-        if step(a, recs[i : i + 50]).vocabulary_compacted:
-            break
-    else:
-        raise AssertionError("no compaction")
+    b = b_behind_a_compaction(client, tmp_path, "badrun")
     bad = [Record(b"not json", SourcePosition(topic="in", partition=1, offset=o)) for o in (50, 51)]
     b.dead_letters = dlq = CollectingDlq()
     with pytest.raises(StateDiverged) as caught:
