@@ -54,6 +54,10 @@ def check_url(url: str) -> None:
         raise ValueError(f"scheme must be one of {', '.join(s + '://' for s in SCHEMES)}")
     if scheme == SENTINEL_SCHEME:
         parse_sentinel_url(url)
+    elif scheme in ("redis", "rediss"):
+        path = urlsplit(url).path.strip("/")
+        if path and not path.isdigit():  # redis-py would quietly use database 0
+            raise ValueError(f"the path must be a database number (/0, /1, …), not /{path}")
 
 
 def parse_sentinel_url(url: str) -> SentinelURL:

@@ -43,6 +43,8 @@ def test_sentinel_url_minimal_and_password_only() -> None:
         ("redis+sentinel://h/svc?password=x", "unknown URL parameter(s) password"),
         ("http://h/0", "scheme must be one of"),
         ("h:6379", "scheme must be one of"),
+        ("redis://h:6379/abc", "path must be a database number"),  # redis-py: db 0, quietly
+        ("rediss://h/3/x", "path must be a database number"),
     ],
 )
 def test_unusable_urls_are_refused_with_a_reason(url: str, message: str) -> None:
@@ -51,7 +53,8 @@ def test_unusable_urls_are_refused_with_a_reason(url: str, message: str) -> None
 
 
 def test_plain_urls_pass_the_check() -> None:
-    for url in ("redis://h:6379/0", "rediss://:pw@h/1", "unix:///run/redis.sock"):
+    for url in ("redis://h:6379/0", "rediss://:pw@h/1", "unix:///run/redis.sock", "redis://h",
+                "redis://h/", "redis://h:1/?ssl_ca_certs=/x/ca.pem"):  # fmt: skip
         check_url(url)
 
 
