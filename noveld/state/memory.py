@@ -12,14 +12,13 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 
 from noveld.models.kernels import multinomial as kern
-from noveld.models.novelty import Candidate
+from noveld.models.novelty import state_problem
 from noveld.models.suffstats import MultinomialStats
 from noveld.state.base import (
     FIRST_RESERVED_SLOT,
@@ -301,12 +300,6 @@ _ICTL_NAMES = {
 _ICTL_MIN = kern.NEXT_UID + 1
 #: what a rounding error may leave below zero in a mass or count (relative to the largest)
 _ROUNDING = 1e-9
-_NOVELTY_KEYS = frozenset({"candidates", "dropped", "announced", "vocabulary_checked_at", "known"})
-_CANDIDATE_KEYS = frozenset(f.name for f in fields(Candidate))
-_CANDIDATE_REQUIRED = frozenset(
-    f.name for f in fields(Candidate) if f.default is MISSING and f.default_factory is MISSING
-)
-_MEMBER_KEYS = ("doc_id", "at", "index", "words", "counts")
 
 
 def _is_int(v: object) -> bool:
@@ -325,19 +318,6 @@ def _outside(x: np.ndarray, lo: int, hi: int) -> int:
     if not x.shape[0] or (int(x.min()) >= lo and int(x.max()) < hi):
         return -1
     return int(np.argmax((x < lo) | (x >= hi)))
-
-
-def _is_int_text(text: str) -> bool:
-    """An integer written out (a JSON object's key for a cluster uid)."""
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_number(v: object) -> bool:
-    return type(v) in (int, float)
 
 
 def _shown(v: object) -> str:
@@ -442,67 +422,11 @@ class _SnapshotCheck:
         return uidnext
 
     def novelty(self, novelty: Any, n_words: int) -> dict[str, Any]:
-        if not isinstance(novelty, dict):
-            self.fail("novelty", f"is not an object but {_shown(novelty)}")
-        unknown = sorted(set(novelty) - _NOVELTY_KEYS)
-        if unknown:
-            self.fail("novelty", f"holds an unknown entry {unknown[0]!r}")
-        for key in ("dropped", "vocabulary_checked_at"):
-            if key in novelty and not _is_count(novelty[key]):
-                self.fail(f"novelty.{key}", f"is not a whole number ≥ 0: {_shown(novelty[key])}")
-        announced = novelty.get("announced", [])
-        if not isinstance(announced, list) or not all(_is_int(u) for u in announced):
-            self.fail("novelty.announced", "is not a list of cluster uids")
-        known = novelty.get("known", {})
-        if not isinstance(known, dict) or not all(
-            isinstance(label, str) and _is_int_text(k) for k, label in known.items()
-        ):
-            self.fail("novelty.known", "is not an object of cluster uid → label")
-        candidates = novelty.get("candidates", [])
-        if not isinstance(candidates, list):
-            self.fail("novelty.candidates", f"is not a list but {_shown(candidates)}")
-        for i, cand in enumerate(candidates):
-            self.candidate(f"novelty.candidates[{i}]", cand, n_words)
+        problem = state_problem(novelty, n_words)
+        if problem is not None:
+            self.fail(*problem)
+        assert isinstance(novelty, dict)
         return novelty
-
-    def candidate(self, where: str, cand: Any, n_words: int) -> None:
-        if not isinstance(cand, dict):
-            self.fail(where, f"is not an object but {_shown(cand)}")
-        keys = set(cand)
-        if not keys >= _CANDIDATE_REQUIRED or not keys <= _CANDIDATE_KEYS:
-            odd = sorted((_CANDIDATE_REQUIRED - keys) | (keys - _CANDIDATE_KEYS))
-            self.fail(where, f"is not a novelty candidate (missing or unknown: {', '.join(odd)})")
-        if not (
-            _is_int(cand["uid"])
-            and isinstance(cand["founding_doc_id"], str)
-            and isinstance(cand["born_at"], dict)
-            and _is_int(cand["born_index"])
-            and _is_number(cand["novelty_score"])
-            and _is_count(cand.get("size", 0))
-            and isinstance(cand.get("exemplars", []), list)
-            and all(isinstance(x, str) for x in cand.get("exemplars", []))
-            and isinstance(cand.get("members", []), list)
-        ):
-            self.fail(where, "has a field of the wrong type")
-        for j, mem in enumerate(cand.get("members", [])):
-            if not (
-                isinstance(mem, dict)
-                and all(k in mem for k in _MEMBER_KEYS)
-                and isinstance(mem["doc_id"], str)
-                and isinstance(mem["at"], dict)
-                and _is_int(mem["index"])
-                and isinstance(mem["words"], list)
-                and isinstance(mem["counts"], list)
-                and len(mem["words"]) == len(mem["counts"])
-                and all(_is_int(c) for c in mem["counts"])
-            ):
-                self.fail(
-                    f"{where}.members[{j}]", "is not a member (doc_id, at, index, words, counts)"
-                )
-            if not all(_is_int(w) and 0 <= w < n_words for w in mem["words"]):
-                self.fail(
-                    f"{where}.members[{j}].words", f"holds a word id beyond the vocab's {n_words}"
-                )
 
     def outbox(self, outbox: Any) -> list[dict[str, Any]]:
         if not isinstance(outbox, list):

@@ -27,12 +27,10 @@ commits (statistics are additive, DESIGN §6 scale-out).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import secrets
 import time
 import uuid
-from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
 
@@ -43,7 +41,7 @@ from redis.cluster import RedisCluster
 from noveld.models.base import StatsDelta
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
-from noveld.models.novelty import Candidate
+from noveld.models.novelty import json_kind, state_problem
 from noveld.models.suffstats import MultinomialStats
 from noveld.schema import StoredEvent, event_json, stored_json
 from noveld.state.base import (
@@ -144,98 +142,6 @@ def _shown(raw: Any, limit: int = 40) -> str:
     cut to ``limit`` characters."""
     text = raw.decode(errors="backslashreplace") if isinstance(raw, bytes) else str(raw)
     return repr(text if len(text) <= limit else text[:limit] + "…")
-
-
-def _json_kind(value: Any) -> str:
-    """What a parsed JSON value is, in JSON's words."""
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    return "null" if value is None else "number"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _int_list(value: Any) -> bool:
-    return isinstance(value, list) and all(_is_int(v) for v in value)
-
-
-#: tests of a stored novelty candidate's fields (:class:`Candidate`; a field not named here
-#: passes as it is)
-_CANDIDATE_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "uid": _is_int,
-    "founding_doc_id": lambda v: isinstance(v, str),
-    "born_at": lambda v: isinstance(v, dict),
-    "born_index": _is_int,
-    "novelty_score": _is_number,
-    "size": _is_int,
-    "exemplars": lambda v: isinstance(v, list),
-    "members": lambda v: (
-        isinstance(v, list)
-        and all(
-            isinstance(m, dict)
-            and _int_list(m.get("words"))
-            and _int_list(m.get("counts"))
-            and _is_int(m.get("index"))
-            and isinstance(m.get("at"), dict)
-            for m in v
-        )
-    ),
-}
-_CANDIDATE_FIELDS = frozenset(f.name for f in dataclasses.fields(Candidate))
-_CANDIDATE_NEEDS = frozenset(
-    f.name
-    for f in dataclasses.fields(Candidate)
-    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-)
-
-
-def _novelty_problem(novelty: Any) -> str | None:
-    """What keeps a parsed ``novelty`` key from being the novelty state the pipeline restores
-    (:meth:`NoveltyTracker.to_json` with ``announced``, ``vocabulary_checked_at`` and
-    ``known``), or None. Cheap: the candidates are the few clusters awaiting confirmation."""
-    if not isinstance(novelty, dict):
-        return f"is a JSON {_json_kind(novelty)}, not an object"
-    candidates = novelty.get("candidates", [])
-    if not isinstance(candidates, list):
-        return f"has a JSON {_json_kind(candidates)} as 'candidates', not a list"
-    for i, cand in enumerate(candidates):
-        if not isinstance(cand, dict):
-            return f"has a JSON {_json_kind(cand)} as candidate {i}, not an object"
-        missing = sorted(_CANDIDATE_NEEDS - cand.keys())
-        if missing:
-            return f"has a candidate ({i}) without {', '.join(map(repr, missing))}"
-        unknown = sorted(cand.keys() - _CANDIDATE_FIELDS)
-        if unknown:
-            return f"has a candidate ({i}) with unknown {', '.join(map(repr, unknown))}"
-        bad = sorted(f for f, test in _CANDIDATE_CHECKS.items() if f in cand and not test(cand[f]))
-        if bad:
-            return f"has a candidate ({i}) with unreadable {', '.join(map(repr, bad))}"
-    checks: dict[str, Callable[[Any], bool]] = {
-        "dropped": _is_int,
-        "vocabulary_checked_at": _is_number,
-        "announced": _int_list,
-        "known": lambda v: isinstance(v, dict) and all(_is_int_text(u) for u in v),
-    }
-    bad = sorted(f for f, test in checks.items() if f in novelty and not test(novelty[f]))
-    if bad:
-        return f"has unreadable {', '.join(map(repr, bad))}"
-    return None
-
-
-def _is_int_text(text: str) -> bool:
-    return text.removeprefix("-").isdigit() and text.isascii()
 
 
 _SET_OFFSET = """
@@ -625,9 +531,9 @@ class RedisStore:
             raise self._damaged("meta", f"field 'fingerprint' is not JSON ({exc})") from None
         if not isinstance(stored, dict):
             raise self._damaged(
-                "meta", f"field 'fingerprint' is a JSON {_json_kind(stored)}, not an object"
+                "meta", f"field 'fingerprint' is a JSON {json_kind(stored)}, not an object"
             )
-        if not _is_number(stored.get("half_life_docs", 0.0)):
+        if json_kind(stored.get("half_life_docs", 0.0)) != "number":
             raise self._damaged(
                 "meta", "field 'fingerprint' has a 'half_life_docs' that is not a number"
             )
@@ -641,9 +547,11 @@ class RedisStore:
             novelty = json.loads(raw)
         except ValueError as exc:
             raise self._damaged("novelty", f"is not JSON ({exc})") from None
-        problem = _novelty_problem(novelty)
+        problem = state_problem(novelty)
         if problem is not None:
-            raise self._damaged("novelty", problem)
+            where, what = problem
+            entry = where.removeprefix("novelty").removeprefix(".")
+            raise self._damaged("novelty", f"entry {entry} {what}" if entry else what)
         assert isinstance(novelty, dict)
         return novelty
 

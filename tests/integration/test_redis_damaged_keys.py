@@ -139,11 +139,11 @@ DAMAGES: dict[str, tuple[Damage, str]] = {
     ),
     "novelty-candidates-number": (
         lambda c, _: c.set(P + "novelty", '{"candidates": 5}'),
-        "key novelty has a JSON number as 'candidates', not a list",
+        "key novelty entry candidates is a JSON number, not a list",
     ),
     "novelty-candidate-incomplete": (
         lambda c, _: c.set(P + "novelty", '{"candidates": [{"uid": 1}]}'),
-        "key novelty has a candidate (0) without 'born_at'",
+        "key novelty entry candidates[0] lacks 'born_at'",
     ),
     "log-entry-garbage": (log_entry({"w": "x", "d": "garbage"}), "is not a noveld delta"),
     "log-entry-without-delta": (log_entry({"w": "x"}), "has no field 'd'"),
