@@ -13,6 +13,8 @@ import queue
 import sys
 import threading
 import time
+import zlib
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +59,13 @@ class JsonlSource:
     Reading stdin blocks until a line or EOF arrives. A file's last line without a newline that
     is not JSON is not read (``held_tail``): a writer may be appending to the file, and the next
     run reads the line once it is complete.
+
+    The source keeps a checksum of the lines it has consumed (:meth:`checksum_at`): CRC-32
+    chained over each line's content without its terminator, plus one newline, so the checksum of
+    a file's first N lines does not change when lines are appended to it, a last line gets its
+    newline, or ``\r\n`` becomes ``\n``. A state stores it with its offset; the run that
+    resumes from that offset compares it with the lines it skips to tell the same input from a
+    changed, rotated or replaced one.
     """
 
     def __init__(
@@ -80,8 +89,30 @@ class JsonlSource:
         self.exhausted = False
         self.held_tail = False  # a last line left unread: no newline and not JSON (yet)
         self.held_tail_cr = False  # ... and it holds carriage returns
+        self._crc = 0  # CRC-32 of the lines before ``_next``
+        #: (offset, checksum of the lines before it) from the resume point on; appended by the
+        #: reading thread, trimmed by :meth:`checksum_at` (deque ends are thread-safe)
+        self._crcs: deque[tuple[int, int]] = deque()
+        self._skipping = True
         while self._next < start_offset and self._read_line() is not None:
             pass
+        self._skipping = False
+        self._crcs.append((self._next, self._crc))
+
+    @property
+    def checksum(self) -> int:
+        """CRC-32 of the lines before :attr:`next_offset` (see the class docstring)."""
+        return self._crc
+
+    def checksum_at(self, offset: int) -> int | None:
+        """The checksum of the lines before ``offset``, for an offset from the last one asked
+        for up to :attr:`next_offset`; None for one no longer (or not yet) known. Forgets the
+        offsets before ``offset``: ask in increasing order (a commit's next offset)."""
+        crcs = self._crcs
+        while len(crcs) > 1 and crcs[0][0] < offset:
+            crcs.popleft()
+        at, crc = crcs[0]
+        return crc if at == offset else None
 
     @property
     def next_offset(self) -> int:
@@ -92,15 +123,17 @@ class JsonlSource:
         """Next line without its terminator, or None at EOF (sets ``exhausted``)."""
         if self.exhausted:
             return None
-        cut = False
+        cut, crc = False, 0
         if self._max_line is None:
             line = self._stream.readline()
         else:
             line = self._stream.readline(self._max_line + 2)  # room for "\r\n"
             if len(line) == self._max_line + 2 and not line.endswith(b"\n"):
+                crc = zlib.crc32(line, self._crc)
                 line, cut = line[: self._max_line + 1], True
-                while True:  # discard the rest of the over-long line
+                while True:  # discard the rest of the over-long line (its checksum kept)
                     rest = self._stream.readline(1 << 16)
+                    crc = zlib.crc32(rest.rstrip(b"\r\n"), crc)
                     if not rest or rest.endswith(b"\n"):
                         break
         if not line:
@@ -113,6 +146,9 @@ class JsonlSource:
         self._next += 1
         if line.endswith(b"\n"):
             line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        self._crc = zlib.crc32(b"\n", crc if cut else zlib.crc32(line, self._crc))
+        if not self._skipping:
+            self._crcs.append((self._next, self._crc))
         return line
 
     def read_batch(self, max_docs: int) -> list[Record]:
@@ -285,6 +321,10 @@ class TimedSource:
     def next_offset(self) -> int:
         """Offset after the last record returned (blank lines after it are read again later)."""
         return self._next
+
+    def checksum_at(self, offset: int) -> int | None:
+        """The checksum of stdin's lines before ``offset`` (:meth:`JsonlSource.checksum_at`)."""
+        return self._source.checksum_at(offset)
 
     def read_batch(self, max_docs: int, poll_s: float = 0.2) -> list[Record]:
         """Up to ``max_docs`` records; may return [] after ``poll_s`` with nothing to read."""

@@ -1,6 +1,6 @@
 """``noveld state show|export|import|set-offset``: inspect, back up and move a namespace's
-durable state, and set a Kafka partition's stored offset (the operator's decision for a partition
-the daemon holds).
+durable state, and set an input's stored offset (the operator's decision for a Kafka partition
+the daemon holds, or for a rotated input file).
 
 The export file is the embedded store's snapshot format (a versioned ``.npz`` of arrays plus a
 JSON header, no pickle), so an export can also seed a ``--state-dir``.
@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from noveld.daemon.embedded import UserError
 from noveld.featurize import Vocabulary
 from noveld.state.base import NamespaceState, state_digest
+from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import SNAPSHOT_NAME, read_export, read_snapshot, write_snapshot
 
 
@@ -138,39 +141,84 @@ def _cmd_import(ns: argparse.Namespace) -> int:
         where = f"namespace {ns.namespace!r}"
     else:
         path = ns.state_dir / SNAPSHOT_NAME
-        if path.exists():
-            raise UserError(f"{ns.state_dir} already holds state; import into an empty directory")
-        write_snapshot(path, state, outbox, uidnext)
+        with _holding(ns.state_dir):
+            if path.exists():
+                raise UserError(
+                    f"{ns.state_dir} already holds state; import into an empty directory"
+                )
+            write_snapshot(path, state, outbox, uidnext)
         where = str(ns.state_dir)
     print(f"imported {state.counters.get('docs', 0)} docs into {where}", file=sys.stderr)
     return 0
 
 
+@contextmanager
+def _holding(state_dir: Path) -> Iterator[None]:
+    """Hold a state dir while a tool rewrites its snapshot; refused while a run holds it."""
+    try:
+        with hold_state_dir(state_dir):
+            yield
+    except StateDirBusy as exc:
+        raise UserError(str(exc)) from exc
+
+
 def _cmd_set_offset(ns: argparse.Namespace) -> int:
+    _need_one_target(ns, "set-offset")
     if ns.offset < 0:
         raise UserError(f"the offset must be >= 0, got {ns.offset}")
-    store = _redis_store(ns)
-    if not store.has_state():
-        raise UserError(f"namespace {ns.namespace!r} has no state in Redis")
-    old = store.set_offset(ns.partition, ns.offset)
-    if old is None:
-        known = ", ".join(store.partitions())
-        raise UserError(
-            f"namespace {ns.namespace!r} has no stored offset for {ns.partition!r} "
-            f"(it has: {known or 'none'}); partitions are named topic:partition"
-        )
+    if ns.state_dir is not None:
+        if not (ns.state_dir / SNAPSHOT_NAME).exists():
+            raise UserError(f"no state snapshot in {ns.state_dir}")
+        with _holding(ns.state_dir):
+            old = _set_snapshot_offset(ns.state_dir, ns.partition, ns.offset)
+        where, when = str(ns.state_dir), "The next run reads it from there."
+    else:
+        store = _redis_store(ns)
+        if not store.has_state():
+            raise UserError(f"namespace {ns.namespace!r} has no state in Redis")
+        old = store.set_offset(ns.partition, ns.offset)
+        if old is None:
+            _no_such_partition(f"namespace {ns.namespace!r}", ns.partition, store.partitions())
+        where = f"namespace {ns.namespace!r}"
+        when = "A daemon holding the partition reads it from there within seconds."
     if ns.offset < old:
         effect = f"records {ns.offset}–{old - 1} will be read (again, if they were read before)"
     elif ns.offset > old:
         effect = f"records {old}–{ns.offset - 1} will not be read"
     else:
         effect = "unchanged"
-    print(
-        f"{ns.partition}: stored offset {old} → {ns.offset} in namespace {ns.namespace!r}; "
-        f"{effect}. A daemon holding the partition reads it from there within seconds.",
-        file=sys.stderr,
-    )
+    print(f"{ns.partition}: stored offset {old} → {ns.offset} in {where}; {effect}. {when}",
+          file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _no_such_partition(where: str, partition: str, known: list[str]) -> NoReturn:
+    raise UserError(
+        f"{where} has no stored offset for {partition!r} (it has: {', '.join(known) or 'none'}); "
+        "partitions are named topic:partition (a file is path:0)"
+    )
+
+
+def _set_snapshot_offset(state_dir: Path, partition: str, offset: int) -> int:
+    """Replace one partition's offset in a state dir's snapshot (rewritten atomically); the old
+    offset. The checksum kept of a file's lines up to the old offset goes with it."""
+    path = state_dir / SNAPSHOT_NAME
+    if not path.exists():
+        raise UserError(f"no state snapshot in {state_dir}")
+    try:
+        state, outbox, uidnext = read_export(path)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    old = state.offsets.get(partition)
+    if old is None:
+        _no_such_partition(str(state_dir), partition, sorted(state.offsets))
+    state.offsets[partition] = offset
+    inputs = state.novelty.get("inputs", {})
+    inputs.pop(partition, None)
+    if not inputs:
+        state.novelty.pop("inputs", None)
+    write_snapshot(path, state, outbox, uidnext)
+    return old
 
 
 def _print(info: dict[str, Any], as_json: bool) -> None:
@@ -222,16 +270,20 @@ def add_state_commands(sub: Any) -> None:
 
     so = st_sub.add_parser(
         "set-offset",
-        help="set a Kafka partition's stored offset (for a partition the daemon holds)",
+        help="set an input's stored offset (a Kafka partition the daemon holds, a rotated file)",
         description="Replace the next offset stored with the state for one input partition. "
-        "For a partition the daemon holds because its stored offset is past the log end "
+        "For a Kafka partition the daemon holds because its stored offset is past the log end "
         "(/readyz and the log name it): 0 for a topic deleted and re-created, the log end "
         "when the broker lost records. For a partition that is not held, stop the daemons "
         "first: a daemon reading it finds its offset moved under it, and stops (exit 6) when "
-        "it was moved back, or pauses to reload when it was moved forward.",
+        "it was moved back, or pauses to reload when it was moved forward. For a file input "
+        "(partition PATH:0, offset = lines) that was rotated or replaced, which a run refuses "
+        "to resume: 0 reads the new file from its start into the same model. A state dir is "
+        "refused while a run holds it.",
     )
     so.add_argument("partition", help="topic:partition, as `state show` lists the offsets")
     so.add_argument("offset", type=int, help="the next offset to read")
-    so.add_argument("--redis-url", required=True, help="Redis holding the state")
+    so.add_argument("--state-dir", type=Path, help="embedded state directory")
+    so.add_argument("--redis-url", help="Redis holding the state (with --namespace)")
     so.add_argument("--namespace", default="default", help="namespace in Redis (default)")
     so.set_defaults(func=_cmd_set_offset)

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import FrameType
 from typing import IO, Any
 
@@ -29,6 +29,7 @@ from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.schema import InvalidReason, stored_json
 from noveld.state.base import CommitOutcome, FingerprintMismatch, StateStore, partition_key
+from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import MemoryStore
 from noveld.state.redis_store import RedisStore, StoreConflict, connect
 from noveld.state.redis_url import redacted
@@ -320,14 +321,25 @@ def same_file_as(input_path: str, offsets: dict[str, int]) -> tuple[str, int] | 
     return None
 
 
-def open_source(settings: Settings, input_path: str, start: int) -> JsonlSource | TimedSource:
-    """The input from line ``start`` on; stdin's reads close a batch after ``max_wait_ms``."""
+def open_source(
+    settings: Settings, input_path: str, start: int, committed: dict[str, int] | None = None
+) -> JsonlSource | TimedSource:
+    """The input from line ``start`` on; stdin's reads close a batch after ``max_wait_ms``.
+    ``committed`` is the checksum the state keeps of the input's lines (``offset``, ``crc32``):
+    when it covers exactly the lines skipped to ``start``, they must match it."""
     try:
         base = JsonlSource(
             input_path, start_offset=start, max_line_bytes=settings.limits.max_doc_bytes
         )
     except OSError as exc:
         raise UserError(f"cannot read input {input_path}: {exc}") from exc
+    if (
+        committed is not None
+        and committed["offset"] == start == base.next_offset
+        and base.checksum != committed["crc32"]
+    ):
+        base.close()
+        raise UserError(_changed_input(input_path, start))
     if input_path == "-":
         return TimedSource(base, settings.batch.max_wait_ms / 1000)
     if base.next_offset < start:  # fewer lines than the state has committed from it
@@ -339,6 +351,22 @@ def open_source(settings: Settings, input_path: str, start: int) -> JsonlSource 
             "--namespace (with Redis, `noveld state set-offset` moves the stored offset)"
         )
     return base
+
+
+def _changed_input(input_path: str, lines: int) -> str:
+    """Why a run refuses to resume an input whose first lines are not the ones committed."""
+    if input_path == "-":
+        return (
+            f"the first {lines:,} lines of stdin are not the lines this state holds from stdin "
+            "(their checksum differs): a different stream on stdin needs its own --state-dir "
+            "or --namespace, or the same stream must be given again to resume"
+        )
+    return (
+        f"the first {lines:,} lines of {input_path} are not the lines the state holds from it "
+        "(their checksum differs): the file was changed, rotated or replaced since. Give a new "
+        "file its own --state-dir or --namespace (with Redis, `noveld state set-offset` moves "
+        "the stored offset)"
+    )
 
 
 def run_file(
@@ -355,8 +383,35 @@ def run_file(
     """Run the pipeline over a JSONL file (or ``-``) until exhausted or signalled.
 
     ``on_start`` sees the pipeline once it is built (benchmarks and tools inspect its state);
-    ``store`` replaces the default in-process store (e.g. a RedisStore).
+    ``store`` replaces the default in-process store (e.g. a RedisStore). The default store's
+    state dir is held for the whole run (:func:`hold_state_dir`): a second run on it is refused.
     """
+    args = (events_out, progress_out, events_sink, observer, snapshot, on_start, store)
+    state_dir = settings.state.dir
+    if store is not None or settings.redis.url is not None or not snapshot or state_dir is None:
+        return _run_file(settings, input_path, *args)
+    with ExitStack() as held:
+        try:
+            held.enter_context(hold_state_dir(state_dir))
+        except StateDirBusy as exc:
+            raise UserError(str(exc)) from exc
+        except OSError as exc:  # the directory cannot be created, or its lock file written
+            raise UserError(f"cannot save state in {state_dir}: {exc}") from exc
+        return _run_file(settings, input_path, *args)
+
+
+def _run_file(
+    settings: Settings,
+    input_path: str,
+    events_out: IO[str] | None,
+    progress_out: IO[str] | None,
+    events_sink: Any,
+    observer: BatchObserver | None,
+    snapshot: bool,
+    on_start: Callable[[Pipeline], None] | None,
+    store: StateStore | None,
+) -> tuple[int, Progress, Pipeline]:
+    """:func:`run_file` with the state dir held (or none to hold)."""
     if store is None:
         store = default_store(settings, snapshot)
         say_persistence_risk(store, progress_out)
@@ -390,7 +445,8 @@ def run_file(
         except redis.RedisError as exc:
             raise UserError(f"cannot start: {outage_reason(exc)}") from exc
     resume_at = pipeline.next_offset(topic, 0)
-    source = open_source(settings, input_path, resume_at)
+    source = open_source(settings, input_path, resume_at, pipeline.inputs.get(key))
+    pipeline.input_checksum = lambda _key, offset: source.checksum_at(offset)
     if resume_at and progress_out is not None:
         where, note = (
             ("stdin", "; a different stream on stdin needs its own namespace or state dir")
@@ -445,7 +501,7 @@ def run_file(
                     stored = pipeline.next_offset(topic, 0)
                     if input_path != "-":  # a file can be read again from wherever Redis is
                         source.close()
-                        source = open_source(settings, input_path, stored)
+                        source = open_source(settings, input_path, stored, pipeline.inputs.get(key))
                     elif stored == first and records:
                         held = records
                     elif stored != source.next_offset:  # lines Redis lost are gone from stdin

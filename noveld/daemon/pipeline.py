@@ -282,6 +282,10 @@ class Pipeline:
         self.dead_letters = dead_letters
         self.observer = observer
         self.model_observer: ModelObserver | None = None
+        #: the checksum of an input's lines before an offset (``JsonlSource.checksum_at``), for
+        #: file and stdin inputs: kept with each commit so a resumed run can tell its input
+        #: is still the one the state was built from
+        self.input_checksum: Callable[[str, int], int | None] | None = None
         self.model = make_model(settings)
         tok = settings.tokenizer
         self.tokenizer = Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len)
@@ -340,6 +344,9 @@ class Pipeline:
         self.known_labels: dict[int, str] = {
             int(u): str(label) for u, label in self.state.novelty.get("known", {}).items()
         }
+        #: per file or stdin input, the checksum of the lines committed from it (``offset``,
+        #: ``crc32``): what a resumed run compares the lines it skips with
+        self.inputs: dict[str, dict[str, int]] = dict(self.state.novelty.get("inputs", {}))
 
     def _bind_reserved(self) -> None:
         """Tell the model the ids of its reserved vocabulary entries (hdp topics, vmf
@@ -489,6 +496,7 @@ class Pipeline:
             "clusters": rep.model_births,
             "batches": 1,
         }
+        self._note_inputs(next_offsets)
         request = CommitRequest(
             first_offsets, next_offsets, delta, events, counters,
             if_announced=frozenset(self._if_announced),
@@ -914,11 +922,23 @@ class Pipeline:
                 best, best_sim = label, sim
         return best
 
+    def _note_inputs(self, next_offsets: dict[str, int]) -> None:
+        """Record the checksum of each input's lines up to the batch's next offset (committed
+        with it; a refused commit reloads the stored ones)."""
+        if self.input_checksum is None:
+            return
+        for key, offset in next_offsets.items():
+            crc = self.input_checksum(key, offset)
+            if crc is not None:
+                self.inputs[key] = {"offset": offset, "crc32": crc}
+
     def _novelty_json(self) -> dict[str, Any]:
         novelty = self.tracker.to_json()
         novelty["announced"] = sorted(self.announced)
         novelty["vocabulary_checked_at"] = self.vocabulary_checked_at
         novelty["known"] = {str(u): label for u, label in sorted(self.known_labels.items())}
+        if self.inputs:
+            novelty["inputs"] = {k: dict(v) for k, v in sorted(self.inputs.items())}
         return novelty
 
     def _sync_state(self) -> None:

@@ -175,8 +175,11 @@ def member_words(novelty: dict[str, Any]) -> list[int]:
 
 
 #: the entries of the novelty state a namespace stores: the tracker's (:meth:`to_json`) and the
-#: pipeline's (announced clusters, known labels, the last vocabulary check)
-STATE_KEYS = frozenset({"candidates", "dropped", "announced", "known", "vocabulary_checked_at"})
+#: pipeline's (announced clusters, known labels, the last vocabulary check, and per file or
+#: stdin input the checksum of the lines committed from it)
+STATE_KEYS = frozenset(
+    {"candidates", "dropped", "announced", "known", "vocabulary_checked_at", "inputs"}
+)
 _CANDIDATE_KEYS = frozenset(f.name for f in fields(Candidate))
 _CANDIDATE_REQUIRED = frozenset(
     f.name for f in fields(Candidate) if f.default is MISSING and f.default_factory is MISSING
@@ -230,6 +233,16 @@ def state_problem(data: Any, n_words: int | None = None) -> tuple[str, str] | No
         isinstance(label, str) and _is_int_text(k) for k, label in known.items()
     ):
         return "novelty.known", "is not an object of cluster uid → label"
+    inputs = data.get("inputs", {})
+    if not isinstance(inputs, dict) or not all(
+        isinstance(v, dict)
+        and v.keys() == {"offset", "crc32"}
+        and _is_count(v["offset"])
+        and _is_count(v["crc32"])
+        and v["crc32"] < 1 << 32
+        for v in inputs.values()
+    ):
+        return "novelty.inputs", "is not an object of input → {offset, crc32}"
     candidates = data.get("candidates", [])
     if not isinstance(candidates, list):
         return "novelty.candidates", f"is a JSON {json_kind(candidates)}, not a list"

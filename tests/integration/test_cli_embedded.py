@@ -10,6 +10,7 @@ import signal
 import subprocess
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,62 @@ def test_a_file_shorter_than_the_state_holds_is_refused(stream: Path, tmp_path: 
     assert out.returncode == 2 and out.stdout == ""
     assert "has 50 complete lines but the state already holds lines 1 to 100" in out.stderr
     assert state_show(state)["docs"] == 100
+
+
+def test_a_replaced_longer_file_is_refused_and_a_grown_one_resumed(
+    stream: Path, tmp_path: Path
+) -> None:
+    """A new file at the old path with more lines would be skipped up to the stored line
+    number; the state keeps the checksum of the lines it committed, so that is refused too,
+    while the same file grown (last line given its newline, line ends now CRLF) resumes."""
+    src = tmp_path / "in.jsonl"
+    lines = stream.read_text().splitlines(keepends=True)
+    src.write_text("".join(lines[:99]) + lines[99].rstrip("\n"))  # no final newline
+    state = tmp_path / "s"
+    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    src.write_text("".join(lines[1000:1500]))  # rotated: a new, longer file
+    out = noveld("run", "--input", str(src), "--state-dir", str(state))
+    assert out.returncode == 2 and out.stdout == ""
+    assert "the first 100 lines of" in out.stderr and "changed, rotated or replaced" in out.stderr
+    assert state_show(state)["docs"] == 100
+    src.write_text("".join(line.replace("\n", "\r\n") for line in lines[:300]))
+    out = noveld("run", "--input", str(src), "--state-dir", str(state))
+    assert out.returncode == 0, out.stderr
+    assert state_show(state)["docs"] == 300
+
+
+def test_another_stream_on_stdin_is_refused(stream: Path, tmp_path: Path) -> None:
+    """Resuming stdin skips the lines the state holds: a different stream would lose them."""
+    lines = stream.read_text().splitlines(keepends=True)
+    st = str(tmp_path / "s")
+    assert noveld("run", "--input", "-", "--state-dir", st,
+                  input_text="".join(lines[:200])).returncode == 0  # fmt: skip
+    out = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines[500:900]))
+    assert out.returncode == 2 and "the first 200 lines of stdin are not" in out.stderr
+    out = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines[:400]))
+    assert out.returncode == 0, out.stderr
+    assert state_show(Path(st))["docs"] == 400
+
+
+def test_a_state_from_before_input_checksums_resumes(stream: Path, tmp_path: Path) -> None:
+    """A snapshot without the checksum (written by an older noveld) resumes unchecked and
+    keeps a checksum from then on."""
+    from noveld.state.memory import SNAPSHOT_NAME, read_export, write_snapshot
+
+    src = tmp_path / "in.jsonl"
+    lines = stream.read_text().splitlines(keepends=True)
+    src.write_text("".join(lines[:100]))
+    state = tmp_path / "s"
+    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    snap, outbox, uidnext = read_export(state / SNAPSHOT_NAME)
+    crc = zlib.crc32("".join(lines[:100]).encode())  # of newline-ended lines: the bytes'
+    assert snap.novelty.pop("inputs") == {f"{src}:0": {"offset": 100, "crc32": crc}}
+    write_snapshot(state / SNAPSHOT_NAME, snap, outbox, uidnext)
+    src.write_text("".join(lines[:200]))
+    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    src.write_text("".join(lines[2000:2300]))
+    out = noveld("run", "--input", str(src), "--state-dir", str(state))
+    assert out.returncode == 2 and "the first 200 lines of" in out.stderr
 
 
 def test_retirements_carry_the_documents_own_time(stream: Path, tmp_path: Path) -> None:
@@ -441,16 +498,17 @@ def test_stdin_input_and_field_names(tmp_path: Path) -> None:
 
 
 def test_stdin_resume_says_where_it_resumes(tmp_path: Path) -> None:
-    """Stdin resumes by line number: a second, different stream on the same state dir skips
-    as many lines as the first committed, which the run must say rather than do silently."""
-    lines = "".join(
+    """Stdin resumes by line number: the same stream given again skips as many lines as the
+    first run committed, which the run says (another stream is refused: the test above)."""
+    lines = [
         json.dumps({"id": f"n{i}", "text": "storm flood river rain"}) + "\n" for i in range(30)
-    )
+    ]
     st = str(tmp_path / "st")
-    assert noveld("run", "--input", "-", "--state-dir", st, input_text=lines[:400]).returncode == 0
-    again = noveld("run", "--input", "-", "--state-dir", st, input_text=lines)
+    first = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines[:10]))
+    assert first.returncode == 0, first.stderr
+    again = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines))
     assert again.returncode == 0, again.stderr
-    assert "resuming stdin after line" in again.stderr
+    assert "resuming stdin after line 10 " in again.stderr
     assert "a different stream on stdin needs its own namespace or state dir" in again.stderr
 
 
@@ -855,3 +913,54 @@ def test_warm_start_from_an_archive_announces_only_stories_new_since(tmp_path: P
     info = state_show(warm_state)
     assert info["docs"] == 6000
     assert info["offsets"] == {f"{archive}:0": 3000, f"{live}:0": 3000}
+
+
+def test_one_run_at_a_time_per_state_dir_and_a_rotated_file_resumed_from_its_start(
+    stream: Path, tmp_path: Path
+) -> None:
+    """Two runs snapshotting one directory would overwrite each other's state (documents
+    counted twice): while one holds it, a second run and `state set-offset` are refused. A
+    rotated file the state refuses is taken from its start into the same model with
+    `state set-offset PATH:0 0`."""
+    lines = stream.read_text().splitlines(keepends=True)
+    src, state = tmp_path / "feed.jsonl", tmp_path / "s"
+    src.write_text("".join(lines[:300]))
+    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    key = f"{src}:0"
+    holder = subprocess.Popen(
+        [*NOVELD, "run", "--input", "-", "--state-dir", str(state)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while (state / ".lock").read_text().strip() != str(holder.pid):
+            assert time.monotonic() < deadline and holder.poll() is None, "never took the lock"
+            time.sleep(0.05)
+        second = noveld("run", "--input", str(src), "--state-dir", str(state))
+        assert second.returncode == 2 and second.stdout == ""
+        assert f"is in use by another noveld process (pid {holder.pid})" in second.stderr
+        moved = noveld("state", "set-offset", key, "0", "--state-dir", str(state))
+        assert moved.returncode == 2 and "in use by another noveld process" in moved.stderr
+    finally:
+        holder.communicate("", timeout=60)  # EOF: the holder ends and lets go
+    assert holder.returncode == 0
+    src.write_text("".join(lines[3000:3200]))  # rotated
+    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 2
+    moved = noveld("state", "set-offset", key, "0", "--state-dir", str(state))
+    assert moved.returncode == 0, moved.stderr
+    assert f"{key}: stored offset 300 → 0 in {state}; records 0–299 will be read" in moved.stderr
+    again = noveld("run", "--input", str(src), "--state-dir", str(state))
+    assert again.returncode == 0, again.stderr
+    assert state_show(state)["docs"] == 500 and state_show(state)["offsets"][key] == 200
+    for args, said in [
+        (["nope:0", "1"], f"has no stored offset for 'nope:0' (it has: {key})"),
+        ([key, "1", "--state-dir", str(tmp_path / "none")], "no state snapshot in"),
+    ]:
+        out = noveld(
+            "state",
+            "set-offset",
+            *args,
+            *(["--state-dir", str(state)] if "--state-dir" not in args else []),
+        )
+        assert out.returncode == 2 and said in out.stderr, out.stderr
+    assert not (tmp_path / "none").exists()

@@ -309,3 +309,47 @@ def test_source_decode_dlq_end_to_end(tmp_path: Path) -> None:
         ("not_object", 1, "[1]"),
         ("missing_id", 3, '{"text":"no id"}'),
     ]
+
+
+def _checksum_after(path: Path, lines: int, max_line_bytes: int | None = None) -> int:
+    with JsonlSource(str(path), start_offset=lines, max_line_bytes=max_line_bytes) as src:
+        assert src.next_offset == lines
+        return src.checksum
+
+
+def test_the_checksum_of_a_prefix_survives_appends_newlines_and_crlf(tmp_path: Path) -> None:
+    """What a resumed run compares: the first N lines' checksum must not change when the file
+    grows, its last line gets its newline, or its line ends change; it must when a line does."""
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(CONTENT)
+    at = {n: _checksum_after(path, n) for n in range(7)}
+    assert len(set(at.values())) == 7  # every line, blank ones too, moves it
+    path.write_bytes(CONTENT + b'\n{"id":"e"}\n')  # appended; line 5 got its newline
+    assert all(_checksum_after(path, n) == at[n] for n in range(7))
+    path.write_bytes(CONTENT.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    assert all(_checksum_after(path, n) == at[n] for n in range(7))
+    path.write_bytes(CONTENT.replace(b'"b"', b'"B"'))
+    assert [_checksum_after(path, n) == at[n] for n in range(7)] == [True] * 3 + [False] * 4
+
+
+def test_checksum_at_answers_for_each_offset_read_since_the_last_asked(data_file: Path) -> None:
+    """A commit's next offset may stop short of what was read (the circuit breaker cuts a
+    batch): the checksum there is known; offsets before an earlier question are forgotten."""
+    with JsonlSource(str(data_file), start_offset=1) as src:
+        assert src.checksum_at(1) == _checksum_after(data_file, 1)
+        src.read_batch(10)
+        expected = {n: _checksum_after(data_file, n) for n in range(1, 7)}
+        assert src.checksum_at(3) == expected[3]
+        assert src.checksum_at(2) is None  # asked past it already
+        assert src.checksum_at(6) == expected[6] == src.checksum
+        assert src.checksum_at(7) is None  # not read yet
+
+
+def test_an_over_long_line_counts_in_full_whatever_the_limit(tmp_path: Path) -> None:
+    """A cut line is discarded, not forgotten: its whole content enters the checksum, so a run
+    with another ``max_doc_bytes`` agrees."""
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"id":"a"}\n' + b"x" * 200_000 + b'\n{"id":"b"}\n')
+    full = _checksum_after(path, 3)
+    assert _checksum_after(path, 3, max_line_bytes=100) == full
+    assert _checksum_after(path, 3, max_line_bytes=70_000) == full
