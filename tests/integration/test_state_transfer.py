@@ -179,3 +179,24 @@ def test_export_while_a_writer_commits_is_one_instant(redis_url: str, tmp_path: 
         alive = state.stats.uid[state.stats.active_slots()]
         assert int(alive.max()) < uidnext["0"]  # the uid counter covers every live cluster
         assert int(state.stats.ictl[kern.NEXT_UID]) <= uidnext["0"]
+
+
+def test_a_replaced_input_file_is_refused_with_redis_state_too(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """The checksum of a file's committed lines travels with the namespace's novelty state:
+    a run on Redis refuses a replaced file like a state dir does, and after `state set-offset
+    PATH:0 0` reads the new one from its start."""
+    ns = ["--redis-url", redis_url, "--namespace", "rotated", "--dlq", str(tmp_path / "d.jsonl")]
+    lines = stream.read_text().splitlines(keepends=True)
+    src = tmp_path / "feed.jsonl"
+    src.write_text("".join(lines[:500]))
+    cli("run", "--input", str(src), *ns, "--quiet")
+    src.write_text("".join(lines[500:1500]))  # rotated: a new, longer file
+    refused = cli("run", "--input", str(src), *ns, "--quiet", ok=False)
+    assert refused.returncode == 2, refused.stderr
+    assert "the first 500 lines of" in refused.stderr and "replaced" in refused.stderr
+    cli("state", "set-offset", f"{src}:0", "0", *ns[:4])
+    cli("run", "--input", str(src), *ns, "--quiet")
+    info = show(*ns[:4])
+    assert info["docs"] == 1500 and info["offsets"] == {f"{src}:0": 1000}
