@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import stat
 import sys
 import threading
 import time
@@ -85,6 +86,9 @@ class JsonlSource:
             else open(path, "rb")  # noqa: SIM115
         )
         self._owns_stream = True  # for stdin, the duplicate: closing it leaves stdin open
+        #: a regular file, which a later run (or this one, after an outage) can read again from
+        #: any line; stdin, a FIFO, ``<(command)`` or a device cannot
+        self.rereadable = path != STDIN and stat.S_ISREG(os.fstat(self._stream.fileno()).st_mode)
         self._next = 0  # line number of the next line to read
         self.exhausted = False
         self.held_tail = False  # a last line left unread: no newline and not JSON (yet)
@@ -139,7 +143,7 @@ class JsonlSource:
         if not line:
             self.exhausted = True
             return None
-        if not cut and not line.endswith(b"\n") and self.path != STDIN and _unfinished(line):
+        if not cut and not line.endswith(b"\n") and self.rereadable and _unfinished(line):
             self.exhausted = self.held_tail = True  # a writer may still be appending to it
             self.held_tail_cr = b"\r" in line  # or its lines end in CR alone (old Mac files)
             return None
@@ -290,7 +294,8 @@ class DlqFileSink:
 
 
 class TimedSource:
-    """Wraps a blocking ``JsonlSource`` (stdin) so batches also close after ``max_wait_s``.
+    """Wraps a blocking ``JsonlSource`` (stdin, or a pipe or device given as a path) so batches
+    also close after ``max_wait_s``.
 
     A daemon thread reads records into a bounded queue (backpressure: it blocks when the
     pipeline falls behind); ``read_batch`` returns as soon as ``max_docs`` records are there or
@@ -299,6 +304,7 @@ class TimedSource:
     """
 
     _EOF = object()
+    rereadable = False  # what a pipe gave is gone once read
 
     def __init__(self, source: JsonlSource, max_wait_s: float, queue_size: int = 10_000) -> None:
         self._source = source

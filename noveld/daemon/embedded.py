@@ -340,15 +340,14 @@ def open_source(
     ):
         base.close()
         raise UserError(_changed_input(input_path, start))
-    if input_path == "-":
+    if not base.rereadable:  # stdin, a pipe, a device: read by a thread, never blocking
         return TimedSource(base, settings.batch.max_wait_ms / 1000)
     if base.next_offset < start:  # fewer lines than the state has committed from it
         base.close()
         raise UserError(
             f"{input_path} has {base.next_offset:,} complete lines but the state already holds "
             f"lines 1 to {start:,} of it: this is not the file the state was built from "
-            "(truncated, rotated or replaced?). Give a new file its own --state-dir or "
-            "--namespace (with Redis, `noveld state set-offset` moves the stored offset)"
+            f"(truncated, rotated or replaced?). {_NEW_FILE_ADVICE.format(input_path)}"
         )
     return base
 
@@ -363,10 +362,16 @@ def _changed_input(input_path: str, lines: int) -> str:
         )
     return (
         f"the first {lines:,} lines of {input_path} are not the lines the state holds from it "
-        "(their checksum differs): the file was changed, rotated or replaced since. Give a new "
-        "file its own --state-dir or --namespace (with Redis, `noveld state set-offset` moves "
-        "the stored offset)"
+        "(their checksum differs): the file was changed, rotated or replaced since. "
+        + _NEW_FILE_ADVICE.format(input_path)
     )
+
+
+_NEW_FILE_ADVICE = (
+    "Give a new file its own --state-dir or --namespace, or read it into this model from its "
+    "start: `noveld state set-offset {}:0 0` with this run's --state-dir (or --redis-url and "
+    "--namespace)"
+)
 
 
 def run_file(
@@ -499,7 +504,7 @@ def _run_file(
                     if metrics is not None:
                         metrics.set_ready(True)
                     stored = pipeline.next_offset(topic, 0)
-                    if input_path != "-":  # a file can be read again from wherever Redis is
+                    if source.rereadable:  # a file can be read again from wherever Redis is
                         source.close()
                         source = open_source(settings, input_path, stored, pipeline.inputs.get(key))
                     elif stored == first and records:
@@ -507,7 +512,8 @@ def _run_file(
                     elif stored != source.next_offset:  # lines Redis lost are gone from stdin
                         code = _redis_lost(
                             f"Redis came back without the commits of lines {stored + 1} to "
-                            f"{first} of stdin (lost in the outage), which cannot be read again",
+                            f"{first} of {'stdin' if input_path == '-' else input_path} (lost "
+                            "in the outage), which cannot be read again",
                             input_path,
                             stored,
                             progress_out,

@@ -420,6 +420,42 @@ def test_sigterm_finishes_batch_snapshots_and_exits_zero(big_stream: Path, tmp_p
     assert state_show(st)["docs"] == BIG
 
 
+def test_a_named_pipe_is_read_promptly_and_a_stop_is_not_stuck_behind_its_read(
+    stream: Path, tmp_path: Path
+) -> None:
+    """A FIFO or `<(command)` given as --input is read like stdin: a batch closes after
+    ``max_wait_ms`` with what arrived, and SIGTERM stops the run while the writer is quiet
+    (a blocking read in the main thread used to wait for 256 lines and ignore the signal).
+    An endless line (`/dev/zero`) does not hold up a stop either."""
+    fifo, st = tmp_path / "feed", tmp_path / "s"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [*NOVELD, "run", "--input", str(fifo), "--state-dir", str(st),
+         "--snapshot-interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines = stream.read_text().splitlines(keepends=True)
+    with open(fifo, "w") as writer:
+        writer.write("".join(lines[:40]))
+        writer.flush()
+        deadline = time.monotonic() + 60
+        while not (st / "state.npz").exists() or state_show(st)["docs"] < 40:
+            assert time.monotonic() < deadline and proc.poll() is None, "the lines never came"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)  # the writer is still there, and quiet
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped by signal" in err, err
+    assert state_show(st)["offsets"] == {f"{fifo}:0": 40}
+    zero = subprocess.Popen(
+        [*NOVELD, "run", "--input", "/dev/zero", "--dlq", str(tmp_path / "d.jsonl")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(2)
+    zero.send_signal(signal.SIGTERM)
+    _out, err = zero.communicate(timeout=30)
+    assert zero.returncode == 0 and "stopped by signal" in err, err
+
+
 def test_bad_input_goes_to_dlq_and_processing_continues(tmp_path: Path) -> None:
     good = [
         json.dumps({"id": f"d{i}", "text": f"alpha beta gamma{i % 3} delta"}) for i in range(40)
