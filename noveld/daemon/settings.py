@@ -6,11 +6,12 @@ Environment variables use the prefix ``NOVELD_`` and ``__`` between levels, e.g.
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -530,10 +531,52 @@ def load_settings(
             f"{exc}; a section set by one environment variable (e.g. NOVELD_MODEL) takes a JSON "
             "object — set single keys with two underscores instead (NOVELD_MODEL__ALPHA=0.1)"
         ) from exc
+    if config_file is not None:
+        problem = _toml_type_problem(Settings, tomllib.loads(config_file.read_text("utf-8")), "")
+        if problem is not None:
+            raise ConfigError(f"config file {config_file}: {problem}")
     merged = _deep_merge(base, overrides or {})
     settings = Settings.model_validate(merged)
     _check_complete(settings.kafka, "kafka")
     return settings
+
+
+_TOML_KINDS: dict[type, tuple[tuple[type, ...], str]] = {
+    bool: ((bool,), "true or false"),
+    int: ((int,), "a whole number"),
+    float: ((int, float), "a number"),
+}
+"""What a TOML value of a bool, int or float setting must be (checked before pydantic, whose lax
+mode would read ``max_docs = true`` as 1 and ``deterministic = "no"`` as false)."""
+
+
+def _toml_kind(value: Any) -> str:
+    """A TOML value's type, in TOML's words."""
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
+    names |= {list: "an array", dict: "a table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _toml_type_problem(model: type[BaseModel], data: dict[str, Any], where: str) -> str | None:
+    """The first boolean or number setting of a TOML file given a value of another type
+    (``batch.max_docs is a boolean (true); it takes a whole number``), or None."""
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:  # an unknown key: pydantic names it
+            continue
+        args = get_args(field.annotation) or (field.annotation,)
+        kinds = [a for a in args if a is not type(None)]
+        nested = kinds[0] if len(kinds) == 1 else None
+        if isinstance(nested, type) and issubclass(nested, BaseModel) and isinstance(value, dict):
+            problem = _toml_type_problem(nested, value, f"{where}{key}.")
+            if problem is not None:
+                return problem
+            continue
+        kind = _TOML_KINDS.get(nested) if isinstance(nested, type) else None
+        if kind is not None and (type(value) not in kind[0]):
+            shown = json.dumps(value) if isinstance(value, bool | int | float | str) else "…"
+            return f"{where}{key} is {_toml_kind(value)} ({shown}); it takes {kind[1]}"
+    return None
 
 
 def _check_complete(section: BaseModel, name: str) -> None:

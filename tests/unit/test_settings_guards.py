@@ -136,6 +136,31 @@ def test_unreadable_configuration_is_one_line_and_exit_2(
     assert '"model"' in err and "NOVELD_MODEL__ALPHA" in err and "Traceback" not in err
 
 
+def test_a_config_file_value_of_the_wrong_type_is_refused_not_coerced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pydantic's lax mode reads ``max_docs = true`` as 1 and ``deterministic = "no"`` as
+    false; in a TOML file, where every value has its type, that is a mistake to name. Integers
+    for floats, and ``events.assignments = true`` (documented), stay accepted."""
+    cfg = tmp_path / "c.toml"
+    cases = {
+        "[batch]\nmax_docs = true": "batch.max_docs is a boolean (true); it takes a whole number",
+        '[model]\ndeterministic = "no"': 'model.deterministic is a string ("no"); it takes true',
+        '[model]\nalpha = "0.1"': 'model.alpha is a string ("0.1"); it takes a number',
+        "[model]\nseed = 1.0": "model.seed is a float (1.0); it takes a whole number",
+        "[tokenizer]\nlowercase = 1": "tokenizer.lowercase is an integer (1); it takes true",
+        "metrics_port = 9100.0": "metrics_port is a float (9100.0); it takes a whole number",
+    }
+    for text, said in cases.items():
+        cfg.write_text(text + "\n")
+        assert main(["config", "show", "--config", str(cfg)]) == 2, text
+        err = capsys.readouterr().err
+        assert f"config file {cfg}: {said}" in err and err.count("\n") == 1, err
+    cfg.write_text("metrics_port = 9100\n[model]\nalpha = 1\n[events]\nassignments = true\n")
+    settings = load_settings(cfg)
+    assert settings.model.alpha == 1.0 and settings.events.assignments == "document"
+
+
 def test_cli_tools_refuse_bad_arguments_before_working(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
