@@ -10,7 +10,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,13 @@ from noveld.daemon.embedded import (
 )
 from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
 from noveld.daemon.outage import outage_reason
-from noveld.daemon.settings import ConfigError, Settings, load_settings, unknown_env_names
+from noveld.daemon.settings import (
+    ConfigError,
+    ModelSettings,
+    Settings,
+    load_settings,
+    unknown_env_names,
+)
 from noveld.state.redis_store import StoreConflict
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
@@ -203,7 +209,46 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def _settings(ns: argparse.Namespace) -> Settings:
-    return load_settings(getattr(ns, "config", None), _overrides(ns))
+    settings = load_settings(getattr(ns, "config", None), _overrides(ns))
+    for warning in ignored_flags(ns, settings):
+        sys.stderr.write(f"noveld: warning: {warning}\n")
+    return settings
+
+
+#: model flags that only some models read: settings key → (who reads it, whether these do)
+_MODEL_ONLY: dict[str, tuple[str, Callable[[ModelSettings], bool]]] = {
+    **dict.fromkeys(
+        ("topics", "zeta", "gamma", "table_alpha", "context_prior", "use_context"),
+        ("--model hdp", lambda m: m.kind == "hdp"),
+    ),
+    **dict.fromkeys(
+        ("edcm_prior", "edcm_prior_docs"), ("--likelihood edcm", lambda m: m.likelihood == "edcm")
+    ),
+    **dict.fromkeys(
+        ("embedding_dim", "vmf_cosine"), ("--likelihood vmf", lambda m: m.likelihood == "vmf")
+    ),
+}
+_FLAG_OF = {key: flag for flag, key, _, _ in _MODEL_FLAGS} | {"use_context": "--use-context"}
+
+
+def ignored_flags(ns: argparse.Namespace, settings: Settings) -> list[str]:
+    """Flags given on the command line that these settings do not read (a model's flag with
+    another model; state-dir snapshots with Redis), said rather than silently dropped."""
+    m = settings.model
+    said = []
+    for key, (reader, reads) in _MODEL_ONLY.items():
+        if getattr(ns, key, None) is not None and not reads(m):
+            flag = "--ignore-context" if getattr(ns, key) is False else _FLAG_OF[key]
+            by_likelihood = reader.startswith("--likelihood") and m.kind == "dpmm"
+            used = f"--likelihood {m.likelihood}" if by_likelihood else f"--model {m.kind}"
+            said.append(f"{flag} is read by {reader} only; ignored with {used}")
+    if settings.redis.url is not None:
+        if getattr(ns, "snapshot_interval", None) is not None:
+            said.append("--snapshot-interval is ignored with --redis-url (every batch commits)")
+        if getattr(ns, "state_dir", None) is not None:
+            where = "" if settings.dlq is not None else " (the dead-letter file still goes there)"
+            said.append(f"--state-dir holds no state with --redis-url (Redis does){where}")
+    return said
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from noveld.daemon.cli import _MODEL_FLAGS, _overrides, build_parser, main
+from noveld.daemon.cli import _MODEL_FLAGS, _overrides, build_parser, ignored_flags, main
 from noveld.daemon.settings import load_settings, unknown_env_names
 
 # a valid value for every model flag, other than its default
@@ -259,3 +259,35 @@ def test_a_malformed_bootstrap_address_is_refused(bad: str) -> None:
 @pytest.mark.parametrize("good", ["h", "h:9092", "10.0.0.1:9093, k2:9092", "[::1]:9092", "[::1]"])
 def test_bootstrap_addresses_kafka_takes_are_accepted(good: str) -> None:
     assert load_settings(None, {"kafka": {"bootstrap_servers": good}}).kafka.bootstrap_servers
+
+
+def test_flags_the_settings_do_not_read_are_said_not_dropped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A model's flag given with another model, or state-dir snapshot flags with Redis, would
+    otherwise change nothing without a word."""
+
+    def said(*argv: str) -> list[str]:
+        ns = build_parser().parse_args(["run", "--input", "-", *argv])
+        return ignored_flags(ns, load_settings(None, _overrides(ns)))
+
+    assert said("--topics", "9", "--ignore-context", "--edcm-prior", "0.1") == [
+        "--topics is read by --model hdp only; ignored with --model dpmm",
+        "--ignore-context is read by --model hdp only; ignored with --model dpmm",
+        "--edcm-prior is read by --likelihood edcm only; ignored with --likelihood multinomial",
+    ]
+    assert said("--model", "hdp", "--topics", "9", "--vmf-cosine", "0.4") == [
+        "--vmf-cosine is read by --likelihood vmf only; ignored with --model hdp"
+    ]
+    assert said("--likelihood", "vmf", "--embedding-dim", "8", "--vmf-cosine", "0.4") == []
+    redis = ["--redis-url", "redis://127.0.0.1:1/0"]
+    assert said(*redis, "--state-dir", "s", "--snapshot-interval", "3") == [
+        "--snapshot-interval is ignored with --redis-url (every batch commits)",
+        "--state-dir holds no state with --redis-url (Redis does) (the dead-letter file still "
+        "goes there)",
+    ]
+    assert said(*redis, "--state-dir", "s", "--dlq", "d.jsonl") == [
+        "--state-dir holds no state with --redis-url (Redis does)"
+    ]
+    assert main(["config", "show", "--zeta", "0.1"]) == 0
+    assert "noveld: warning: --zeta is read by --model hdp only" in capsys.readouterr().err
