@@ -107,7 +107,15 @@ def encode_checkpoint(stats: MultinomialStats, header: dict[str, Any]) -> bytes:
 
 
 def decode_checkpoint(blob: bytes) -> tuple[MultinomialStats, dict[str, Any]]:
-    """Inverse of :func:`encode_checkpoint` (refuses pickled content)."""
+    """Inverse of :func:`encode_checkpoint` (refuses pickled content). Unchecked: a blob from
+    outside goes through :func:`decode_checkpoint_arrays` and a ``StatsCheck`` instead."""
+    arrays, header = decode_checkpoint_arrays(blob)
+    return MultinomialStats.from_arrays(arrays), header
+
+
+def decode_checkpoint_arrays(blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A checkpoint's statistics arrays (as :meth:`MultinomialStats.to_arrays` wrote them)
+    and its header; :class:`CodecError` on an unreadable or foreign blob."""
     try:
         with np.load(io.BytesIO(blob), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -119,4 +127,4 @@ def decode_checkpoint(blob: bytes) -> tuple[MultinomialStats, dict[str, Any]]:
         raise CodecError("checkpoint has no valid header") from exc
     if header.get("version") != CHECKPOINT_VERSION:
         raise CodecError(f"checkpoint version {header.get('version')} is not supported")
-    return MultinomialStats.from_arrays(arrays), header
+    return arrays, header

@@ -32,7 +32,7 @@ import secrets
 import time
 import uuid
 from importlib.resources import files
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import redis
@@ -55,13 +55,14 @@ from noveld.state.base import (
 )
 from noveld.state.codec import (
     CodecError,
-    decode_checkpoint,
+    decode_checkpoint_arrays,
     decode_delta,
     encode_checkpoint,
     encode_delta,
 )
 from noveld.state.memory import describe_mismatch
 from noveld.state.redis_url import SentinelURL, is_sentinel_url, parse_sentinel_url
+from noveld.state.stats_check import StatsCheck, delta_problem
 
 SCHEMA = 2
 #: the schema of a namespace whose vocabulary was compacted: the same keys plus ``vocab_gone``
@@ -270,6 +271,16 @@ def _gone_hashes(raw: bytes | None, namespace: str) -> np.ndarray:
 
 class _Trimmed(Exception):
     """The log no longer holds entries a replica has to apply."""
+
+
+class _CheckpointCheck(StatsCheck):
+    """The statistics checks of a Redis checkpoint: failures name the namespace's ckpt key."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+
+    def fail(self, field: str, what: str) -> NoReturn:
+        raise self.store._damaged("ckpt", f"is damaged: {field} {what}")
 
 
 class RedisStore:
@@ -572,12 +583,15 @@ class RedisStore:
                 raise self._damaged("uidnext", f"has a field {slot!r} that is not a uid slot")
         return counters
 
-    def _decoded_checkpoint(self, blob: bytes) -> tuple[MultinomialStats, int]:
-        """The checkpoint's statistics and log position."""
+    def _decoded_checkpoint(
+        self, blob: bytes, n_words: int, uidnext: dict[str, int]
+    ) -> tuple[MultinomialStats, int]:
+        """The checkpoint's statistics, checked (:class:`StatsCheck`: word ids against the
+        vocabulary's ``n_words``, uids against the slots' counters), and its log position."""
         if not blob.startswith(b"PK"):  # an .npz is a zip archive
             raise self._damaged("ckpt", "is not a noveld checkpoint (not an .npz archive)")
         try:
-            stats, header = decode_checkpoint(blob)
+            arrays, header = decode_checkpoint_arrays(blob)
         except CodecError as exc:  # numpy's reasons run on (its advice about allow_pickle)
             why = str(exc).split(". ", 1)[0]
             raise self._damaged("ckpt", f"is not a noveld checkpoint ({why})") from exc
@@ -588,19 +602,31 @@ class RedisStore:
         at = header.get("seq") if isinstance(header, dict) else None
         if not isinstance(at, int) or isinstance(at, bool) or at < 0:
             raise self._damaged("ckpt", f"has no log position in its header ({_shown(at)})")
-        return stats, at
+        checked = _CheckpointCheck(self).stats(arrays, n_words, uidnext)
+        return MultinomialStats.from_arrays(checked), at
 
-    def _delta(self, entry_id: Any, fields: dict[bytes, bytes]) -> StatsDelta:
-        """A log entry's statistics delta."""
+    def _delta(
+        self, entry_id: Any, fields: dict[bytes, bytes], n_words: int | None = None
+    ) -> StatsDelta:
+        """A log entry's statistics delta, checked (:func:`delta_problem`; word ids against
+        ``n_words`` when given)."""
         blob = fields.get(b"d")
         if blob is None:
             raise self._damaged("log", f"entry {_text(entry_id)} has no field 'd'")
         try:
-            return decode_delta(blob)
+            delta = decode_delta(blob)
         except ValueError as exc:  # CodecError
             raise self._damaged(
                 "log", f"entry {_text(entry_id)} is not a noveld delta ({exc})"
             ) from exc
+        self._check_delta(entry_id, delta, n_words)
+        return delta
+
+    def _check_delta(self, entry_id: Any, delta: StatsDelta, n_words: int | None) -> None:
+        problem = delta_problem(delta, n_words)
+        if problem is not None:
+            field, what = problem
+            raise self._damaged("log", f"entry {_text(entry_id)}'s {field} {what}")
 
     def _event_texts(self, entry_id: Any, fields: dict[bytes, bytes]) -> list[bytes]:
         """An outbox entry's events (:func:`_entry_events`)."""
@@ -691,7 +717,7 @@ class RedisStore:
             return None, outbox, counters_of
         self.half_life_docs = float(fingerprint.get("half_life_docs", 0.0))
         if ckpt is not None:
-            stats, at = self._decoded_checkpoint(ckpt)
+            stats, at = self._decoded_checkpoint(ckpt, len(vocab), counters_of)
         else:
             stats, at = MultinomialStats(), 0
         for entry_id, fields in log:
@@ -703,7 +729,7 @@ class RedisStore:
                     f"delta log of namespace {self.namespace!r} jumps from {at} to {s}: "
                     "entries are missing (was the log trimmed by hand?)"
                 )
-            replay_delta(stats, self._delta(entry_id, fields), self.half_life_docs)
+            replay_delta(stats, self._delta(entry_id, fields, len(vocab)), self.half_life_docs)
             at = s
         if at != seq:
             raise StoreConflict(f"log ends at {at} but meta says {seq}")
@@ -954,6 +980,8 @@ class RedisStore:
             )
             if width > len(state.vocab):
                 self.intern(state, len(state.vocab), [])
+            for (sid, _), d in zip(entries, deltas, strict=True):
+                self._check_delta(sid, d, len(state.vocab))
         except (_Trimmed, StaleVocabulary):
             fresh = self._read_state(state.fingerprint)
             if fresh is None:

@@ -6,15 +6,21 @@ traceback, a bare ``int()`` error with exit 2, or "Redis unreachable"."""
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import redis
 from cli_runner import noveld
 from harness import RedisServer
 
 from noveld.daemon.settings import load_settings, model_fingerprint
+from noveld.models.base import StatsDelta
+from noveld.state.codec import decode_checkpoint_arrays, encode_delta
 from noveld.state.redis_store import CHECKPOINT_EVERY, RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
@@ -73,7 +79,7 @@ def retyped(name: str, write: Callable[[redis.Redis, str], object]) -> Damage:
     return damage
 
 
-def log_entry(fields: dict[str, str]) -> Damage:
+def log_entry(fields: dict[str, str | bytes]) -> Damage:
     """A damage that appends an entry to the log (and counts it in meta)."""
 
     def damage(c: redis.Redis, _: Path) -> object:
@@ -88,6 +94,37 @@ def cut_checkpoint(c: redis.Redis, _: Path) -> object:
     blob = c.get(P + "ckpt")
     assert blob is not None
     return c.set(P + "ckpt", blob[: len(blob) // 2])
+
+
+def rewritten_checkpoint(change: Callable[[dict[str, np.ndarray]], None]) -> Damage:
+    """A damage that rewrites the checkpoint as a well-formed one whose arrays ``change``
+    spoils: what only the statistics checks catch (the kernels do not bounds-check)."""
+
+    def damage(c: redis.Redis, _: Path) -> object:
+        blob = c.get(P + "ckpt")
+        assert blob is not None
+        arrays, header = decode_checkpoint_arrays(blob)
+        change(arrays)
+        buf = io.BytesIO()
+        np.savez(buf, header=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+        return c.set(P + "ckpt", buf.getvalue())
+
+    return damage
+
+
+def spoiled_delta(**fields: Any) -> bytes:
+    """A decodable delta of one cluster and one word, with ``fields`` replaced."""
+    one = np.ones(1)
+    parts: dict[str, Any] = {
+        "decay": 1.0, "cluster_uids": np.array([1]), "dm": one, "dntok": 2 * one,
+        "word_cluster": np.array([0]), "word_ids": np.array([0]), "word_count": 2 * one,
+        "born_uids": np.zeros(0, np.int64), "retired_uids": np.zeros(0, np.int64),
+    }  # fmt: skip
+    return encode_delta(StatsDelta(**(parts | fields)))
+
+
+def _loop(a: dict[str, np.ndarray]) -> None:
+    a["nxt"][1] = 0  # entry 0 → 1 → 0 …: two links into entry 0, and a walk without end
 
 
 # (damage, what the message says besides the namespace)
@@ -152,6 +189,30 @@ DAMAGES: dict[str, tuple[Damage, str]] = {
         "key ckpt is not a noveld checkpoint (not an .npz archive)",
     ),
     "ckpt-cut": (cut_checkpoint, "key ckpt is not a noveld checkpoint"),
+    "ckpt-postings-loop": (
+        rewritten_checkpoint(_loop),
+        "key ckpt is damaged: stats.nxt links entry 0 from two places",
+    ),
+    "ckpt-slot-out-of-range": (
+        rewritten_checkpoint(lambda a: a["pk"].__setitem__(0, 10**6)),
+        "key ckpt is damaged: stats.pk names slot 1000000 (entry 0), outside the",
+    ),
+    "ckpt-nan-mass": (
+        rewritten_checkpoint(lambda a: a["m"].__setitem__(0, np.nan)),
+        "key ckpt is damaged: stats.m holds nan (slot 0), not a finite number",
+    ),
+    "log-entry-word-beyond-vocab": (
+        log_entry({"w": "x", "d": spoiled_delta(word_ids=np.array([10**6]))}),
+        "'s word_ids holds word 1000000, beyond the vocabulary's",
+    ),
+    "log-entry-pair-of-no-cluster": (
+        log_entry({"w": "x", "d": spoiled_delta(word_cluster=np.array([3]))}),
+        "'s word_cluster names cluster 3 of 1 (pair 0)",
+    ),
+    "log-entry-decay-zero": (
+        log_entry({"w": "x", "d": spoiled_delta(decay=0.0)}),
+        "'s decay is 0.0, not in (0, 1]",
+    ),
     "vocab-word-not-utf8": (
         lambda c, _: c.rpush(P + "vocab", b"\xff\xfe"),
         "key vocab has a word at index",
