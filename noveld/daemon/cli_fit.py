@@ -27,6 +27,7 @@ from noveld.models.kernels import multinomial as kern
 from noveld.models.refine import forgetting_weights, partition_stats, refine_partition
 from noveld.schema import Document, SourcePosition
 from noveld.state.base import NamespaceState
+from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import SNAPSHOT_NAME, write_snapshot
 
 DEFAULT_SWEEPS = 5
@@ -247,6 +248,8 @@ def _fitted_state(
         "dropped": 0,
         "announced": sorted(u for u in pipeline.announced if u in alive),
         "known": {str(u): lab for u, lab in sorted(pipeline.known_labels.items()) if u in alive},
+        # the archive's checksum: `noveld run --input ARCHIVE` on the state checks it is the same
+        **({"inputs": dict(pipeline.inputs)} if pipeline.inputs else {}),
     }
     return NamespaceState(
         fingerprint=passed.fingerprint,
@@ -272,9 +275,13 @@ def _write(settings: Settings, state: NamespaceState) -> None:
         except StoreConflict as exc:
             raise UserError(str(exc)) from exc
         return
-    _target(settings)
     assert settings.state.dir is not None
-    write_snapshot(settings.state.dir / SNAPSHOT_NAME, state, [], uidnext)
+    try:
+        with hold_state_dir(settings.state.dir):  # no run may start on it meanwhile
+            _target(settings)
+            write_snapshot(settings.state.dir / SNAPSHOT_NAME, state, [], uidnext)
+    except StateDirBusy as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _cmd_fit(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]) -> int:

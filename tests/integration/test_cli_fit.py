@@ -72,6 +72,18 @@ def test_fit_writes_a_state_that_run_continues(halves: tuple[Path, Path], tmp_pa
     assert len(born) < len(cold.stdout.splitlines())  # the archive's stories are not news
 
 
+def test_a_fitted_state_knows_its_archive(halves: tuple[Path, Path], tmp_path: Path) -> None:
+    """The fit keeps the archive's checksum like a run does: `noveld run --input ARCHIVE` on
+    the fitted state refuses another file at the archive's path instead of skipping its lines."""
+    archive, live = halves
+    copy, state = tmp_path / "archive.jsonl", tmp_path / "state"
+    copy.write_text(archive.read_text())
+    cli("fit", str(copy), "--state-dir", str(state), "--quiet")
+    copy.write_text(live.read_text())  # replaced: the same number of lines, other documents
+    refused = cli("run", "--input", str(copy), "--state-dir", str(state), ok=False)
+    assert refused.returncode == 2 and "the first 1,500 lines of" in refused.stderr
+
+
 def test_fit_into_redis_equals_fit_into_a_state_dir(
     redis_url: str, halves: tuple[Path, Path], tmp_path: Path
 ) -> None:
