@@ -298,6 +298,8 @@ class Pipeline:
         )
         self.consecutive_invalid = 0
         self._if_announced: set[str] = set()  # the batch's ends of clusters it did not announce
+        #: the batch's rejected records (record, reason, detail), sent in input order
+        self._dead: list[tuple[Record, InvalidReason, str]] = []
         self._delivery_failing = False
         self._replication_holding = False
         self.published = 0  # events this process has delivered (since it started)
@@ -410,6 +412,7 @@ class Pipeline:
         # commit and the compaction; the store refused the compaction): on the same state now
         rep.vocabulary_compacted = self._check_vocabulary()
         self._if_announced = set()
+        self._dead = []
         self._uncommitted = True  # from here the in-memory model may run ahead of the store
         docs, kept, consumed = self._decode(records, rep)
         tripped = consumed < len(records) or (
@@ -488,7 +491,7 @@ class Pipeline:
         else:
             t3 = time.perf_counter()
         if rep.invalid:
-            self.dead_letters.flush()
+            self._send_dead_letters()
         counters = {
             "docs": rep.valid,
             "invalid": rep.invalid,
@@ -746,10 +749,22 @@ class Pipeline:
     def _dead_letter(
         self, rec: Record, reason: InvalidReason, detail: str, rep: BatchReport
     ) -> None:
-        self.dead_letters.send(rec, reason, detail)
+        """Count a rejected record; it is sent with the batch's others before the commit."""
+        self._dead.append((rec, reason, detail))
         rep.invalid += 1
         rep.invalid_reasons[reason.value] = rep.invalid_reasons.get(reason.value, 0) + 1
         self.consecutive_invalid += 1
+
+    def _send_dead_letters(self) -> None:
+        """Send the batch's rejected records in input order — the decoder's and the
+        featurizer's (empty content) rejections are found in two passes — and make them
+        durable before the batch's offsets are committed."""
+        self._dead.sort(key=lambda d: (d[0].position.topic, d[0].position.partition,
+                                       d[0].position.offset))  # fmt: skip
+        for rec, reason, detail in self._dead:
+            self.dead_letters.send(rec, reason, detail)
+        self._dead = []
+        self.dead_letters.flush()
 
     def _cluster_id(self, uid: int) -> str:
         return f"c{uid}"
