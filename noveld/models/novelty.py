@@ -1,5 +1,6 @@
 """Novelty decision (DESIGN §5.4): a birth is a candidate until it gathers ``min_size`` documents
 within ``confirm_within`` documents of its birth; then it is confirmed (→ ``cluster.born``).
+Documents are told apart by id: a document re-sent under the same id counts once.
 
 Pure: it sees cluster uids, document indices and opaque position payloads, never I/O or clocks.
 Its whole state is JSON-serialisable so it survives restarts with the model statistics.
@@ -88,6 +89,8 @@ class NoveltyTracker:
                 continue
             if first_index + i - cand.born_index >= self.confirm_within:
                 continue
+            if _repeats(cand, doc_ids[i]):  # a re-sent document is not more evidence
+                continue
             cand.size += 1
             if len(cand.exemplars) < self.max_exemplars:
                 cand.exemplars.append(doc_ids[i])
@@ -145,6 +148,14 @@ class NoveltyTracker:
         """Restore state written by :meth:`to_json`."""
         self.candidates = {int(c["uid"]): Candidate(**c) for c in data.get("candidates", [])}
         self.dropped = int(data.get("dropped", 0))
+
+
+def _repeats(cand: Candidate, doc_id: str) -> bool:
+    """Whether ``doc_id`` is already one of the candidate's members (or exemplars): the same
+    article re-sent by its feed — an update, a producer's retry — must not confirm a story on
+    its own. The members are the first ``min_size`` documents, so up to confirmation every
+    earlier one is there to compare with."""
+    return doc_id in cand.exemplars or any(m["doc_id"] == doc_id for m in cand.members)
 
 
 def renumber_member_words(novelty: dict[str, Any], new_id: np.ndarray) -> dict[str, Any]:

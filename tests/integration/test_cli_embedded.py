@@ -1001,3 +1001,15 @@ def test_one_run_at_a_time_per_state_dir_and_a_rotated_file_resumed_from_its_sta
         )
         assert out.returncode == 2 and said in out.stderr, out.stderr
     assert not (tmp_path / "none").exists()
+
+
+def test_one_article_re_sent_is_not_announced_as_a_story(tmp_path: Path) -> None:
+    """A feed re-sending one article under its id (updates, retries) would otherwise confirm
+    a birth with its own copies: the story needs `novelty.min_size` distinct documents."""
+    story = [json.dumps({"id": f"a{i}", "text": "storm flood river rain wind"}) for i in range(60)]
+    repost = json.dumps({"id": "dup", "text": "election vote ballot senate count"})
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(story[:40] + [repost] * 4 + story[40:]) + "\n")
+    out = noveld("run", "--input", str(src))
+    assert out.returncode == 0, out.stderr
+    assert [e["founding_doc_id"] for e in events_of(out.stdout)] == ["a0"]

@@ -48,6 +48,19 @@ def test_confirmation_spans_batches() -> None:
     assert [c.confirmed_index for c in out] == [4]
 
 
+def test_a_re_sent_document_does_not_confirm_a_story_on_its_own() -> None:
+    """A feed re-sending one article (an update, a producer's retry) under its id: the copies
+    join the article's cluster, but a birth needs ``min_size`` distinct documents — across
+    batches too, and with the members kept for re-founding or only the exemplars."""
+    for features in (None, [(np.array([1]), np.array([1]))] * 4):
+        tr = NoveltyTracker(min_size=3, confirm_within=100)
+        ids, at = ["a", "a", "b", "a"], [pos(i) for i in range(4)]
+        assert tr.observe([(7, 0, 1.0)], [7, 7, 7, 7], ids, at, 0, (), features) == []
+        assert tr.candidates[7].size == 2 and tr.candidates[7].exemplars == ["a", "b"]
+        out = tr.observe([], [7, 7], ["b", "c"], [pos(4), pos(5)], 4, (), features)
+        assert [c.confirmed_index for c in out] == [5]
+
+
 def test_expires_outside_the_window_and_counts_drops() -> None:
     tr = NoveltyTracker(min_size=3, confirm_within=5)
     observe(tr, [(4, 0, 1.0)], [4, 0, 0], first=0)
