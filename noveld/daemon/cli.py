@@ -246,8 +246,11 @@ def ignored_flags(ns: argparse.Namespace, settings: Settings) -> list[str]:
         if getattr(ns, "snapshot_interval", None) is not None:
             said.append("--snapshot-interval is ignored with --redis-url (every batch commits)")
         if getattr(ns, "state_dir", None) is not None:
-            where = "" if settings.dlq is not None else " (the dead-letter file still goes there)"
+            kafka = settings.kafka.bootstrap_servers is not None  # dead letters to a topic
+            where = "" if kafka or settings.dlq else " (the dead-letter file still goes there)"
             said.append(f"--state-dir holds no state with --redis-url (Redis does){where}")
+    if settings.kafka.bootstrap_servers is not None and getattr(ns, "dlq", None) is not None:
+        said.append("--dlq is ignored in Kafka mode (dead letters go to kafka.dlq_topic)")
     return said
 
 

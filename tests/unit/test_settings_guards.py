@@ -268,7 +268,8 @@ def test_flags_the_settings_do_not_read_are_said_not_dropped(
     otherwise change nothing without a word."""
 
     def said(*argv: str) -> list[str]:
-        ns = build_parser().parse_args(["run", "--input", "-", *argv])
+        head = [] if "--input-topic" in argv else ["--input", "-"]
+        ns = build_parser().parse_args(["run", *head, *argv])
         return ignored_flags(ns, load_settings(None, _overrides(ns)))
 
     assert said("--topics", "9", "--ignore-context", "--edcm-prior", "0.1") == [
@@ -288,6 +289,11 @@ def test_flags_the_settings_do_not_read_are_said_not_dropped(
     ]
     assert said(*redis, "--state-dir", "s", "--dlq", "d.jsonl") == [
         "--state-dir holds no state with --redis-url (Redis does)"
+    ]
+    kafka = [*redis, "--kafka-bootstrap", "127.0.0.1:9092", "--input-topic", "docs"]
+    assert said(*kafka, "--state-dir", "s", "--dlq", "d.jsonl") == [
+        "--state-dir holds no state with --redis-url (Redis does)",
+        "--dlq is ignored in Kafka mode (dead letters go to kafka.dlq_topic)",
     ]
     assert main(["config", "show", "--zeta", "0.1"]) == 0
     assert "noveld: warning: --zeta is read by --model hdp only" in capsys.readouterr().err
