@@ -39,6 +39,14 @@ class Record:
     position: SourcePosition
 
 
+def _content(line: bytes) -> bytes:
+    """What the checksum takes of a line: without its newline and one carriage return before
+    it (or at the end of the data: a ``\r\n`` writer caught between the two)."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    return line[:-1] if line.endswith(b"\r") else line
+
+
 def _unfinished(line: bytes) -> bool:
     """Whether a file's last line, which has no newline, does not parse as JSON: likely a
     record a writer has not finished appending, so it is left for the next run rather than
@@ -58,15 +66,15 @@ class JsonlSource:
     With ``max_line_bytes`` set, a longer line is cut to ``max_line_bytes + 1`` bytes (so the
     decoder rejects it as oversize) and its rest is skipped without being held in memory.
     Reading stdin blocks until a line or EOF arrives. A file's last line without a newline that
-    is not JSON is not read (``held_tail``): a writer may be appending to the file, and the next
-    run reads the line once it is complete.
+    is not JSON, or is over-long, is not read (``held_tail``): a writer may be appending to the
+    file, and the next run reads the line once it is complete.
 
     The source keeps a checksum of the lines it has consumed (:meth:`checksum_at`): CRC-32
-    chained over each line's content without its terminator, plus one newline, so the checksum of
-    a file's first N lines does not change when lines are appended to it, a last line gets its
-    newline, or ``\r\n`` becomes ``\n``. A state stores it with its offset; the run that
-    resumes from that offset compares it with the lines it skips to tell the same input from a
-    changed, rotated or replaced one.
+    chained over each line's content without its terminator (:func:`_content`), plus one
+    newline, so the checksum of a file's first N lines does not change when lines are appended to
+    it, a last line gets its newline, ``\r\n`` becomes ``\n``, or ``max_line_bytes`` changes.
+    A state stores it with its offset; the run that resumes from that offset compares it with
+    the lines it skips to tell the same input from a changed, rotated or replaced one.
     """
 
     def __init__(
@@ -94,14 +102,14 @@ class JsonlSource:
         self.held_tail = False  # a last line left unread: no newline and not JSON (yet)
         self.held_tail_cr = False  # ... and it holds carriage returns
         self._crc = 0  # CRC-32 of the lines before ``_next``
-        #: (offset, checksum of the lines before it) from the resume point on; appended by the
-        #: reading thread, trimmed by :meth:`checksum_at` (deque ends are thread-safe)
+        #: (``_next``, ``_crc``) as one value: the reading thread changes both at once
+        self._at = (0, 0)
+        #: (offset after a record, checksum of the lines before it) from the resume point on,
+        #: the offsets a commit may stop at; appended by the reading thread, trimmed by
+        #: :meth:`checksum_at` (deque ends are thread-safe)
         self._crcs: deque[tuple[int, int]] = deque()
-        self._skipping = True
         while self._next < start_offset and self._read_line() is not None:
             pass
-        self._skipping = False
-        self._crcs.append((self._next, self._crc))
 
     @property
     def checksum(self) -> int:
@@ -109,14 +117,16 @@ class JsonlSource:
         return self._crc
 
     def checksum_at(self, offset: int) -> int | None:
-        """The checksum of the lines before ``offset``, for an offset from the last one asked
-        for up to :attr:`next_offset`; None for one no longer (or not yet) known. Forgets the
-        offsets before ``offset``: ask in increasing order (a commit's next offset)."""
+        """The checksum of the lines before ``offset`` — the position now, or just after a record
+        read since the last offset asked for — else None. Forgets the offsets before
+        ``offset``: ask in increasing order (a commit's next offset)."""
+        at, crc = self._at
+        if at == offset:
+            return crc
         crcs = self._crcs
-        while len(crcs) > 1 and crcs[0][0] < offset:
+        while crcs and crcs[0][0] < offset:
             crcs.popleft()
-        at, crc = crcs[0]
-        return crc if at == offset else None
+        return crcs[0][1] if crcs and crcs[0][0] == offset else None
 
     @property
     def next_offset(self) -> int:
@@ -127,33 +137,53 @@ class JsonlSource:
         """Next line without its terminator, or None at EOF (sets ``exhausted``)."""
         if self.exhausted:
             return None
-        cut, crc = False, 0
-        if self._max_line is None:
-            line = self._stream.readline()
+        limit = self._max_line
+        if limit is None:
+            line, cut = self._stream.readline(), False
         else:
-            line = self._stream.readline(self._max_line + 2)  # room for "\r\n"
-            if len(line) == self._max_line + 2 and not line.endswith(b"\n"):
-                crc = zlib.crc32(line, self._crc)
-                line, cut = line[: self._max_line + 1], True
-                while True:  # discard the rest of the over-long line (its checksum kept)
-                    rest = self._stream.readline(1 << 16)
-                    crc = zlib.crc32(rest.rstrip(b"\r\n"), crc)
-                    if not rest or rest.endswith(b"\n"):
-                        break
+            line = self._stream.readline(limit + 2)  # room for "\r\n"
+            cut = len(line) == limit + 2 and not line.endswith(b"\n")
         if not line:
             self.exhausted = True
             return None
-        if not cut and not line.endswith(b"\n") and self.rereadable and _unfinished(line):
-            self.exhausted = self.held_tail = True  # a writer may still be appending to it
-            self.held_tail_cr = b"\r" in line  # or its lines end in CR alone (old Mac files)
+        if cut and limit is not None:
+            crc, ended = self._skip_rest(line)
+            if not ended and self.rereadable:  # at the end of the file: still being written?
+                self._hold(line)
+                return None
+            line = line[: limit + 1]
+        elif not line.endswith(b"\n") and self.rereadable and _unfinished(line):
+            self._hold(line)  # a writer may still be appending to it
             return None
+        else:
+            crc = zlib.crc32(_content(line), self._crc)
+            if line.endswith(b"\n"):
+                line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
         self._next += 1
-        if line.endswith(b"\n"):
-            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
-        self._crc = zlib.crc32(b"\n", crc if cut else zlib.crc32(line, self._crc))
-        if not self._skipping:
-            self._crcs.append((self._next, self._crc))
+        self._crc = zlib.crc32(b"\n", crc)
+        self._at = (self._next, self._crc)
         return line
+
+    def _hold(self, line: bytes) -> None:
+        """Leave a last line without a newline for the next run (it is not consumed)."""
+        self.exhausted = self.held_tail = True
+        self.held_tail_cr = b"\r" in line  # or its lines end in CR alone (old Mac files)
+
+    def _skip_rest(self, first: bytes) -> tuple[int, bool]:
+        """Read past the rest of an over-long line whose first bytes are ``first``, without
+        holding it: the checksum with its whole content (as :func:`_content` takes it, even
+        where a chunk splits its ``\r\n``), and whether a newline ended it (else the file did)."""
+        crc, held, chunk = self._crc, b"", first
+        while True:
+            ended = chunk.endswith(b"\n")
+            data = held + (chunk[:-1] if ended else chunk)
+            held = b""
+            if data.endswith(b"\r"):  # the terminator's, if a newline follows or the data ends
+                data, held = data[:-1], b"\r"
+            crc = zlib.crc32(data, crc)
+            if ended or not chunk:
+                return crc, ended
+            chunk = self._stream.readline(1 << 16)
 
     def read_batch(self, max_docs: int) -> list[Record]:
         """Up to ``max_docs`` records; fewer (possibly none) only when the input is exhausted."""
@@ -167,6 +197,7 @@ class JsonlSource:
             if line is None:
                 break
             if line.strip():
+                self._crcs.append(self._at)  # a batch (a commit) may end after this record
                 out.append(
                     Record(
                         line,

@@ -212,6 +212,8 @@ def _set_snapshot_offset(state_dir: Path, partition: str, offset: int) -> int:
     old = state.offsets.get(partition)
     if old is None:
         _no_such_partition(str(state_dir), partition, sorted(state.offsets))
+    if offset == old:
+        return old
     state.offsets[partition] = offset
     inputs = state.novelty.get("inputs", {})
     inputs.pop(partition, None)

@@ -340,15 +340,22 @@ def open_source(
     ):
         base.close()
         raise UserError(_changed_input(input_path, start))
-    if not base.rereadable:  # stdin, a pipe, a device: read by a thread, never blocking
-        return TimedSource(base, settings.batch.max_wait_ms / 1000)
     if base.next_offset < start:  # fewer lines than the state has committed from it
         base.close()
+        if not base.rereadable:
+            where = "stdin" if input_path == "-" else input_path
+            raise UserError(
+                f"{where} ended after {base.next_offset:,} lines but the state already holds "
+                f"lines 1 to {start:,} of it: another stream, or the same one cut short, so "
+                "nothing was read. A different stream needs its own --state-dir or --namespace"
+            )
         raise UserError(
             f"{input_path} has {base.next_offset:,} complete lines but the state already holds "
             f"lines 1 to {start:,} of it: this is not the file the state was built from "
             f"(truncated, rotated or replaced?). {_NEW_FILE_ADVICE.format(input_path)}"
         )
+    if not base.rereadable:  # stdin, a pipe, a device: read by a thread, never blocking
+        return TimedSource(base, settings.batch.max_wait_ms / 1000)
     return base
 
 

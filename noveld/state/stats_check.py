@@ -238,10 +238,11 @@ def delta_problem(delta: StatsDelta, n_words: int | None) -> tuple[str, str] | N
     """Where and how a decoded batch delta cannot be applied to statistics over ``n_words``
     words — ``("word_ids", "holds word 9000, beyond the vocabulary's 800")`` — or None (with
     ``n_words`` None, the vocabulary is not known yet: word ids are only checked ≥ 0). What
-    :func:`noveld.models.dpmm.replay_delta` relies on: a decay in (0, 1], finite changes,
-    pairs that name one of the delta's clusters and a vocabulary word, uids ≥ 0."""
-    if not (np.isfinite(delta.decay) and 0.0 < delta.decay <= 1.0):
-        return "decay", f"is {delta.decay}, not in (0, 1]"
+    :func:`noveld.models.dpmm.replay_delta` relies on: a decay in [0, 1], finite changes,
+    pairs that name one of the delta's clusters and a vocabulary word, uids ≥ 0. (A decay of 0
+    is svi's first step with τ₀ = 0, ρ = 1: everything before it forgotten.)"""
+    if not (np.isfinite(delta.decay) and 0.0 <= delta.decay <= 1.0):  # svi's first step: 0
+        return "decay", f"is {delta.decay}, not in [0, 1]"
     nc = delta.cluster_uids.shape[0]
     if np.unique(delta.cluster_uids).shape[0] != nc:
         return "cluster_uids", "names a cluster twice"

@@ -107,6 +107,8 @@ def test_another_stream_on_stdin_is_refused(stream: Path, tmp_path: Path) -> Non
                   input_text="".join(lines[:200])).returncode == 0  # fmt: skip
     out = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines[500:900]))
     assert out.returncode == 2 and "the first 200 lines of stdin are not" in out.stderr
+    out = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines[500:550]))
+    assert out.returncode == 2 and "stdin ended after 50 lines but the state" in out.stderr
     out = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines[:400]))
     assert out.returncode == 0, out.stderr
     assert state_show(Path(st))["docs"] == 400

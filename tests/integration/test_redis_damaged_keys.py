@@ -209,9 +209,9 @@ DAMAGES: dict[str, tuple[Damage, str]] = {
         log_entry({"w": "x", "d": spoiled_delta(word_cluster=np.array([3]))}),
         "'s word_cluster names cluster 3 of 1 (pair 0)",
     ),
-    "log-entry-decay-zero": (
-        log_entry({"w": "x", "d": spoiled_delta(decay=0.0)}),
-        "'s decay is 0.0, not in (0, 1]",
+    "log-entry-decay-above-one": (
+        log_entry({"w": "x", "d": spoiled_delta(decay=1.5)}),
+        "'s decay is 1.5, not in [0, 1]",
     ),
     "vocab-word-not-utf8": (
         lambda c, _: c.rpush(P + "vocab", b"\xff\xfe"),
@@ -287,3 +287,16 @@ def test_a_healthy_namespace_still_loads(
     state = RedisStore(client, NS).load(model_fingerprint(settings))
     assert state is not None and state.counters["docs"] == N_DOCS
     assert state.offsets == {f"{stream}:0": N_DOCS}
+
+
+def test_an_svi_namespace_whose_first_step_forgot_everything_loads(
+    redis_url: str, stream: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """svi with τ₀ = 0 takes ρ = 1 at its first step: a decay of 0 in the log, which the log
+    entry check must take for what it is, not damage."""
+    monkeypatch.setenv("NOVELD_MODEL__TAU0", "0")
+    target = ["--redis-url", redis_url, "--namespace", "svi0", "--model", "svi", "--quiet"]
+    for _ in range(2):
+        out = noveld("run", "--input", str(stream), *target, "--dlq", str(tmp_path / "d.jsonl"),
+                     timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stderr
