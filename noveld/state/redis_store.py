@@ -624,9 +624,17 @@ class RedisStore:
 
     def _check_delta(self, entry_id: Any, delta: StatsDelta, n_words: int | None) -> None:
         problem = delta_problem(delta, n_words)
-        if problem is not None:
-            field, what = problem
-            raise self._damaged("log", f"entry {_text(entry_id)}'s {field} {what}")
+        if problem is None:
+            return
+        field, what = problem
+        top = int(delta.word_ids.max()) if delta.word_ids.shape[0] else -1
+        if field == "word_ids" and n_words is not None and top >= n_words:
+            raise StoreConflict(  # the vocabulary is the likelier loss (as in _check_whole)
+                f"namespace {self.namespace!r} counts word ids up to {top} (log entry "
+                f"{_text(entry_id)}) but its vocabulary holds {n_words} words (its vocab key is "
+                "gone or cut)"
+            )
+        raise self._damaged("log", f"entry {_text(entry_id)}'s {field} {what}")
 
     def _event_texts(self, entry_id: Any, fields: dict[bytes, bytes]) -> list[bytes]:
         """An outbox entry's events (:func:`_entry_events`)."""

@@ -236,7 +236,7 @@ class StatsCheck:
 
 def delta_problem(delta: StatsDelta, n_words: int | None) -> tuple[str, str] | None:
     """Where and how a decoded batch delta cannot be applied to statistics over ``n_words``
-    words — ``("word_ids", "holds word 9000, beyond the vocabulary's 800")`` — or None (with
+    words — ``("word_ids", "holds word 9000, not a word id of 800")`` — or None (with
     ``n_words`` None, the vocabulary is not known yet: word ids are only checked ≥ 0). What
     :func:`noveld.models.dpmm.replay_delta` relies on: a decay in [0, 1], finite changes,
     pairs that name one of the delta's clusters and a vocabulary word, uids ≥ 0. (A decay of 0
@@ -259,7 +259,7 @@ def delta_problem(delta: StatsDelta, n_words: int | None) -> tuple[str, str] | N
         return "word_cluster", f"names cluster {delta.word_cluster[e]} of {nc} (pair {e})"
     e = _outside(delta.word_ids, 0, (1 << 62) if n_words is None else n_words)
     if e >= 0:
-        return "word_ids", f"holds word {delta.word_ids[e]}, beyond the vocabulary's {n_words}"
+        return "word_ids", f"holds word {delta.word_ids[e]}, not a word id of {n_words or 'any'}"
     if delta.n_docs < -1:
         return "n_docs", f"is {delta.n_docs}"
     return None

@@ -203,11 +203,15 @@ DAMAGES: dict[str, tuple[Damage, str]] = {
     ),
     "log-entry-word-beyond-vocab": (
         log_entry({"w": "x", "d": spoiled_delta(word_ids=np.array([10**6]))}),
-        "'s word_ids holds word 1000000, beyond the vocabulary's",
+        "counts word ids up to 1000000 (log entry ",
     ),
     "log-entry-pair-of-no-cluster": (
         log_entry({"w": "x", "d": spoiled_delta(word_cluster=np.array([3]))}),
         "'s word_cluster names cluster 3 of 1 (pair 0)",
+    ),
+    "log-entry-negative-word": (
+        log_entry({"w": "x", "d": spoiled_delta(word_ids=np.array([-5]))}),
+        "'s word_ids holds word -5, not a word id of ",
     ),
     "log-entry-decay-above-one": (
         log_entry({"w": "x", "d": spoiled_delta(decay=1.5)}),
