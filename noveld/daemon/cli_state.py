@@ -107,13 +107,7 @@ def _cmd_export(ns: argparse.Namespace) -> int:
             raise UserError(f"namespace {ns.namespace!r} has no state in Redis")
         state, outbox, uidnext = exported
     else:
-        path = ns.state_dir / SNAPSHOT_NAME
-        if not path.exists():
-            raise UserError(f"no state snapshot in {ns.state_dir}")
-        try:
-            state, outbox, uidnext = read_export(path)
-        except ValueError as exc:
-            raise UserError(str(exc)) from exc
+        state, outbox, uidnext = _read_state_dir(ns.state_dir)
     write_snapshot(out, state, outbox, uidnext)
     info = summarize(state, len(outbox))
     print(
@@ -202,13 +196,7 @@ def _no_such_partition(where: str, partition: str, known: list[str]) -> NoReturn
 def _set_snapshot_offset(state_dir: Path, partition: str, offset: int) -> int:
     """Replace one partition's offset in a state dir's snapshot (rewritten atomically); the old
     offset. The checksum kept of a file's lines up to the old offset goes with it."""
-    path = state_dir / SNAPSHOT_NAME
-    if not path.exists():
-        raise UserError(f"no state snapshot in {state_dir}")
-    try:
-        state, outbox, uidnext = read_export(path)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
+    state, outbox, uidnext = _read_state_dir(state_dir)
     old = state.offsets.get(partition)
     if old is None:
         _no_such_partition(str(state_dir), partition, sorted(state.offsets))
@@ -219,8 +207,21 @@ def _set_snapshot_offset(state_dir: Path, partition: str, offset: int) -> int:
     inputs.pop(partition, None)
     if not inputs:
         state.novelty.pop("inputs", None)
-    write_snapshot(path, state, outbox, uidnext)
+    write_snapshot(state_dir / SNAPSHOT_NAME, state, outbox, uidnext)
     return old
+
+
+def _read_state_dir(
+    state_dir: Path,
+) -> tuple[NamespaceState, list[dict[str, Any]], dict[str, int]]:
+    """A state dir's snapshot as ``read_export`` gives it; a missing or damaged one refused."""
+    path = state_dir / SNAPSHOT_NAME
+    if not path.exists():
+        raise UserError(f"no state snapshot in {state_dir}")
+    try:
+        return read_export(path)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _print(info: dict[str, Any], as_json: bool) -> None:

@@ -62,14 +62,20 @@ def events_of(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def committed_first(stream: Path, tmp_path: Path, n: int) -> tuple[Path, Path, list[str]]:
+    """The input file ``in.jsonl`` holding the stream's first ``n`` lines, run into the state
+    dir ``s``; the stream's lines, for what the test writes there next."""
+    src, state = tmp_path / "in.jsonl", tmp_path / "s"
+    lines = stream.read_text().splitlines(keepends=True)
+    src.write_text("".join(lines[:n]))
+    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    return src, state, lines
+
+
 def test_a_file_shorter_than_the_state_holds_is_refused(stream: Path, tmp_path: Path) -> None:
     """A rotated or truncated input would otherwise be skipped up to the stored line number:
     its documents lost without a word."""
-    src = tmp_path / "in.jsonl"
-    lines = stream.read_text().splitlines(keepends=True)
-    src.write_text("".join(lines[:100]))
-    state = tmp_path / "s"
-    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    src, state, lines = committed_first(stream, tmp_path, 100)
     src.write_text("".join(lines[1000:1050]))  # rotated: a new, shorter file
     out = noveld("run", "--input", str(src), "--state-dir", str(state))
     assert out.returncode == 2 and out.stdout == ""
@@ -119,11 +125,7 @@ def test_a_state_from_before_input_checksums_resumes(stream: Path, tmp_path: Pat
     keeps a checksum from then on."""
     from noveld.state.memory import SNAPSHOT_NAME, read_export, write_snapshot
 
-    src = tmp_path / "in.jsonl"
-    lines = stream.read_text().splitlines(keepends=True)
-    src.write_text("".join(lines[:100]))
-    state = tmp_path / "s"
-    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    src, state, lines = committed_first(stream, tmp_path, 100)
     snap, outbox, uidnext = read_export(state / SNAPSHOT_NAME)
     crc = zlib.crc32("".join(lines[:100]).encode())  # of newline-ended lines: the bytes'
     assert snap.novelty.pop("inputs") == {f"{src}:0": {"offset": 100, "crc32": crc}}
@@ -961,10 +963,7 @@ def test_one_run_at_a_time_per_state_dir_and_a_rotated_file_resumed_from_its_sta
     counted twice): while one holds it, a second run and `state set-offset` are refused. A
     rotated file the state refuses is taken from its start into the same model with
     `state set-offset PATH:0 0`."""
-    lines = stream.read_text().splitlines(keepends=True)
-    src, state = tmp_path / "feed.jsonl", tmp_path / "s"
-    src.write_text("".join(lines[:300]))
-    assert noveld("run", "--input", str(src), "--state-dir", str(state)).returncode == 0
+    src, state, lines = committed_first(stream, tmp_path, 300)
     key = f"{src}:0"
     holder = subprocess.Popen(
         [*NOVELD, "run", "--input", "-", "--state-dir", str(state)],
