@@ -108,8 +108,14 @@ class JsonlSource:
         #: the offsets a commit may stop at; appended by the reading thread, trimmed by
         #: :meth:`checksum_at` (deque ends are thread-safe)
         self._crcs: deque[tuple[int, int]] = deque()
-        while self._next < start_offset and self._read_line() is not None:
+        self.skip_to(start_offset)
+
+    def skip_to(self, offset: int) -> bool:
+        """Read past the lines before ``offset`` without returning them (the resume point's
+        way); whether the input reached it."""
+        while self._next < offset and self._read_line() is not None:
             pass
+        return self._next >= offset
 
     @property
     def checksum(self) -> int:

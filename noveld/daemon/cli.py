@@ -227,6 +227,10 @@ _MODEL_ONLY: dict[str, tuple[str, Callable[[ModelSettings], bool]]] = {
     **dict.fromkeys(
         ("embedding_dim", "vmf_cosine"), ("--likelihood vmf", lambda m: m.likelihood == "vmf")
     ),
+    # hdp's category level has its own concentration (γ, --gamma); svi's local step its own
+    # passes (model.local_sweeps)
+    **dict.fromkeys(("alpha", "alpha_scaling"), ("--model dpmm or svi", lambda m: m.kind != "hdp")),
+    "rejuvenation_sweeps": ("--model dpmm or hdp", lambda m: m.kind != "svi"),
 }
 _FLAG_OF = {key: flag for flag, key, _, _ in _MODEL_FLAGS} | {"use_context": "--use-context"}
 
@@ -239,7 +243,7 @@ def ignored_flags(ns: argparse.Namespace, settings: Settings) -> list[str]:
     for key, (reader, reads) in _MODEL_ONLY.items():
         if getattr(ns, key, None) is not None and not reads(m):
             flag = "--ignore-context" if getattr(ns, key) is False else _FLAG_OF[key]
-            by_likelihood = reader.startswith("--likelihood") and m.kind == "dpmm"
+            by_likelihood = reader.startswith("--likelihood") and m.kind == "dpmm"  # else kind
             used = f"--likelihood {m.likelihood}" if by_likelihood else f"--model {m.kind}"
             said.append(f"{flag} is read by {reader} only; ignored with {used}")
     if settings.redis.url is not None:

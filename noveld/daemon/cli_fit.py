@@ -122,12 +122,20 @@ def _target(settings: Settings) -> str:
         return f"Redis namespace {settings.namespace!r}"
     if settings.state.dir is None:
         raise UserError("noveld fit needs --state-dir DIR or --redis-url URL to write the state to")
-    if (settings.state.dir / SNAPSHOT_NAME).exists():
+    try:
+        with hold_state_dir(settings.state.dir):  # a run holding it: refused now, not after
+            _refuse_filled(settings.state.dir)  # the pass and the sweeps (the write holds it
+    except StateDirBusy as exc:  # again and checks again)
+        raise UserError(str(exc)) from exc
+    return str(settings.state.dir)
+
+
+def _refuse_filled(state_dir: Path) -> None:
+    if (state_dir / SNAPSHOT_NAME).exists():
         raise UserError(
-            f"{settings.state.dir} already holds state; fit into an empty directory "
+            f"{state_dir} already holds state; fit into an empty directory "
             "(noveld fit never overwrites state)"
         )
-    return str(settings.state.dir)
 
 
 def _nmi(labels: list[str | None], uids: np.ndarray) -> float | None:
@@ -278,7 +286,7 @@ def _write(settings: Settings, state: NamespaceState) -> None:
     assert settings.state.dir is not None
     try:
         with hold_state_dir(settings.state.dir):  # no run may start on it meanwhile
-            _target(settings)
+            _refuse_filled(settings.state.dir)
             write_snapshot(settings.state.dir / SNAPSHOT_NAME, state, [], uidnext)
     except StateDirBusy as exc:
         raise UserError(str(exc)) from exc

@@ -234,7 +234,9 @@ def _print(info: dict[str, Any], as_json: bool) -> None:
 
 def add_state_commands(sub: Any) -> None:
     """Register ``state show``, ``state export``, ``state import`` and ``state set-offset``."""
-    st = sub.add_parser("state", help="inspect durable state")
+    st = sub.add_parser(
+        "state", help="inspect, back up, restore and move a namespace's durable state"
+    )
     st_sub = st.add_subparsers(dest="state_command", required=True, metavar="ACTION")
     show = st_sub.add_parser("show", help="summary of a namespace's state (counts, offsets, hash)")
     show.add_argument("--state-dir", type=Path, help="embedded state directory")
@@ -284,7 +286,11 @@ def add_state_commands(sub: Any) -> None:
         "to resume: 0 reads the new file from its start into the same model. A state dir is "
         "refused while a run holds it.",
     )
-    so.add_argument("partition", help="topic:partition, as `state show` lists the offsets")
+    so.add_argument(
+        "partition",
+        help="topic:partition, as `state show` lists the offsets (stdin's, -:0, after a --: "
+        "`noveld state set-offset --state-dir DIR -- -:0 0`)",
+    )
     so.add_argument("offset", type=int, help="the next offset to read")
     so.add_argument("--state-dir", type=Path, help="embedded state directory")
     so.add_argument("--redis-url", help="Redis holding the state (with --namespace)")

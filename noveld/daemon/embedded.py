@@ -321,6 +321,38 @@ def same_file_as(input_path: str, offsets: dict[str, int]) -> tuple[str, int] | 
     return None
 
 
+def renamed_from(
+    input_path: str, inputs: dict[str, dict[str, int]], offsets: dict[str, int]
+) -> tuple[str, int] | None:
+    """Another file input of the state whose committed lines this file begins with — the same
+    file renamed (``feed.jsonl`` rotated to ``feed.jsonl.1``), which read as a new input would
+    be counted twice — and how many lines; None if there is none. One pass over the file's
+    first lines, up to the longest such prefix."""
+    wanted: dict[int, list[str]] = {}
+    for key, kept in inputs.items():
+        path, _, partition = key.rpartition(":")
+        if path not in ("", "-") and partition == "0" and 0 < kept["offset"] == offsets.get(key):
+            wanted.setdefault(kept["offset"], []).append(key)
+    if not wanted or input_path == "-":
+        return None
+    try:
+        source = JsonlSource(input_path)
+    except OSError:
+        return None  # open_source names the problem
+    try:
+        if not source.rereadable:
+            return None
+        for n in sorted(wanted):
+            if not source.skip_to(n):
+                return None
+            for key in wanted[n]:
+                if inputs[key]["crc32"] == source.checksum:
+                    return key.rpartition(":")[0], n
+    finally:
+        source.close()
+    return None
+
+
 def open_source(
     settings: Settings, input_path: str, start: int, committed: dict[str, int] | None = None
 ) -> JsonlSource | TimedSource:
@@ -450,6 +482,15 @@ def _run_file(
             f"to line {other[1]:,}: run with --input {other[0]} to resume it (resumption is "
             "keyed by the path as given), or use another state dir or namespace to read it "
             "again from the start"
+        )
+    renamed = renamed_from(input_path, pipeline.inputs, pipeline.state.offsets)
+    if renamed is not None and key not in pipeline.state.offsets:
+        path, n = renamed
+        raise UserError(
+            f"{input_path} begins with the {n:,} lines this state holds from {path}: it is that "
+            "file renamed (rotated?), and read as a new input those lines would be counted "
+            f"twice. To read only what follows them: tail -n +{n + 1} {input_path} > REST.jsonl "
+            "and run with --input REST.jsonl"
         )
     if isinstance(store, RedisStore):
         try:

@@ -979,6 +979,9 @@ def test_one_run_at_a_time_per_state_dir_and_a_rotated_file_resumed_from_its_sta
         assert f"is in use by another noveld process (pid {holder.pid})" in second.stderr
         moved = noveld("state", "set-offset", key, "0", "--state-dir", str(state))
         assert moved.returncode == 2 and "in use by another noveld process" in moved.stderr
+        fit = noveld("fit", str(src), "--state-dir", str(state))  # refused before its pass
+        assert fit.returncode == 2 and "in use by another noveld process" in fit.stderr
+        assert "noveld fit: pass" not in fit.stderr
     finally:
         holder.communicate("", timeout=60)  # EOF: the holder ends and lets go
     assert holder.returncode == 0
@@ -1014,3 +1017,19 @@ def test_one_article_re_sent_is_not_announced_as_a_story(tmp_path: Path) -> None
     out = noveld("run", "--input", str(src))
     assert out.returncode == 0, out.stderr
     assert [e["founding_doc_id"] for e in events_of(out.stdout)] == ["a0"]
+
+
+def test_a_rotated_file_under_its_new_name_is_not_counted_twice(
+    stream: Path, tmp_path: Path
+) -> None:
+    """`feed.jsonl` grows, is renamed `feed.jsonl.1` (rotation) and a new `feed.jsonl` begins:
+    the renamed file read as a new input would count its first lines twice; the state's
+    checksum recognises them, and the run refuses, saying how to read only the rest."""
+    src, state, lines = committed_first(stream, tmp_path, 100)
+    src.write_text("".join(lines[:130]))
+    old = src.rename(tmp_path / "in.jsonl.1")
+    out = noveld("run", "--input", str(old), "--state-dir", str(state))
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"{old} begins with the 100 lines this state holds from {src}" in out.stderr
+    assert f"tail -n +101 {old} > REST.jsonl" in out.stderr
+    assert state_show(state)["docs"] == 100

@@ -281,6 +281,12 @@ def test_flags_the_settings_do_not_read_are_said_not_dropped(
         "--vmf-cosine is read by --likelihood vmf only; ignored with --model hdp"
     ]
     assert said("--likelihood", "vmf", "--embedding-dim", "8", "--vmf-cosine", "0.4") == []
+    assert said("--model", "hdp", "--alpha", "5", "--rejuvenation-sweeps", "3") == [
+        "--alpha is read by --model dpmm or svi only; ignored with --model hdp"
+    ]
+    assert said("--model", "svi", "--alpha", "5", "--rejuvenation-sweeps", "3") == [
+        "--rejuvenation-sweeps is read by --model dpmm or hdp only; ignored with --model svi"
+    ]
     redis = ["--redis-url", "redis://127.0.0.1:1/0"]
     assert said(*redis, "--state-dir", "s", "--snapshot-interval", "3") == [
         "--snapshot-interval is ignored with --redis-url (every batch commits)",
