@@ -483,8 +483,12 @@ def _run_file(
             "keyed by the path as given), or use another state dir or namespace to read it "
             "again from the start"
         )
-    renamed = renamed_from(input_path, pipeline.inputs, pipeline.state.offsets)
-    if renamed is not None and key not in pipeline.state.offsets:
+    renamed = (  # only for an input the state has not seen: a resume does not pay for it
+        None
+        if key in pipeline.state.offsets
+        else renamed_from(input_path, pipeline.inputs, pipeline.state.offsets)
+    )
+    if renamed is not None:
         path, n = renamed
         raise UserError(
             f"{input_path} begins with the {n:,} lines this state holds from {path}: it is that "
