@@ -152,22 +152,28 @@ class JsonlSource:
         if not line:
             self.exhausted = True
             return None
-        if cut and limit is not None:
+        if line.endswith(b"\n") and not cut:  # the usual line: the checksum in one call
+            if line.endswith(b"\r\n"):
+                line = line[:-2]
+                crc = zlib.crc32(b"\n", zlib.crc32(line, self._crc))
+            else:
+                crc = zlib.crc32(line, self._crc)  # the content and its newline as they are
+                line = line[:-1]
+        elif cut and limit is not None:
             crc, ended = self._skip_rest(line)
             if not ended and self.rereadable:  # at the end of the file: still being written?
                 self._hold(line)
                 return None
             line = line[: limit + 1]
-        elif not line.endswith(b"\n") and self.rereadable and _unfinished(line):
+            crc = zlib.crc32(b"\n", crc)
+        elif self.rereadable and _unfinished(line):
             self._hold(line)  # a writer may still be appending to it
             return None
-        else:
-            crc = zlib.crc32(_content(line), self._crc)
-            if line.endswith(b"\n"):
-                line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        else:  # a last line without its newline
+            crc = zlib.crc32(b"\n", zlib.crc32(_content(line), self._crc))
         self._next += 1
-        self._crc = zlib.crc32(b"\n", crc)
-        self._at = (self._next, self._crc)
+        self._crc = crc
+        self._at = (self._next, crc)
         return line
 
     def _hold(self, line: bytes) -> None:
