@@ -26,7 +26,11 @@ from noveld.daemon.embedded import (
     run_file,
     state_damaged,
 )
-from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
+from noveld.daemon.kafka_flags import (
+    KAFKA_SECURITY_FLAGS,
+    add_kafka_security_flags,
+    kafka_security_overrides,
+)
 from noveld.daemon.outage import outage_reason
 from noveld.daemon.settings import (
     ConfigError,
@@ -255,7 +259,19 @@ def ignored_flags(ns: argparse.Namespace, settings: Settings) -> list[str]:
             said.append(f"--state-dir holds no state with --redis-url (Redis does){where}")
     if settings.kafka.bootstrap_servers is not None and getattr(ns, "dlq", None) is not None:
         said.append("--dlq is ignored in Kafka mode (dead letters go to kafka.dlq_topic)")
+    if settings.kafka.bootstrap_servers is None:
+        given = [f"--{d.replace('_', '-')}" for d in _KAFKA_ONLY if getattr(ns, d, None)]
+        if given:
+            verb = "is" if len(given) == 1 else "are"
+            said.append(f"{', '.join(given)} {verb} read in Kafka mode only (--kafka-bootstrap)")
     return said
+
+
+#: flags (argparse dests) of ``run`` that only Kafka mode reads
+_KAFKA_ONLY = (
+    "group", "events_topic", "dlq_topic", "session_timeout_ms", "accept_empty_state",
+    *KAFKA_SECURITY_FLAGS,
+)  # fmt: skip
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:

@@ -296,7 +296,11 @@ def test_flags_the_settings_do_not_read_are_said_not_dropped(
     assert said(*redis, "--state-dir", "s", "--dlq", "d.jsonl") == [
         "--state-dir holds no state with --redis-url (Redis does)"
     ]
+    assert said("--group", "g", "--kafka-sasl-username", "u") == [
+        "--group, --kafka-sasl-username are read in Kafka mode only (--kafka-bootstrap)"
+    ]
     kafka = [*redis, "--kafka-bootstrap", "127.0.0.1:9092", "--input-topic", "docs"]
+    assert said(*kafka, "--group", "g", "--dlq-topic", "dead") == []
     assert said(*kafka, "--state-dir", "s", "--dlq", "d.jsonl") == [
         "--state-dir holds no state with --redis-url (Redis does)",
         "--dlq is ignored in Kafka mode (dead letters go to kafka.dlq_topic)",
