@@ -101,8 +101,8 @@ class JsonlSource:
         self.exhausted = False
         self.held_tail = False  # a last line left unread: no newline and not JSON (yet)
         self.held_tail_cr = False  # ... and it holds carriage returns
-        self._crc = 0  # CRC-32 of the lines before ``_next``
-        #: (``_next``, ``_crc``) as one value: the reading thread changes both at once
+        #: (``_next``, CRC-32 of the lines before it) as one value: the reading thread changes
+        #: both at once
         self._at = (0, 0)
         #: (offset after a record, checksum of the lines before it) from the resume point on,
         #: the offsets a commit may stop at; appended by the reading thread, trimmed by
@@ -120,7 +120,7 @@ class JsonlSource:
     @property
     def checksum(self) -> int:
         """CRC-32 of the lines before :attr:`next_offset` (see the class docstring)."""
-        return self._crc
+        return self._at[1]
 
     def checksum_at(self, offset: int) -> int | None:
         """The checksum of the lines before ``offset`` — the position now, or just after a record
@@ -155,9 +155,9 @@ class JsonlSource:
         if line.endswith(b"\n") and not cut:  # the usual line: the checksum in one call
             if line.endswith(b"\r\n"):
                 line = line[:-2]
-                crc = zlib.crc32(b"\n", zlib.crc32(line, self._crc))
+                crc = zlib.crc32(b"\n", zlib.crc32(line, self._at[1]))
             else:
-                crc = zlib.crc32(line, self._crc)  # the content and its newline as they are
+                crc = zlib.crc32(line, self._at[1])  # the content and its newline as they are
                 line = line[:-1]
         elif cut and limit is not None:
             crc, ended = self._skip_rest(line)
@@ -170,9 +170,8 @@ class JsonlSource:
             self._hold(line)  # a writer may still be appending to it
             return None
         else:  # a last line without its newline
-            crc = zlib.crc32(b"\n", zlib.crc32(_content(line), self._crc))
+            crc = zlib.crc32(b"\n", zlib.crc32(_content(line), self._at[1]))
         self._next += 1
-        self._crc = crc
         self._at = (self._next, crc)
         return line
 
@@ -185,7 +184,7 @@ class JsonlSource:
         """Read past the rest of an over-long line whose first bytes are ``first``, without
         holding it: the checksum with its whole content (as :func:`_content` takes it, even
         where a chunk splits its ``\r\n``), and whether a newline ended it (else the file did)."""
-        crc, held, chunk = self._crc, b"", first
+        crc, held, chunk = self._at[1], b"", first
         while True:
             ended = chunk.endswith(b"\n")
             data = held + (chunk[:-1] if ended else chunk)

@@ -246,13 +246,18 @@ def step_or_stop(
         return EXIT_CIRCUIT_OPEN
 
 
+def _input_name(input_path: str) -> str:
+    """How messages name an input: ``stdin`` for ``-``, else its path."""
+    return "stdin" if input_path == "-" else input_path
+
+
 def _redis_lost(
     why: str, input_path: str, committed: int | None, progress_out: IO[str] | None
 ) -> int:
     """Stop a file or stdin run that cannot go on without Redis (stopped while waiting for it,
     or stdin whose lost commits cannot be read again), saying where a new run resumes."""
     if progress_out is not None:
-        where = "stdin" if input_path == "-" else input_path
+        where = _input_name(input_path)
         kept = (
             f"The first {committed} lines of {where} are committed"
             if committed is not None
@@ -375,7 +380,7 @@ def open_source(
     if base.next_offset < start:  # fewer lines than the state has committed from it
         base.close()
         if not base.rereadable:
-            where = "stdin" if input_path == "-" else input_path
+            where = _input_name(input_path)
             raise UserError(
                 f"{where} ended after {base.next_offset:,} lines but the state already holds "
                 f"lines 1 to {start:,} of it: another stream, or the same one cut short, so "
@@ -564,7 +569,7 @@ def _run_file(
                     elif stored != source.next_offset:  # lines Redis lost are gone from stdin
                         code = _redis_lost(
                             f"Redis came back without the commits of lines {stored + 1} to "
-                            f"{first} of {'stdin' if input_path == '-' else input_path} (lost "
+                            f"{first} of {_input_name(input_path)} (lost "
                             "in the outage), which cannot be read again",
                             input_path,
                             stored,
