@@ -372,7 +372,10 @@ def slow_seat_batch(
                 beta,
                 discount,
             )
-            best = max(weights, key=lambda k: (weights[k], k == -1, -k))
+            # MAP with ties (within the kernel's TIE_TOL) to the new cluster, then the oldest
+            top = max(weights.values())
+            tied = [k for k, v in weights.items() if v >= top - kern.TIE_TOL]
+            best = -1 if -1 in tied else min(tied)
             if best == -1:
                 best = len(m)
                 m.append(0.0)
@@ -386,6 +389,7 @@ def slow_seat_batch(
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]), st.integers(0, 2))
+@example(651, 0.0, 2)  # an exact tie between two clusters whose predictives round apart
 def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, sweeps: int) -> None:
     """MAP seating + sweeps give the same partition of the batch as the dense oracle."""
     rng = np.random.default_rng(seed)
@@ -421,6 +425,39 @@ def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, swe
     assert partition(res.assignments.tolist()) == partition(oracle)
     joined_old = [u in uid_index for u in res.assignments.tolist()]
     assert joined_old == [k < len(uid_index) for k in oracle]
+
+
+@pytest.mark.parametrize("beta", [0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.7])
+@pytest.mark.parametrize("pad", [0, 20])  # 5 tokens: the linear path; 25: the log path
+@pytest.mark.parametrize("a_first", [True, False])
+def test_map_tie_between_equal_predictives_goes_to_the_oldest(
+    beta: float, pad: int, a_first: bool
+) -> None:
+    """Cluster A = {a, b, e}, B = {c, c, d}; the document {a, b, b, c, d} has the predictive
+    factor (1+β)/β · (2+β)/β in both (paper 004 eq. 4), from other words in another order, so it
+    rounds apart. MAP seating must take the older cluster, whichever of the two that is."""
+    a, b, c, d, e = 0, 1, 2, 3, 4
+    cluster_a, cluster_b = [a, b, e], [c, c, d]
+    model = DPMM(
+        DPMMConfig(
+            alpha=1.0,  # the second prior document opens its own cluster; the last joins
+            discount=0.0,
+            beta=beta,
+            alpha_scaling="none",
+            rejuvenation_sweeps=0,
+            deterministic=True,
+            merge=False,
+            split=False,
+        )
+    )
+    stats = model.new_state()
+    rng = np.random.default_rng(0)
+    prior = [cluster_a, cluster_b] if a_first else [cluster_b, cluster_a]
+    first = model.partial_fit(DocBatch.from_docs(prior, 400), stats, rng).assignments.tolist()
+    assert first[0] < first[1]
+    doc = [a, b, b, c, d, *range(10, 10 + pad)]
+    seated = model.partial_fit(DocBatch.from_docs([doc], 400), stats, rng).assignments.tolist()
+    assert seated == [first[0]]
 
 
 @settings(max_examples=60, deadline=None)

@@ -114,10 +114,11 @@ def choose(
 ) -> int:
     """Draw a slot from ``softmax([lp[:kmax], lp_new])`` with uniform ``u`` (or take the argmax).
 
-    Returns ``-1`` for a new cluster. In MAP mode an exact tie with the new cluster goes to the
-    new cluster and ties between clusters to the lowest (oldest) uid — not the lowest slot, which
+    Returns ``-1`` for a new cluster. In MAP mode a tie with the new cluster goes to the new
+    cluster and ties between clusters to the lowest (oldest) uid — not the lowest slot, which
     depends on slot reuse — so a restarted or replicated model with another slot layout chooses
-    the same way.
+    the same way. A tie is a difference within ``TIE_TOL``: equal predictives whose factors
+    differ (``(1+β)/β · (2+β)/β`` from two words, or from one word seen twice) round apart.
     ``out`` receives ``[log Σ exp(lp), lp_new − max_k lp_k]`` (the log normaliser and the
     novelty margin).
     """
@@ -125,16 +126,18 @@ def choose(
     best_k = -1
     best_old = -np.inf
     for k in range(kmax):
-        if lp[k] > best_old:
-            best_old = lp[k]
-        if lp[k] > best or (lp[k] == best and best_k >= 0 and uid[k] < uid[best_k]):
-            best = lp[k]
+        v = lp[k]
+        if v > best_old:
+            best_old = v
+        if v > best + TIE_TOL or (v >= best - TIE_TOL and best_k >= 0 and uid[k] < uid[best_k]):
+            best = v
             best_k = k
-    total = math.exp(lp_new - best)
+    top = max(lp_new, best_old)  # the normaliser's shift; ``best`` may sit TIE_TOL below it
+    total = math.exp(lp_new - top)
     for k in range(kmax):
         if lp[k] > -np.inf:
-            total += math.exp(lp[k] - best)
-    out[0] = best + math.log(total)
+            total += math.exp(lp[k] - top)
+    out[0] = top + math.log(total)
     out[1] = min(lp_new - best_old, MARGIN_CAP)
     if deterministic:
         return best_k
@@ -142,13 +145,16 @@ def choose(
     acc = 0.0
     for k in range(kmax):
         if lp[k] > -np.inf:
-            acc += math.exp(lp[k] - best)
+            acc += math.exp(lp[k] - top)
             if acc >= target:
                 return k
     return -1
 
 
 MARGIN_CAP = 1000.0
+TIE_TOL = 1e-9
+"""MAP ties: log weights this close (linear weights this close relatively) count as equal. The
+rounding of a predictive is ~1e-13 of its size, far below; real preferences are far above."""
 LINEAR_MAX_LEN = 16
 
 
@@ -225,8 +231,8 @@ def choose_linear(
     out: np.ndarray,
     uid: np.ndarray,
 ) -> int:
-    """:func:`choose` for linear weights; same tie-breaking, same ``out`` (log normaliser,
-    novelty margin capped at ``MARGIN_CAP`` when there is no cluster yet)."""
+    """:func:`choose` for linear weights; same tie-breaking (``TIE_TOL`` relative), same ``out``
+    (log normaliser, novelty margin capped at ``MARGIN_CAP`` when there is no cluster yet)."""
     best = w_new
     best_k = -1
     best_old = 0.0
@@ -236,7 +242,9 @@ def choose_linear(
         total += v
         if v > best_old:
             best_old = v
-        if v > best or (v == best and best_k >= 0 and uid[k] < uid[best_k]):
+        if v > best * (1.0 + TIE_TOL) or (
+            v >= best * (1.0 - TIE_TOL) and best_k >= 0 and uid[k] < uid[best_k]
+        ):
             best = v
             best_k = k
     out[0] = math.log(total)
