@@ -413,8 +413,8 @@ class DPMM:
         vbeta = n_words * cfg.beta
         cw, cc = stats.word_counts(k)
         have = dict(zip(cw.tolist(), cc.tolist(), strict=True))
-        # the same terms, in the same order, as kern.score_document on the counts without the
-        # document, so that exact ties break as seating would break them
+        # kern.score_document's terms on the counts without the document; ties (within
+        # kern.TIE_TOL) break as seating breaks them
         loo = math.log(max(m_rest - cfg.discount, 1e-3)) - kern.log_rising(
             max(stats.ntok[k] * g - nd, 0.0) + vbeta, nd
         )
@@ -425,12 +425,7 @@ class DPMM:
                     loo += math.log1p(x / cfg.beta)
                 else:
                     loo += kern.log_rising(x + cfg.beta, c) - kern.log_rising(cfg.beta, c)
-        if not loo > lp_new:  # a tie goes to a new cluster, as in seating
-            return False
-        lp[k] = -np.inf
-        rivals = np.flatnonzero(lp[:kmax] >= loo)
-        # k is chosen unless another cluster scores higher, or as high with an older uid
-        return all(lp[j] == loo and int(stats.uid[j]) > uid for j in rivals.tolist())
+        return kern.keeps_its_seat(lp, kmax, k, loo, lp_new, stats.uid)
 
     def seating_probabilities(
         self,

@@ -296,12 +296,7 @@ class EDCMMixture(DPMM):
             x = have.get(w, 0.0) - 1.0
             if x > 0.0:
                 loo += math.log1p(x / (c * b0))
-        if not loo > lp_new:  # a tie goes to a new cluster, as in seating
-            return False
-        lp = lp.copy()
-        lp[k] = -np.inf
-        rivals = np.flatnonzero(lp >= loo)
-        return all(lp[j] == loo and int(stats.uid[j]) > uid for j in rivals.tolist())
+        return kern.keeps_its_seat(lp, lp.shape[0], k, loo, lp_new, stats.uid)
 
 
 def warm_up_edcm() -> None:

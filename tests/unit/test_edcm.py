@@ -340,6 +340,46 @@ def test_a_stray_member_no_longer_fits_its_cluster() -> None:
     assert not fits(99, *batch.doc(1))  # no such cluster
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    clusters=st.lists(
+        st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=5), min_size=1, max_size=4),
+        min_size=1,
+        max_size=4,
+    ),
+    which=st.integers(0, 100),
+    discount=st.sampled_from([0.0, 0.5]),
+)
+def test_refounding_matches_taking_the_member_out_and_reseating_it(
+    clusters: list[list[list[int]]], which: int, discount: float
+) -> None:
+    """``still_belongs`` (the re-founding test) is MAP seating of the member against its
+    clusters built without it, ties included (small vocabularies make exact ties common)."""
+    model = new_model(deterministic=True, rejuvenation_sweeps=0, discount=discount,
+                      alpha=0.5, alpha_scaling="none")  # fmt: skip
+    k = which % len(clusters)
+    d = which % len(clusters[k])
+
+    def fitted(skip: tuple[int, int] | None) -> MultinomialStats:
+        members = [(j, i, doc) for j, docs in enumerate(clusters) for i, doc in enumerate(docs)]
+        kept = [(j, doc) for j, i, doc in members if (j, i) != skip]
+        stats = model.new_state()
+        if kept:
+            known = np.array([j for j, _ in kept], dtype=np.int64)
+            model.partial_fit(batch_of([doc for _, doc in kept]), stats,
+                              np.random.default_rng(0), known=known)  # fmt: skip
+        return stats
+
+    member = batch_of([clusters[k][d]])
+    stats = fitted(None)
+    got = model.refound_test(stats, member)(k, *member.doc(0))
+    if len(clusters[k]) == 1:
+        assert got  # its only member
+        return
+    seat = model.predict(member, fitted((k, d)))
+    assert got == (int(seat[0]) == k)
+
+
 def test_predict_is_read_only_and_agrees_with_seating() -> None:
     model = new_model(deterministic=True, rejuvenation_sweeps=0)
     stats = model.new_state()

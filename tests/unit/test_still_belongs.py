@@ -4,7 +4,7 @@ re-seat: take the document out of its cluster's counts, then ask ``predict`` for
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from noveld.models.base import DocBatch
@@ -42,6 +42,7 @@ doc = st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=6)
     which=st.integers(0, 100),
     discount=st.sampled_from([0.0, 0.5]),
 )
+@example(clusters=[[[0], [0, 0], [1], [0, 0, 0]]], which=2, discount=0.0)  # 3·β/(6+Vβ) = α·β/Vβ
 def test_matches_taking_the_document_out_and_reseating_it(
     clusters: list[list[list[int]]], which: int, discount: float
 ) -> None:

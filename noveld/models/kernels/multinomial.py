@@ -155,6 +155,22 @@ MARGIN_CAP = 1000.0
 TIE_TOL = 1e-9
 """MAP ties: log weights this close (linear weights this close relatively) count as equal. The
 rounding of a predictive is ~1e-13 of its size, far below; real preferences are far above."""
+
+
+def keeps_its_seat(
+    lp: np.ndarray, kmax: int, k: int, loo: float, lp_new: float, uid: np.ndarray
+) -> bool:
+    """Would MAP seating (:func:`choose`'s tie rule) pick slot ``k``, scored ``loo`` with the
+    document taken out of it, over the others' ``lp[:kmax]`` and a new cluster's ``lp_new``?"""
+    if not loo > lp_new + TIE_TOL:  # a tie goes to a new cluster
+        return False
+    own = int(uid[k])
+    for j in range(kmax):
+        if j != k and lp[j] >= loo - TIE_TOL and (lp[j] > loo + TIE_TOL or int(uid[j]) < own):
+            return False  # another scores higher, or as high with an older uid
+    return True
+
+
 LINEAR_MAX_LEN = 16
 
 
