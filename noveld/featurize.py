@@ -28,6 +28,17 @@ RESERVED_PREFIX = "\x00"
 CONTEXT_PREFIX = RESERVED_PREFIX + "ctx/"  # a context value: CONTEXT_PREFIX + field + SEP + value
 CONTEXT_FIELD_PREFIX = RESERVED_PREFIX + "ctxf/"  # a context field's total: prefix + field
 CONTEXT_SEP = "\x1f"
+DIMENSION_PREFIX = RESERVED_PREFIX + "vmf/"  # an embedding dimension's part (vmf)
+#: entries whose counts are not tokens of a document, so not in a cluster's token mass
+UNCOUNTED_PREFIXES = (CONTEXT_PREFIX, CONTEXT_FIELD_PREFIX, DIMENSION_PREFIX)
+
+
+def uncounted_ids(vocab: list[str]) -> np.ndarray:
+    """Ids of the vocabulary's context and embedding-dimension entries (a scan of the
+    vocabulary: asked when forgetting prunes, a few times per half-life)."""
+    return np.array(
+        [i for i, w in enumerate(vocab) if w.startswith(UNCOUNTED_PREFIXES)], dtype=np.int64
+    )
 
 
 def context_tokens(field: str, value: str) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_r
 from noveld.connectors.errors import DeliveryFailed
 from noveld.connectors.jsonl import Record
 from noveld.daemon.settings import Settings, model_fingerprint
-from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.featurize import Featurizer, Tokenizer, Vocabulary, uncounted_ids
 from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
@@ -354,6 +354,8 @@ class Pipeline:
         """Tell the model the ids of its reserved vocabulary entries (hdp topics, vmf
         dimensions, edcm length bins), interning those the namespace lacks (at start, and
         after a vocabulary compaction renumbered them)."""
+        if isinstance(self.model, HDP | VMFMixture):  # context values, embedding dimensions
+            self.model.uncounted_words = lambda: uncounted_ids(self.state.vocab)
         if isinstance(self.model, HDP):
             topics = range(self.model.config.topics)
             self.model.bind_topic_words(self._reserved_ids([topic_token(t) for t in topics]))

@@ -134,6 +134,9 @@ class ClusterModel(Protocol):
     """What the pipeline needs of an inference engine (``dpmm``, ``svi``, ``hdp``)."""
 
     kind: str
+    #: ids of the vocabulary entries whose counts are not tokens (pruning leaves ``ntok``
+    #: alone for them); the pipeline binds it to its vocabulary
+    uncounted_words: Callable[[], np.ndarray]
 
     def new_state(self) -> MultinomialStats:
         """Empty statistics."""

@@ -9,7 +9,7 @@ durable store can apply the same change.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,14 +60,29 @@ def decay_factor(half_life_docs: float, n_docs: int) -> float:
     return float(2.0 ** (-n_docs / half_life_docs))
 
 
+UncountedWords = Callable[[], np.ndarray]
+"""Ids of the vocabulary entries whose counts are not tokens (hdp context values and fields,
+vmf dimensions: :func:`noveld.featurize.uncounted_ids`); asked only when pruning."""
+
+
+def no_uncounted_words() -> np.ndarray:
+    """Every entry is a token (plain text models)."""
+    return np.zeros(0, dtype=np.int64)
+
+
 def advance_documents(
-    stats: MultinomialStats, n_docs: int, half_life_docs: float, prune_below: float
+    stats: MultinomialStats,
+    n_docs: int,
+    half_life_docs: float,
+    prune_below: float,
+    uncounted: UncountedWords = no_uncounted_words,
 ) -> None:
     """Count one more batch of ``n_docs`` documents; under forgetting, prune faded words
     whenever the count crosses a multiple of a quarter half-life.
 
     Forgotten words leave the pool so memory stays bounded; pruning happens at fixed document
-    counts so a resumed or replaying process prunes exactly where a clean one does.
+    counts so a resumed or replaying process prunes exactly where a clean one does. Pruned
+    ``uncounted`` entries leave the token masses alone (they were never in them).
     """
     seen = int(stats.ictl[kern.DOCS_SEEN])
     stats.ictl[kern.DOCS_SEEN] = seen + n_docs
@@ -75,7 +90,7 @@ def advance_documents(
     if half_life_docs > 0:
         period = max(int(half_life_docs / 4), 1)
         if (seen + n_docs) // period > seen // period:
-            stats.compact(prune_below)
+            stats.compact(prune_below, uncounted())
 
 
 def replay_delta(
@@ -84,6 +99,7 @@ def replay_delta(
     half_life_docs: float,
     prune_below: float = DPMMConfig.prune_below,
     foreign: bool = False,
+    uncounted: UncountedWords = no_uncounted_words,
 ) -> None:
     """Apply a batch's :class:`StatsDelta` to statistics, in the order ``partial_fit`` changed
     them: decay, add the batch's counts (opening clusters unknown here), merges, retire, count
@@ -97,7 +113,7 @@ def replay_delta(
     replicas may each open a cluster for one story).
     """
     apply_additions(stats, delta, foreign)
-    finish_delta(stats, delta, half_life_docs, prune_below)
+    finish_delta(stats, delta, half_life_docs, prune_below, uncounted)
 
 
 def apply_additions(stats: MultinomialStats, delta: StatsDelta, foreign: bool = False) -> None:
@@ -138,7 +154,11 @@ def apply_additions(stats: MultinomialStats, delta: StatsDelta, foreign: bool = 
 
 
 def finish_delta(
-    stats: MultinomialStats, delta: StatsDelta, half_life_docs: float, prune_below: float
+    stats: MultinomialStats,
+    delta: StatsDelta,
+    half_life_docs: float,
+    prune_below: float,
+    uncounted: UncountedWords = no_uncounted_words,
 ) -> None:
     """Second half of :func:`replay_delta`: merges, retirements, the document count."""
     kmax = stats.kmax
@@ -151,7 +171,7 @@ def finish_delta(
     gone = [slot_of[u] for u in delta.retired_uids.tolist() if u in slot_of]
     if gone:
         stats.retire(np.array(gone, dtype=np.int64))
-    advance_documents(stats, delta.documents(), half_life_docs, prune_below)
+    advance_documents(stats, delta.documents(), half_life_docs, prune_below, uncounted)
 
 
 def move_counts(
@@ -254,6 +274,8 @@ class DPMM:
     def __init__(self, config: DPMMConfig) -> None:
         self.config = config
         self._pinned: Collection[int] = ()
+        #: the vocabulary's non-token entries, for pruning (bound by the pipeline)
+        self.uncounted_words: UncountedWords = no_uncounted_words
 
     def new_state(self) -> MultinomialStats:
         """Empty statistics."""
@@ -338,7 +360,7 @@ class DPMM:
         if merged:
             born = self._merge_births(born, [(a, b) for a, b, _ in merged])
         retired = self._retire(stats)
-        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below)
+        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
         delta = self._delta(batch, uids, f, born, retired, moves, stats)
         final = uids.copy()
         for src_uid, dst_uid, _ in merged:
@@ -348,7 +370,10 @@ class DPMM:
 
     def apply_delta(self, stats: MultinomialStats, delta: StatsDelta) -> None:
         """Replay another writer's batch (see :func:`replay_delta`)."""
-        replay_delta(stats, delta, self.config.half_life_docs, self.config.prune_below)
+        cfg = self.config
+        replay_delta(
+            stats, delta, cfg.half_life_docs, cfg.prune_below, uncounted=self.uncounted_words
+        )
 
     def predict(self, batch: DocBatch, stats: MultinomialStats) -> np.ndarray:
         """MAP cluster uid of each document without changing the statistics (-1 = new)."""

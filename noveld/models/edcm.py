@@ -156,7 +156,7 @@ class EDCMMixture(DPMM):
         born = self._births(assign, stats, margin)
         uids = stats.uid[assign]
         retired = self._retire(stats)
-        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below)
+        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
         delta = self._delta(view, uids, f, born, retired, [], stats)
         total_mass = float(stats.m[stats.alive].sum() * stats.scale) - nb
         lpt = self._edcm_log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb)

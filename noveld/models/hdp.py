@@ -33,11 +33,13 @@ from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.dpmm import (
     DPMM,
     DPMMConfig,
+    UncountedWords,
     absorption_gains,
     apply_additions,
     decay_factor,
     finish_delta,
     greedy_absorptions,
+    no_uncounted_words,
 )
 from noveld.models.kernels import hdp as kern
 from noveld.models.kernels import hdp_moves as moves
@@ -200,6 +202,8 @@ class HDP:
     def __init__(self, config: HDPConfig) -> None:
         self.config = config
         self.topic_words: np.ndarray | None = None
+        #: context values and fields in the vocabulary, for pruning (bound by the pipeline)
+        self.uncounted_words: UncountedWords = no_uncounted_words
         self.last_concentrations = (config.table_alpha, config.gamma)  # (α, γ) of the last batch
 
     def new_state(self) -> MultinomialStats:
@@ -298,7 +302,7 @@ class HDP:
             retired_uids=np.array(gone + [a for a, _ in absorbed], np.int64),
             merges=np.array(absorbed, dtype=np.int64).reshape(-1, 2),
         )  # born_uids keep absorbed births, so a replica's uid counter passes them too
-        finish_delta(stats, delta, cfg.half_life_docs, cfg.prune_below)
+        finish_delta(stats, delta, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
         seated = ~np.isnan(log_pred)  # the unlabelled documents
         tokens_seated = float(batch.lengths[seated].sum())
         lpt = float(log_pred[seated].sum()) / tokens_seated if tokens_seated else float("nan")

@@ -74,9 +74,13 @@ class MultinomialStats:
                 self.pk = _grow(self.pk, n, 0)
                 self.pc = _grow(self.pc, n, 0.0)
 
-    def compact(self, prune_below: float = 0.0) -> None:
+    def compact(self, prune_below: float = 0.0, uncounted: np.ndarray | None = None) -> None:
         """Drop postings of dead clusters and of counts ≤ ``prune_below`` (true units, so faded
-        words leave the pool under forgetting); recycle retired slots."""
+        words leave the pool under forgetting); recycle retired slots. ``uncounted``: ids of
+        the words whose counts are not tokens (not in ``ntok``), pruned without touching it."""
+        flags = np.zeros(self.head.shape[0], dtype=np.bool_)
+        if uncounted is not None and uncounted.shape[0]:
+            flags[uncounted[uncounted < flags.shape[0]]] = True
         kern.compact_postings(
             self.head,
             self.nxt,
@@ -86,6 +90,7 @@ class MultinomialStats:
             self.ntok,
             self.ictl,
             prune_below / self.scale,
+            flags,
         )
 
         for k in self.dirty_slots:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from noveld.featurize import DIMENSION_PREFIX
 from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.dpmm import (
     DPMM,
@@ -35,7 +36,6 @@ from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
 from noveld.models.suffstats import MultinomialStats
 
-DIMENSION_PREFIX = "\x00vmf/"
 #: member embeddings kept by the novelty tracker are integers: x_j · 2^20
 FEATURE_SCALE = float(1 << 20)
 
@@ -177,7 +177,7 @@ class VMFMixture(DPMM):
         for u, _, _ in born:
             stats.fresh[slot_of[u]] = True
         retired = self._retire(stats)
-        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below)
+        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
         delta = replace(
             delta, retired_uids=np.array([u for u, _, _ in retired], dtype=np.int64), n_docs=nb
         )

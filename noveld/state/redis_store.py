@@ -38,6 +38,7 @@ import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
+from noveld.featurize import uncounted_ids
 from noveld.models.base import StatsDelta
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
@@ -737,7 +738,12 @@ class RedisStore:
                     f"delta log of namespace {self.namespace!r} jumps from {at} to {s}: "
                     "entries are missing (was the log trimmed by hand?)"
                 )
-            replay_delta(stats, self._delta(entry_id, fields, len(vocab)), self.half_life_docs)
+            replay_delta(
+                stats,
+                self._delta(entry_id, fields, len(vocab)),
+                self.half_life_docs,
+                uncounted=lambda: uncounted_ids(vocab),
+            )
             at = s
         if at != seq:
             raise StoreConflict(f"log ends at {at} but meta says {seq}")
@@ -1006,7 +1012,9 @@ class RedisStore:
                 )  # fmt: skip
             return
         for d in deltas:
-            replay_delta(state.stats, d, self.half_life_docs)
+            replay_delta(
+                state.stats, d, self.half_life_docs, uncounted=lambda: uncounted_ids(state.vocab)
+            )
 
     def checkpoint(self, state: NamespaceState) -> bool:
         """Store the in-memory statistics as of ``last_seq`` and trim the log behind the

@@ -590,12 +590,14 @@ def compact_postings(
     ntok: np.ndarray,
     ictl: np.ndarray,
     min_raw: float,
+    uncounted: np.ndarray,
 ) -> None:
     """Rebuild the pool without entries of dead clusters or with raw count ≤ ``min_raw``.
 
     Pruned counts of live clusters are taken off their token mass ``ntok`` so ``n_k = Σ_w n_kw``
-    still holds. Entries keep their per-word order; with ``min_raw = 0`` scoring after
-    compaction is bit-identical.
+    still holds — except for words flagged in ``uncounted`` (one flag per word id): entries a
+    model keeps beside its tokens (hdp context, vmf dimensions), never part of ``ntok``. Entries
+    keep their per-word order; with ``min_raw = 0`` scoring after compaction is bit-identical.
     """
     n_old = ictl[POOL_USED]
     new_pk = np.empty(n_old, dtype=pk.dtype)
@@ -608,7 +610,7 @@ def compact_postings(
         prev = -1
         while e >= 0:
             k = pk[e]
-            if alive[k] and 0.0 < pc[e] <= min_raw:
+            if alive[k] and 0.0 < pc[e] <= min_raw and not uncounted[w]:
                 ntok[k] -= pc[e]
             if alive[k] and pc[e] > min_raw:
                 new_pk[out] = k
