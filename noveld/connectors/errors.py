@@ -9,6 +9,15 @@ class DeliveryFailed(RuntimeError):
     the outbox and are retried after the next commit."""
 
 
+class EventsRefused(DeliveryFailed):
+    """The sink delivered every event but these, which it can never deliver (larger than the
+    broker or producer takes): retrying them would hold the outbox behind them for ever."""
+
+    def __init__(self, refused: dict[str, str]) -> None:
+        self.refused = refused  # event_id -> why
+        super().__init__(f"{len(refused)} events refused for good")
+
+
 class DeadLettersFailed(RuntimeError):
     """The dead-letter sink could not take a batch's dead letters: the batch must not be
     committed (its invalid records would be lost), so the run stops and the next one redoes it."""

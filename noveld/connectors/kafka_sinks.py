@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, MessageSizeTooLargeError
 
-from noveld.connectors.errors import DeadLettersFailed, DeliveryFailed
+from noveld.connectors.errors import DeadLettersFailed, DeliveryFailed, EventsRefused
 from noveld.connectors.jsonl import Record
 from noveld.connectors.kafka_client import (
     PRODUCER_MAX_BLOCK_MS,
@@ -35,21 +35,29 @@ class KafkaEvents:
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
         """Send and wait for the broker's acknowledgement of every event; DeliveryFailed when
-        the broker does not take them now (the pipeline keeps them in the outbox)."""
+        the broker does not take them now (the pipeline keeps them in the outbox), and
+        EventsRefused, once the others are acknowledged, naming those too large ever to go."""
+        refused: dict[str, str] = {}
         try:
-            futures = [
-                self.producer.send(
-                    self.topic,
-                    key=event_key(e).encode(),
-                    value=stored_json(e).encode(),
-                )
-                for e in events
-            ]
+            futures = []
+            for e in events:
+                value = stored_json(e).encode()
+                try:
+                    sent = self.producer.send(self.topic, key=event_key(e).encode(), value=value)
+                except MessageSizeTooLargeError as exc:
+                    refused[str(e["event_id"])] = f"{len(value):,} bytes: {exc}"
+                    continue
+                futures.append((e, len(value), sent))
             self.producer.flush(timeout=30)
-            for f in futures:
-                f.get(timeout=30)
+            for e, size, f in futures:
+                try:
+                    f.get(timeout=30)
+                except MessageSizeTooLargeError as exc:  # the broker's limit (message.max.bytes)
+                    refused[str(e["event_id"])] = f"{size:,} bytes: {exc}"
         except KafkaError as exc:
             raise DeliveryFailed(f"events topic {self.topic}: {exc}") from exc
+        if refused:
+            raise EventsRefused(refused)
 
     def close(self) -> None:
         """Flush and close (events not taken stay in the outbox)."""

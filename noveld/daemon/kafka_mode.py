@@ -240,7 +240,9 @@ def run_kafka(
                         ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
                         continue
                     if metrics is not None:
-                        metrics.set_outbox(pending, pipeline.held_for_replicas)
+                        metrics.set_outbox(
+                            pending, pipeline.held_for_replicas, pipeline.refused_events
+                        )
                         refresh_lag(metrics, source)  # idle or stuck: the backlog still shows
                     continue
                 first, nxt = source.offsets_of(records)

@@ -96,6 +96,12 @@ class Metrics:
         )
         self.fenced = Counter("noveld_fenced_commits", "Commits refused by fencing", registry=r)
         self.outbox = Gauge("noveld_outbox_pending_events", "Events not yet delivered", registry=r)
+        self.refused = Counter(
+            "noveld_events_refused",
+            "Events dropped because the broker can never take them (too large)",
+            registry=r,
+        )
+        self._refused_seen = 0
         self.held = Gauge(
             "noveld_events_held_for_replicas",
             "1 while events wait for Redis replicas to acknowledge their commits",
@@ -141,7 +147,7 @@ class Metrics:
         self.vocabulary.set(rep.vocabulary)
         if rep.vocabulary_compacted:
             self.compactions.inc()
-        self.set_outbox(rep.outbox_pending, rep.held_for_replicas)
+        self.set_outbox(rep.outbox_pending, rep.held_for_replicas, rep.events_refused)
         self.born.inc(rep.model_births)
         self.retired.inc(rep.retired)
         self.merged.inc(rep.merged)
@@ -149,10 +155,14 @@ class Metrics:
         if rep.log_predictive_per_token == rep.log_predictive_per_token:  # not NaN
             self.log_pred.set(rep.log_predictive_per_token)
 
-    def set_outbox(self, pending: int, held_for_replicas: bool) -> None:
-        """Events not yet delivered, and whether they wait for the Redis replicas."""
+    def set_outbox(self, pending: int, held_for_replicas: bool, refused_total: int = 0) -> None:
+        """Events not yet delivered, whether they wait for the Redis replicas, and how many the
+        process has dropped as undeliverable since it started (``refused_total``)."""
         self.outbox.set(pending)
         self.held.set(1 if held_for_replicas else 0)
+        if refused_total > self._refused_seen:
+            self.refused.inc(refused_total - self._refused_seen)
+            self._refused_seen = refused_total
 
     def set_lag(self, lag: dict[str, int]) -> None:
         """Consumer lag per ``topic:partition`` of the partitions this replica owns; the series

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
-from noveld.connectors.errors import DeliveryFailed
+from noveld.connectors.errors import DeliveryFailed, EventsRefused
 from noveld.connectors.jsonl import Record
 from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary, uncounted_ids
@@ -188,6 +188,7 @@ class BatchReport:
     retired: int = 0
     merged: int = 0
     outbox_pending: int = 0
+    events_refused: int = 0  # events dropped since the start because no broker takes them
     held_for_replicas: bool = False  # the pending events wait for Redis replicas to catch up
     replayed: bool = False
     clusters_active: int = 0
@@ -265,6 +266,15 @@ def model_config(settings: Settings) -> DPMMConfig:
     )
 
 
+TERM_CHARS = 100
+"""Longest term an event lists: a longer token (a URL, base64, a run of letters) is cut with
+"…", so events stay far below the 1 MiB Kafka message limit whatever the documents hold."""
+
+
+def _shortened(term: str) -> str:
+    return term if len(term) <= TERM_CHARS else term[: TERM_CHARS - 1] + "…"
+
+
 class Pipeline:
     """Owns the live model state of one namespace and turns record batches into commits."""
 
@@ -303,6 +313,7 @@ class Pipeline:
         self._delivery_failing = False
         self._replication_holding = False
         self.published = 0  # events this process has delivered (since it started)
+        self.refused_events = 0  # events the sink refused for good (too large), dropped
         self.pending_events = 0  # events left in the outbox by the last delivery attempt
         self._next_attempt = 0.0  # monotonic time before which pending events are not re-read
         self.publish_pending()
@@ -540,6 +551,7 @@ class Pipeline:
             sum(1 for e in events if e["event_id"] not in suppressed)
         )
         rep.held_for_replicas = self.held_for_replicas
+        rep.events_refused = self.refused_events
         t5 = time.perf_counter()
         rep.clusters_active = int(self.state.stats.alive.sum())
         rep.vocabulary = len(self.state.vocab)
@@ -603,6 +615,20 @@ class Pipeline:
         self._replication_holding = False
         try:
             self.events.publish(pending)
+        except EventsRefused as exc:  # the rest went: drop these, or they block the outbox
+            for event_id, why in exc.refused.items():
+                log.error(
+                    "event %s can never be delivered (%s): dropped from the outbox so the "
+                    "events after it flow; raise the producer's max_request_size and the "
+                    "topic's max.message.bytes to keep such events",
+                    event_id,
+                    why,
+                )
+            self.refused_events += len(exc.refused)
+            self.published += len(pending) - len(exc.refused)
+            self._delivery_failing = False
+            self.store.ack([e["event_id"] for e in pending])
+            return 0
         except DeliveryFailed as exc:
             if not self._delivery_failing:
                 log.warning("cannot deliver %d events now (%s); retrying", len(pending), exc)
@@ -669,7 +695,7 @@ class Pipeline:
             ws, cs = ws[near], cs[near]
         word = self.vocab.word
         top = sorted(zip((-cs).tolist(), (word(int(w)) for w in ws), strict=True))[:n]
-        return [(w, round(-c / total, 6)) for c, w in top]
+        return [(_shortened(w), round(-c / total, 6)) for c, w in top]
 
     # ---- internals ------------------------------------------------------------------------
     def _check_vocabulary(self) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from doubles import NoDlq
 
 import noveld.daemon.pipeline as pipeline_mod
-from noveld.connectors.errors import DeliveryFailed
+from noveld.connectors.errors import DeliveryFailed, EventsRefused
 from noveld.connectors.jsonl import Record
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.pipeline import Pipeline
@@ -157,3 +157,52 @@ def test_a_held_outbox_is_counted_not_read_every_batch(
     monkeypatch.setattr(pipeline_mod, "DELIVERY_RETRY_S", 0.0)
     pipe._next_attempt = 0.0
     assert pipe.retry_pending() == 0 and len(sink.delivered) == 5
+
+
+class OneTooLarge:
+    """A sink that takes every event but the first of each call, which is too large for it."""
+
+    def __init__(self) -> None:
+        self.delivered: list[dict[str, Any]] = []
+        self.refused: list[str] = []
+
+    def publish(self, events: list[dict[str, Any]]) -> None:
+        self.delivered.extend(events[1:])
+        self.refused.append(events[0]["event_id"])
+        raise EventsRefused({events[0]["event_id"]: "2,000,000 bytes: too large"})
+
+
+def test_an_event_the_sink_refuses_for_good_does_not_hold_the_others(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The refused event is dropped from the outbox (logged, counted in the metric); events
+    after it are not held behind it."""
+    settings = load_settings(None, {"dlq": str(tmp_path / "d.jsonl"),
+                                    "novelty": {"min_size": 2}})  # fmt: skip
+    sink = OneTooLarge()
+    pipe = Pipeline(settings, MemoryStore(None), sink, NoDlq())
+    metrics = Metrics("dpmm")
+    texts = ["volcano eruption ash cloud"] * 4 + ["election vote count ballot"] * 4
+    recs = records(texts + ["flood river levee rain"] * 4)
+    for lo, hi in ((0, 4), (4, 12)):
+        rep = pipe.step(recs[lo:hi], {"f:0": lo}, {"f:0": hi})
+        metrics.observe(rep)
+        assert rep.outbox_pending == 0
+    assert len(sink.refused) == 2 and pipe.refused_events == 2
+    assert sink.delivered and not {e["event_id"] for e in sink.delivered} & set(sink.refused)
+    assert sum("can never be delivered" in r.getMessage() for r in caplog.records) == 2
+    assert metrics.registry.get_sample_value("noveld_events_refused_total") == 2
+
+
+def test_event_terms_are_cut_to_a_hundred_characters(tmp_path: Path) -> None:
+    """A huge token (base64, a URL) cannot make a birth event too large to send."""
+    settings = load_settings(None, {"dlq": str(tmp_path / "d.jsonl"),
+                                    "novelty": {"min_size": 2}})  # fmt: skip
+    sink = FlakySink()
+    sink.down = False
+    pipe = Pipeline(settings, MemoryStore(None), sink, NoDlq())
+    blob = "q" * 5000
+    pipe.step(records([f"{blob} volcano ash"] * 4), {"f:0": 0}, {"f:0": 4})
+    born = [e for e in sink.delivered if e["type"] == "cluster.born"]
+    terms = [t for e in born for t, _ in e["top_terms"]]
+    assert born and "q" * 99 + "…" in terms and max(len(t) for t in terms) == 100
