@@ -17,6 +17,10 @@ from noveld.connectors.kafka_client import (
 )
 from noveld.schema import InvalidReason, event_key, stored_json
 
+PUBLISH_WAIT_S = 10.0
+"""How long a delivery attempt waits for the broker's acknowledgements (docs/operations.md,
+"Events topic unreachable"); the events stay in the outbox when it does not answer."""
+
 
 class KafkaEvents:
     """Event sink: one message per event on the events topic, keyed by :func:`event_key`."""
@@ -48,10 +52,10 @@ class KafkaEvents:
                     refused[str(e["event_id"])] = f"{len(value):,} bytes: {exc}"
                     continue
                 futures.append((e, len(value), sent))
-            self.producer.flush(timeout=30)
+            self.producer.flush(timeout=PUBLISH_WAIT_S)
             for e, size, f in futures:
                 try:
-                    f.get(timeout=30)
+                    f.get(timeout=PUBLISH_WAIT_S)
                 except MessageSizeTooLargeError as exc:  # the broker's limit (message.max.bytes)
                     refused[str(e["event_id"])] = f"{size:,} bytes: {exc}"
         except KafkaError as exc:

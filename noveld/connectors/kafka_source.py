@@ -345,8 +345,8 @@ class KafkaSource:
             return {}
         now = time.monotonic()
         if now - self._ends_at >= refresh_s or any(tp not in self._ends for tp in parts):
-            self._ends = self.consumer.end_offsets(parts)
-            self._ends_at = now
+            self._ends_at = now  # a broker that does not answer is asked again in refresh_s
+            self._ends = self.consumer.end_offsets(parts, timeout_ms=BROKER_WAIT_MS)
         ends = self._ends
         return {
             partition_name(tp.topic, tp.partition): max(
@@ -365,11 +365,15 @@ class KafkaSource:
                 for k, off in self.expected.items()
             }
             try:
-                self.consumer.commit(offsets)
+                self.consumer.commit(offsets, timeout_ms=BROKER_WAIT_MS)
             except Exception as exc:  # advisory only
                 log.warning("final Kafka offset commit failed (state is safe): %s", exc)
         self.consumer.close()
 
+
+BROKER_WAIT_MS = 5000
+"""Longest wait for the broker's answer on the lag's end offsets and the final advisory offset
+commit (kafka-python's default, 30 s, stalled the batch loop and shutdown in a Kafka outage)."""
 
 HELD_RECHECK_S = 5.0
 """How often a held partition's stored offset and log end are read again (a round trip to the

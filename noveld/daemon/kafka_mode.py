@@ -323,9 +323,15 @@ def run_kafka(
                     progress_out.write(f"noveld: Redis unreachable at shutdown ({exc})\n")
             with contextlib.suppress(DeadLettersFailed):  # said; the batch was not committed
                 dead.flush()
-            source.close()
-            events.close()
-            dead.close()
+            for what, close in (
+                ("the consumer", source.close),
+                ("the events producer", events.close),
+                ("the dead-letter producer", dead.close),
+            ):
+                try:
+                    close()
+                except Exception as exc:  # a wedged client must not skip the rest, nor trace
+                    log.warning("closing %s failed (the state is safe): %r", what, exc)
             if server is not None:
                 server.stop()
     return code, progress
