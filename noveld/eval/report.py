@@ -123,38 +123,37 @@ def evaluate_known(
     import tempfile
     from pathlib import Path
 
+    from noveld.connectors.decode import DecodeLimits, FieldNames, decode_record
     from noveld.daemon.pipeline import label_uid
     from noveld.eval.novelty import known_f1, split_known
+    from noveld.schema import Document
 
-    label_field = settings.fields.label
-    id_field = settings.fields.id
-    rows: list[dict[str, Any]] = []
+    # the truth as the pipeline reads it: a null label is no label, an invalid one (a boolean,
+    # a float) makes an invalid record, left in the stream to be dead-lettered and not scored
+    fields = FieldNames(**settings.fields.model_dump())
+    vmf = settings.model.likelihood == "vmf"
+    limits = DecodeLimits(
+        max_doc_bytes=settings.limits.max_doc_bytes,
+        embedding_dim=settings.model.embedding_dim if vmf else None,
+    )
     raw_lines = Path(path).read_bytes().splitlines()
-    for line in raw_lines:
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            obj = None
-        rows.append(obj if isinstance(obj, dict) else {})
-    truth_by_id = {
-        str(r[id_field]): str(r[label_field]) for r in rows if id_field in r and label_field in r
-    }
-    ordered = [str(r[label_field]) for r in rows if label_field in r and id_field in r]
-    known, revealed_mask = split_known(ordered, known_fraction, seed)
-    revealed_ids: set[str] = set()
-    j = 0
-    for r in rows:
-        if label_field in r and id_field in r:
-            if revealed_mask[j]:
-                revealed_ids.add(str(r[id_field]))
-            j += 1
+    labelled: list[tuple[int, str, str]] = []  # (line, doc id, label)
+    for n, line in enumerate(raw_lines):
+        doc = decode_record(line, fields, limits)
+        if isinstance(doc, Document) and doc.label is not None:
+            labelled.append((n, doc.id, doc.label))
+    truth_by_id = {doc_id: label for _, doc_id, label in labelled}
+    known, revealed_mask = split_known([lab for _, _, lab in labelled], known_fraction, seed)
+    revealed_ids = {doc_id for (_, doc_id, _), r in zip(labelled, revealed_mask, strict=True) if r}
+    hide = {n for n, doc_id, _ in labelled if doc_id not in revealed_ids}
     with tempfile.TemporaryDirectory() as tmp:
         stream = Path(tmp) / "stream.jsonl"
         with open(stream, "wb") as fh:
-            for line, r in zip(raw_lines, rows, strict=True):
-                if r and str(r.get(id_field)) not in revealed_ids:
-                    r = {k: v for k, v in r.items() if k != label_field}
-                    line = json.dumps(r).encode()
+            for n, line in enumerate(raw_lines):
+                if n in hide:  # the same document without its label (non-ASCII kept as is)
+                    obj = json.loads(line.decode("utf-8-sig"))
+                    obj.pop(settings.fields.label)
+                    line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
                 fh.write(line + b"\n")
         on = settings.model_copy(
             update={"model": settings.model.model_copy(update={"use_labels": True})}
@@ -184,6 +183,7 @@ def evaluate_known(
     out["known_classes"] = len(known)
     out["revealed_docs"] = len(revealed_ids)
     out["scored_docs"] = len(hidden)
+    out["unlabelled_docs"] = sum(1 for doc_id in rec.ids if doc_id not in truth_by_id)
     out["invalid_records"] = rec.invalid
     out["clusters"] = len(set(preds))
     out["docs"] = len(rec.ids)

@@ -901,6 +901,43 @@ def test_evaluate_with_known_labels_reports_known_f1(stream: Path) -> None:
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """The rows as JSON lines, non-ASCII as UTF-8."""
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return path
+
+
+def test_known_fraction_reads_labels_as_the_pipeline_does(stream: Path, tmp_path: Path) -> None:
+    """Under --known-fraction a null label is no label (not a class "None"), a boolean label
+    makes an invalid record (not a scored class), a document's non-ASCII text is passed on as
+    is (not escaped past the size limit), and a file without labels is refused."""
+    rows = [json.loads(line) for line in stream.read_text().splitlines()][:600]
+    for i, r in enumerate(rows):
+        if i % 7 == 0:
+            r["label"] = None
+        elif i % 11 == 0:
+            r["label"] = True
+    big = rows[1]
+    big["text"] += " " + "新闻 " * 140_000  # 840,000 bytes as UTF-8; escaped, 1.7 MB
+    odd = write_jsonl(tmp_path / "odd.jsonl", rows)
+    plain = json.loads(noveld("evaluate", str(odd), "--json").stdout)
+    out = noveld("evaluate", str(odd), "--json", "--known-fraction", "0.4")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    invalid = sum(1 for i in range(600) if i % 7 and i % 11 == 0)
+    assert r["invalid_records"] == plain["invalid_records"] == invalid
+    assert r["docs"] == plain["docs"] == 600 - invalid
+    assert (
+        r["unlabelled_docs"] == plain["unlabelled_docs"] == sum(1 for i in range(600) if i % 7 == 0)
+    )
+    assert r["scored_docs"] == r["docs"] - r["unlabelled_docs"] - r["revealed_docs"]
+    for row in rows:
+        row.pop("label")
+    none = noveld("evaluate", str(write_jsonl(tmp_path / "none.jsonl", rows)),
+                  "--known-fraction", "0.4")  # fmt: skip
+    assert none.returncode == 2 and "has a label field" in none.stderr
+
+
 def test_novel_clusters_name_their_nearest_known_category(tmp_path: Path) -> None:
     docs = [{"id": f"k{i}", "text": "goal match striker league cup", "label": "sports"}
             for i in range(5)]  # fmt: skip
