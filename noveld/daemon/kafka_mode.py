@@ -215,6 +215,8 @@ def run_kafka(
         raise
     progress = Progress(progress_out, settings.progress_interval_s)
     metrics, server = start_metrics(settings, pipeline)
+    if metrics is not None:  # ready once the group assigns partitions (the loop says so)
+        metrics.set_ready(False, unready(source))
     code = EXIT_OK
     refused_in_a_row = 0
     with graceful_stop() as stop:

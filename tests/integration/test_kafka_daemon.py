@@ -530,3 +530,30 @@ def test_a_stored_offset_past_the_log_end_holds_the_partition(
     assert "is within the log again (end 30)" in said[1]
     again = RedisStore(client, ns).read()
     assert again is not None and again.offsets == {key: 30}
+
+
+def test_not_ready_before_the_group_assigns_partitions(
+    kafka_broker: KafkaBroker, redis_url: str
+) -> None:
+    """From the moment /readyz answers, it says "not ready" until the group has assigned the
+    daemon its partitions (it answered "ready" for the first loop turn)."""
+    ns = f"r{uuid.uuid4().hex[:6]}"
+    topics = create_topics(kafka_broker.bootstrap, ns)
+    port = free_port()
+    proc = start_daemon(
+        kafka_broker.bootstrap, redis_url, ns, topics, ("--metrics-port", str(port))
+    )
+    try:
+        bodies: list[str] = []
+        deadline = time.monotonic() + 60
+        while not bodies or bodies[-1] != "ready":
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, bodies[-3:]
+            body = readyz(port)
+            if body != "(no answer)":
+                bodies.append(body.strip())
+            time.sleep(0.01)
+        assert bodies[0].startswith("not ready"), bodies[:3]
+        assert any("no partitions assigned" in b for b in bodies)
+    finally:
+        stop(proc)
