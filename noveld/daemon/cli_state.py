@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from noveld.daemon.embedded import UserError
 from noveld.featurize import Vocabulary
+from noveld.models.hdp import live_clusters
 from noveld.state.base import NamespaceState, state_digest
 from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import SNAPSHOT_NAME, read_export, read_snapshot, write_snapshot
@@ -34,7 +35,7 @@ def summarize(state: NamespaceState, outbox_pending: int) -> dict[str, Any]:
         "births": state.counters.get("births", 0),
         "batches": state.counters.get("batches", 0),
         "clusters": state.counters.get("clusters", int(stats.ictl[3])),
-        "active_clusters": int(slots.shape[0]),
+        "active_clusters": live_clusters(stats),
         "mass": float(stats.mass(slots).sum()),
         "tokens": float((stats.ntok[slots] * stats.scale).sum()),
         "vocab": len(state.vocab),

@@ -27,6 +27,7 @@ from noveld.daemon.outage import is_outage, outage_reason, retry_until_back
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
+from noveld.models.hdp import live_clusters
 from noveld.schema import InvalidReason, stored_json
 from noveld.state.base import CommitOutcome, FingerprintMismatch, StateStore, partition_key
 from noveld.state.dir_lock import StateDirBusy, hold_state_dir
@@ -182,7 +183,7 @@ def start_metrics(
     if settings.metrics_port is None:
         return None, None
     metrics = Metrics(pipeline.model.kind)
-    metrics.clusters_active.set(int(pipeline.state.stats.alive.sum()))
+    metrics.clusters_active.set(live_clusters(pipeline.state.stats))
     metrics.vocabulary.set(len(pipeline.state.vocab))
     try:
         server = MetricsServer(metrics, settings.metrics_port).start()
@@ -520,7 +521,7 @@ def _run_file(
             f"{resume_at:,} already{note})\n"
         )
     progress = Progress(progress_out, settings.progress_interval_s)
-    progress.clusters = int(pipeline.state.stats.alive.sum())
+    progress.clusters = live_clusters(pipeline.state.stats)
     metrics, server = start_metrics(settings, pipeline)
     if on_start is not None:
         on_start(pipeline)

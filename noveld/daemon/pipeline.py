@@ -24,7 +24,7 @@ from noveld.featurize import Featurizer, Tokenizer, Vocabulary, uncounted_ids
 from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
-from noveld.models.hdp import HDP, HDPConfig, topic_token
+from noveld.models.hdp import HDP, HDPConfig, live_clusters, topic_token
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels.edcm import N_BINS as EDCM_LENGTH_BINS
 from noveld.models.novelty import (
@@ -553,7 +553,7 @@ class Pipeline:
         rep.held_for_replicas = self.held_for_replicas
         rep.events_refused = self.refused_events
         t5 = time.perf_counter()
-        rep.clusters_active = int(self.state.stats.alive.sum())
+        rep.clusters_active = live_clusters(self.state.stats)
         rep.vocabulary = len(self.state.vocab)
         rep.stage_seconds = {
             "decode": t1 - t0,

@@ -162,6 +162,13 @@ def is_topic(uids: np.ndarray) -> np.ndarray:
     return mask
 
 
+def live_clusters(stats: MultinomialStats) -> int:
+    """Live clusters of any model, hdp's topics left out (they are not categories: progress,
+    ``noveld_clusters_active`` and ``state show`` count what ``max_active_clusters`` bounds)."""
+    k = stats.kmax
+    return int((stats.alive[:k] & ~is_topic(stats.uid[:k])).sum())
+
+
 @dataclass(frozen=True)
 class HDPConfig:
     """Hyperparameters (all in the model fingerprint): L topics, Dirichlet priors β (topic–word)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -936,6 +937,22 @@ def test_known_fraction_reads_labels_as_the_pipeline_does(stream: Path, tmp_path
     none = noveld("evaluate", str(write_jsonl(tmp_path / "none.jsonl", rows)),
                   "--known-fraction", "0.4")  # fmt: skip
     assert none.returncode == 2 and "has a label field" in none.stderr
+
+
+def test_hdp_counts_its_categories_as_clusters_not_its_topics(stream: Path, tmp_path: Path) -> None:
+    """Progress, the metric and ``state show`` count hdp's categories (what
+    ``max_active_clusters`` bounds), not its topics: never more than the categories assigned."""
+    part = write_jsonl(tmp_path / "s.jsonl",
+                       [json.loads(x) for x in stream.read_text().splitlines()[:400]])  # fmt: skip
+    st = tmp_path / "st"
+    out = noveld("run", "--input", str(part), "--state-dir", str(st), "--model", "hdp",
+                 "--emit-assignments")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assigned = {e["cluster_id"] for e in events_of(out.stdout) if e["type"] == "document.assigned"}
+    active = state_show(st)["active_clusters"]
+    assert 1 <= active <= len(assigned)
+    shown = re.findall(r"([\d,]+) active clusters", out.stderr)
+    assert shown and int(shown[-1].replace(",", "")) == active
 
 
 def test_novel_clusters_name_their_nearest_known_category(tmp_path: Path) -> None:
