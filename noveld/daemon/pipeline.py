@@ -949,9 +949,10 @@ class Pipeline:
         stats = self.state.stats
         kmax = stats.kmax
         slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
-        if uid not in slot_of:
+        own = stats.slot_of(uid, retired_too=True)  # born and evicted in one step: still there
+        if own < 0:
             return None
-        ws, cs = stats.word_counts(slot_of[uid])
+        ws, cs = stats.word_counts(own)
         v = dict(zip(ws.tolist(), cs.tolist(), strict=True))
         nv = math.sqrt(sum(c * c for c in v.values())) or 1.0
         best, best_sim = None, 0.0

@@ -390,11 +390,12 @@ class DPMM:
         return res
 
     def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
-        """The cluster's word counts (true units); empty for an unknown uid."""
-        hit = np.flatnonzero((stats.uid[: stats.kmax] == uid) & stats.alive[: stats.kmax])
-        if hit.shape[0] == 0:
+        """The cluster's word counts (true units); empty for an unknown uid. A cluster retired
+        in this step still has them until the pool is next compacted."""
+        slot = stats.slot_of(uid, retired_too=True)
+        if slot < 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        return stats.word_counts(int(hit[0]))
+        return stats.word_counts(slot)
 
     def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
         """:meth:`still_belongs` on the live statistics, with the batch's V and size."""

@@ -402,8 +402,9 @@ class HDP:
         return out
 
     def term_weights(self, stats: MultinomialStats, uid: int) -> tuple[np.ndarray, np.ndarray]:
-        """Expected word counts of category ``uid``: ``Σ_l O_kl φ_l(w)`` (topics' words only)."""
-        slot = _slot_of(stats, uid)
+        """Expected word counts of category ``uid``: ``Σ_l O_kl φ_l(w)`` (topics' words only;
+        a category retired in this step still has its counts until the next compaction)."""
+        slot = stats.slot_of(uid, retired_too=True)
         if slot < 0 or self.topic_words is None:
             return np.zeros(0, np.int64), np.zeros(0)
         tw, tc = stats.word_counts(slot)

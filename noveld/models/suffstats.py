@@ -160,6 +160,17 @@ class MultinomialStats:
         ws, cs = kern.cluster_word_counts(slot, self.head, self.nxt, self.pk, self.pc)
         return ws, cs * self.scale
 
+    def slot_of(self, uid: int, retired_too: bool = False) -> int:
+        """Slot of live cluster ``uid``, or −1. ``retired_too``: else the slot of a cluster
+        retired since the last compaction, whose word counts stay in the pool until then (to
+        describe a cluster born and evicted in one step)."""
+        k = self.kmax
+        hit = np.flatnonzero(self.uid[:k] == uid)
+        live = [int(h) for h in hit.tolist() if self.alive[h]]
+        if live:
+            return live[0]
+        return int(hit[0]) if retired_too and hit.shape[0] else -1
+
     def retire(self, slots: np.ndarray) -> None:
         """Kill clusters; their slots are reused only after the next compaction."""
         for k in slots:

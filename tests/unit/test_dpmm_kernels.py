@@ -517,3 +517,25 @@ def test_postings_entries_lists_every_live_count_once() -> None:
         ws, cs = stats.word_counts(slot)
         want.update({(int(a), slot): float(x) / stats.scale for a, x in zip(ws, cs, strict=True)})
     assert len(got) == len(w) and got == pytest.approx(want)
+
+
+@pytest.mark.parametrize("kind", ["dpmm", "svi"])
+def test_a_cluster_retired_in_this_step_keeps_its_terms_until_compaction(kind: str) -> None:
+    """A story born and evicted in one step is still described by its cluster.born event:
+    ``term_weights`` reads a retired cluster's counts until the pool is compacted."""
+    from noveld.models.svi import SVI, SVIConfig
+
+    model = DPMM(DPMMConfig(deterministic=True)) if kind == "dpmm" else SVI(SVIConfig())
+    stats = model.new_state()
+    docs = [[1, 2, 3]] * 4 + [[10, 11, 12]] * 4
+    res = model.partial_fit(DocBatch.from_docs(docs, 20), stats, np.random.default_rng(0))
+    uid = int(res.assignments[-1])
+    words, counts = model.term_weights(stats, uid)
+    assert set(words.tolist()) >= {10, 11, 12}
+    stats.retire(np.array([stats.slot_of(uid)]))
+    assert stats.slot_of(uid) == -1
+    again = model.term_weights(stats, uid)
+    np.testing.assert_array_equal(again[0], words)
+    np.testing.assert_allclose(again[1], counts)
+    stats.compact()
+    assert model.term_weights(stats, uid)[0].shape[0] == 0
