@@ -136,9 +136,10 @@ for name, v in pairs(h.counters) do
 end
 redis.call('SET', KEYS[8], ARGV[3])
 
--- 7. outbox: the events' JSON, fields "0", "1", ... of one entry per OUTBOX_ENTRY_EVENTS
+-- 7. outbox: the events' JSON, fields "0", "1", ... of one entry per OUTBOX_ENTRY_EVENTS,
+--    and "w", the writer (it publishes its own entries; others only those left behind)
 local chunk = tonumber(h.outbox_chunk)
-local fields = {}
+local fields = {'w', h.writer}
 local n = 0
 for j = 4, #ARGV do
   if not skip[j] then
@@ -147,7 +148,7 @@ for j = 4, #ARGV do
     n = n + 1
     if n == chunk then
       redis.call('XADD', KEYS[5], '*', unpack(fields))
-      fields = {}
+      fields = {'w', h.writer}
       n = 0
     end
   end

@@ -95,12 +95,17 @@ class StoreConflict(RuntimeError):
     """The stored state moved under this writer (offset gap, shared uid slot): reload."""
 
 
+ORPHANED_EVENTS_AFTER_S = 10.0
+"""Age at which another writer's outbox entry is taken over: that writer died, or its broker
+connection fails. Its own writer sends an entry right after the commit (milliseconds)."""
+
+
 def _entry_events(fields: dict[bytes, bytes]) -> list[bytes]:
     """The events' JSON in one outbox entry, in order (also the one-event entries of earlier
     versions, fields ``id`` and ``event``)."""
     if b"event" in fields:
         return [fields[b"event"]]
-    return [fields[k] for k in sorted(fields, key=int)]
+    return [fields[k] for k in sorted((k for k in fields if k != b"w"), key=int)]
 
 
 def _text(v: Any) -> str:
@@ -325,6 +330,7 @@ class RedisStore:
         self._compact = client.register_script(_LUA.joinpath("compact.lua").read_text())
         self.checkpoint_every = checkpoint_every
         self.writer = uuid.uuid4().hex[:12]
+        self._started = False  # outbox_pending has taken over what earlier writers left
         # this writer's own staging keys for a compaction (writers compacting at once must not
         # append to one list), dropped by the script or, after a crash, by their expiry
         self.staging = (
@@ -1199,16 +1205,29 @@ class RedisStore:
 
     # ---- outbox ---------------------------------------------------------------------------
     def outbox_pending(self) -> list[dict[str, Any]]:
-        """Events in the outbox stream, oldest first, each with the JSON it was stored as
-        (:class:`StoredEvent`)."""
+        """Events in the outbox stream for this writer to send, oldest first, each with the
+        JSON it was stored as (:class:`StoredEvent`): its own commits' events, and those of
+        other writers still there :data:`ORPHANED_EVENTS_AFTER_S` after their commit (each
+        replica sending every pending event sent many of them twice in normal operation). The
+        first call takes every event: a restarted process sends what its predecessor left."""
         out: list[dict[str, Any]] = []
         self._entry_events.clear()
+        now_ms: int | None = None
+        own = self.writer.encode()
         for sid, fields in self.client.xrange(self.keys["outbox"], "-", "+"):
+            writer = fields.get(b"w")
+            if self._started and writer is not None and writer != own:  # another's: it sends
+                if now_ms is None:
+                    sec, usec = self.client.time()
+                    now_ms = int(sec) * 1000 + int(usec) // 1000
+                if now_ms - int(_text(sid).split("-")[0]) < ORPHANED_EVENTS_AFTER_S * 1000:
+                    continue  # unless they were left behind (a writer that died or cannot)
             events = self._stored_events(sid, fields)
             for ev in events:
                 self._stream_ids[ev["event_id"]] = sid
             self._entry_events[sid] = {ev["event_id"] for ev in events}
             out += events
+        self._started = True
         return out
 
     def ack(self, event_ids: list[str]) -> None:

@@ -236,6 +236,34 @@ def test_outbox_keeps_events_until_acknowledged(redis_url: str, tmp_path: Path) 
     assert RedisStore(client, "t").outbox_pending() == [] and store.outbox_length() == 0
 
 
+def test_each_replica_sends_its_own_events_and_takes_over_those_left_behind(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas of one namespace: each sends its own commits' events (both sending every
+    pending event sent many twice); a process's first look takes everything (a restarted one
+    sends what its predecessor left), and another replica's events are taken once they have
+    waited ORPHANED_EVENTS_AFTER_S (their writer died or cannot reach the broker)."""
+    import noveld.state.redis_store as redis_store
+
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path)
+    a, b = RedisStore(client, "o"), RedisStore(client, "o")
+    state_a = Pipeline(settings, a, CollectingEvents(), NoDlq()).state
+    state_b = Pipeline(settings, b, CollectingEvents(), NoDlq()).state
+    assert b.outbox_pending() == []  # b's first look: nothing left by anyone
+    ev_a = [{"event_id": "a1", "type": "cluster.born"}]
+    ev_b = [{"event_id": "b1", "type": "cluster.born"}]
+    for store, state, part, ev in ((a, state_a, "f:0", ev_a), (b, state_b, "g:0", ev_b)):
+        req = CommitRequest({part: 0}, {part: 5}, None, ev, {"docs": 5})
+        assert store.commit(state, req) is CommitOutcome.COMMITTED
+    assert [e["event_id"] for e in b.outbox_pending()] == ["b1"]
+    assert [e["event_id"] for e in RedisStore(client, "o").outbox_pending()] == ["a1", "b1"]
+    monkeypatch.setattr(redis_store, "ORPHANED_EVENTS_AFTER_S", 0.0)
+    assert [e["event_id"] for e in b.outbox_pending()] == ["a1", "b1"]
+    b.ack(["a1", "b1"])
+    assert a.outbox_length() == 0
+
+
 def test_outbox_entries_hold_a_bounded_number_of_events_and_go_when_delivered(
     redis_url: str, tmp_path: Path
 ) -> None:
@@ -329,7 +357,7 @@ def test_each_cluster_is_announced_and_ended_once_across_writers(
     commit(b, "in:1", 2, [ev("merged", "c2", "b"), ev("merged", "c9", "b")])
     assert b.suppressed == ["c2-merged"]
 
-    kept = [(e["event_id"], e.get("by")) for e in a.outbox_pending()]
+    kept = [(e["event_id"], e.get("by")) for e in RedisStore(client, "lc").outbox_pending()]
     assert kept == [
         ("c1-born", "a"), ("x", None), ("c2-born", "a"), ("c3-born", "b"),
         ("c1-retired", "b"), ("c9-merged", "b"), ("c2-merged", "a"), ("c9-merged", "b"),
@@ -370,6 +398,6 @@ def test_an_end_offered_if_announced_is_kept_only_for_a_cluster_another_writer_a
     assert b.suppressed == ["c3-retired"]  # c3: nobody announced it
     commit(b, "in:1", 1, [ev("retired", "c1")], {"c1-retired"})
     assert b.suppressed == ["c1-retired"]  # c1 already ended
-    kept = [e["event_id"] for e in a.outbox_pending()]
+    kept = [e["event_id"] for e in RedisStore(client, "ia").outbox_pending()]
     assert kept == ["c1-born", "c2-born", "c1-retired"]
     assert client.hgetall("noveld:{ia}:lifecycle") == {b"c1": b"retired", b"c2": b"born"}
