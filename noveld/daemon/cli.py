@@ -322,6 +322,10 @@ def _cmd_check(ns: argparse.Namespace) -> int:
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:
             ok = resp.status == 200
+    except urllib.error.HTTPError as exc:  # 503: the body says why ("not ready: …")
+        why = exc.read().decode(errors="replace").strip()[:500]
+        sys.stderr.write(f"noveld check: {path} failing (HTTP {exc.code}): {why}\n")
+        return 1
     except (urllib.error.URLError, OSError) as exc:
         sys.stderr.write(f"noveld check: {url}: {exc}\n")
         return 1

@@ -87,3 +87,20 @@ def test_readyz_says_why_it_is_not_ready() -> None:
     m.set_ready(True)
     now[0] = 120.0  # the loop stopped turning
     assert m.readiness() == (503, b"not ready: the batch loop has not turned for 120 s\n")
+
+
+def test_check_ready_names_why_the_daemon_is_not_ready(capsys: pytest.CaptureFixture[str]) -> None:
+    """``noveld check --ready`` prints the /readyz reason, not only "HTTP Error 503"."""
+    from noveld.daemon.cli import main
+    from noveld.daemon.metrics import MetricsServer
+
+    m = Metrics("dpmm")
+    m.set_ready(False, "no partitions assigned (waiting for the group)")
+    server = MetricsServer(m, 0).start()
+    try:
+        assert main(["check", "--metrics-port", str(server.port), "--ready"]) == 1
+        assert "no partitions assigned" in capsys.readouterr().err
+        m.set_ready(True)
+        assert main(["check", "--metrics-port", str(server.port), "--ready"]) == 0
+    finally:
+        server.stop()
