@@ -422,10 +422,9 @@ class DPMM:
         candidate: a stray document that happened to found a cluster a later story took over is
         not that story's first document.
         """
-        slot_of = np.flatnonzero((stats.uid[: stats.kmax] == uid) & stats.alive[: stats.kmax])
-        if slot_of.shape[0] == 0:
+        k = stats.slot_of(uid)
+        if k < 0:
             return False
-        k = int(slot_of[0])
         g = stats.scale
         m_rest = stats.m[k] * g - 1.0
         if m_rest <= 0.0:

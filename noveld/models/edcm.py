@@ -266,10 +266,9 @@ class EDCMMixture(DPMM):
     ) -> bool:
         """Would member (``words``, ``counts``) of cluster ``uid`` be seated there again, taken
         out of it (one MAP collapsed Gibbs step under the EDCM)? Read-only."""
-        hit = np.flatnonzero((stats.uid[: stats.kmax] == uid) & stats.alive[: stats.kmax])
-        if hit.shape[0] == 0:
+        k = stats.slot_of(uid)
+        if k < 0:
             return False
-        k = int(hit[0])
         cfg = self.config
         g = stats.scale
         m_rest = stats.m[k] * g - 1.0

@@ -411,7 +411,7 @@ class HDP:
         topic_of_word = {int(w): i for i, w in enumerate(self.topic_words.tolist())}
         acc: dict[int, float] = {}
         for w, o in zip(tw.tolist(), tc.tolist(), strict=True):
-            tslot = _slot_of(stats, topic_uid(topic_of_word.get(int(w), -1)))
+            tslot = stats.slot_of(topic_uid(topic_of_word.get(int(w), -1)))
             if tslot < 0:
                 continue
             ws, cs = stats.word_counts(tslot)
@@ -444,7 +444,7 @@ class HDP:
         The novelty tracker asks this of a candidate's first members at confirmation, as it
         asks :meth:`DPMM.still_belongs`: a stray document that opened a category a later story
         took over is not that story's first document."""
-        slot = _slot_of(stats, uid)
+        slot = stats.slot_of(uid)
         if slot < 0 or self.topic_words is None:
             return False
         if stats.m[slot] * stats.scale - 1.0 <= 0.0:
@@ -797,10 +797,3 @@ def _context_counts(
         counts,
         ctx_tab,
     )
-
-
-def _slot_of(stats: MultinomialStats, uid: int) -> int:
-    """Slot of a live cluster uid, or −1."""
-    kmax = stats.kmax
-    hit = np.flatnonzero((stats.uid[:kmax] == uid) & stats.alive[:kmax])
-    return int(hit[0]) if hit.shape[0] else -1

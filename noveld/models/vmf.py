@@ -261,10 +261,9 @@ class VMFMixture(DPMM):
         """Would member x of cluster ``uid`` be seated there again, taken out of it (one MAP
         collapsed Gibbs step under the vMF predictive)? Read-only."""
         kmax = stats.kmax
-        hit = np.flatnonzero((stats.uid[:kmax] == uid) & stats.alive[:kmax])
-        if hit.shape[0] == 0:
+        k = stats.slot_of(uid)
+        if k < 0:
             return False
-        k = int(hit[0])
         mass = np.where(stats.alive[:kmax], stats.m[:kmax] * stats.scale, 0.0)
         if mass[k] - 1.0 <= 0.0:
             return True  # its only member
