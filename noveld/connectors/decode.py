@@ -134,6 +134,11 @@ def _check_tree(obj: Any) -> str | None:
 
 def _parse(raw: bytes) -> Any:
     """Bytes → parsed JSON value; raises ``_Reject`` (undecodable / not_json)."""
+    if not raw.strip():  # said plainly: "Expecting value: line 1 column 1" named nothing
+        raise _Reject(
+            InvalidReason.NOT_JSON,
+            "empty record: no value (a Kafka tombstone, an empty message or a blank line)",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -359,3 +359,12 @@ def test_decoded_documents_pass_full_model_validation(obj: dict[str, object]) ->
 def test_ts_at_the_ends_of_the_rfc3339_range_is_kept(parser: str) -> None:
     assert _doc({"id": "a", "text": "x", "ts": -62135596800}).ts == -62135596800.0
     assert _doc({"id": "a", "text": "x", "ts": "9999-12-31T23:59:59Z"}).ts == 253402300799.0
+
+
+@pytest.mark.parametrize("raw", [b"", b"  \r", b"\t"])
+def test_an_empty_record_is_named_as_such(raw: bytes, parser: str) -> None:
+    """A Kafka tombstone (no value) or a blank record is dead-lettered saying it was empty, not
+    with a JSON parser's "Expecting value: line 1 column 1"."""
+    out = _dec(raw)
+    assert isinstance(out, Invalid) and out.reason is InvalidReason.NOT_JSON
+    assert "empty record" in out.detail and "tombstone" in out.detail
