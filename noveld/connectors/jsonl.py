@@ -33,10 +33,13 @@ STDIN = "-"
 
 @dataclass(frozen=True)
 class Record:
-    """One raw input record (undecoded bytes) and where it came from."""
+    """One raw input record (undecoded bytes) and where it came from; a Kafka record also
+    keeps its key and headers, which its dead letter carries on."""
 
     raw: bytes
     position: SourcePosition
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def _content(line: bytes) -> bytes:

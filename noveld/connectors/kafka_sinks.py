@@ -95,9 +95,11 @@ class KafkaDeadLetters:
         self._sent: list[Any] = []  # futures of dead letters not yet flushed
 
     def send(self, record: Record, reason: InvalidReason, detail: str) -> None:
-        """Queue one dead letter (delivered by :meth:`flush`)."""
+        """Queue one dead letter (delivered by :meth:`flush`): the record's key, its own
+        headers, then noveld's (so a reader building a dict sees noveld's ``error``)."""
         pos = record.position
         headers = [
+            *record.headers,
             ("error", str(reason).encode()),
             ("detail", detail.encode()[:1000]),
             ("source_topic", pos.topic.encode()),
@@ -105,11 +107,15 @@ class KafkaDeadLetters:
             ("source_offset", str(pos.offset).encode()),
         ]
         value = record.raw
-        if len(value) > self.max_value_bytes:  # an oversize record must not be too big to park
+        carried = len(record.key or b"") + sum(len(k) + len(v) for k, v in record.headers)
+        cap = max(self.max_value_bytes - carried, 0)  # key and headers count toward the limit
+        if len(value) > cap:  # an oversize record must not be too big to park
             headers.append(("truncated_from", str(len(value)).encode()))
-            value = value[: self.max_value_bytes]
+            value = value[:cap]
         try:
-            self._sent.append(self.producer.send(self.topic, value=value, headers=headers))
+            self._sent.append(
+                self.producer.send(self.topic, key=record.key, value=value, headers=headers)
+            )
         except KafkaError as exc:
             raise DeadLettersFailed(f"DLQ topic {self.topic}: {exc!r}") from exc
         self.count += 1

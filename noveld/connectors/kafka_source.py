@@ -206,7 +206,9 @@ class KafkaSource:
                     SourcePosition,
                     {"topic": tp.topic, "partition": tp.partition, "offset": msg.offset, "ts": ts},
                 )
-                out.append(Record(msg.value if msg.value is not None else b"", pos))
+                value = msg.value if msg.value is not None else b""
+                headers = tuple((str(k), bytes(v or b"")) for k, v in msg.headers or ())
+                out.append(Record(value, pos, msg.key, headers))
         self.check_ends(behind)
         return out
 

@@ -219,6 +219,7 @@ def step_or_stop(
         if metrics is not None:
             if exc.outcome is CommitOutcome.REPLAY:  # already applied: skipped, counted
                 metrics.replayed.inc()
+                metrics.documents.labels(outcome="replayed").inc(len(records))
             elif exc.outcome is CommitOutcome.STALE:
                 metrics.stale.inc()
             else:

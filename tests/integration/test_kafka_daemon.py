@@ -133,7 +133,9 @@ def test_daemon_drains_topic_commits_to_redis_and_publishes(
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     for i, doc in enumerate(generate(SynthConfig(n_docs=N_DOCS - 1, n_stories=12, seed=4))):
         if i == POISON_AT:
-            producer.send(topics["in"], value=b"{not json")
+            producer.send(
+                topics["in"], key=b"poison-key", value=b"{not json", headers=[("trace", b"t-1")]
+            )
         producer.send(topics["in"], value=json.dumps(doc).encode())
     producer.flush()
     producer.close()
@@ -163,6 +165,8 @@ def test_daemon_drains_topic_commits_to_redis_and_publishes(
     headers = {k: v.decode() for k, v in dead[0].headers}
     assert dead[0].value == b"{not json"
     assert headers["error"] == "not_json" and headers["source_offset"] == str(POISON_AT)
+    # the record's own key and headers travel with it, so it can be replayed as it was
+    assert dead[0].key == b"poison-key" and headers["trace"] == "t-1"
 
     # a restart resumes from Redis: nothing is read twice
     proc = start_daemon(kafka_bootstrap, redis_url, ns, topics)
