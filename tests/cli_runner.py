@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Any
 
-NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
+NOVELD = [sys.executable, "-m", "noveld"]  # the console script's entry point (noveld.launch)
 
 
 def noveld(

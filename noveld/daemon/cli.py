@@ -39,6 +39,7 @@ from noveld.daemon.settings import (
     load_settings,
     unknown_env_names,
 )
+from noveld.launch import EXIT_INTERRUPTED
 from noveld.state.redis_store import StoreConflict
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
@@ -511,8 +512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except redis.RedisError as exc:  # Redis went away under a one-shot command (state, fit)
         sys.stderr.write(f"noveld: error: {outage_reason(exc)}\n")
         return EXIT_IO
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # before the pipeline's own handler, or a one-shot command
+        sys.stderr.write("noveld: interrupted\n")
+        return EXIT_INTERRUPTED
 
 
 def _port(text: str) -> int:

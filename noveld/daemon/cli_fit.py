@@ -21,6 +21,7 @@ from noveld.daemon.embedded import EXIT_OK, UserError, default_store, graceful_s
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings
 from noveld.eval.metrics import clustering_scores
+from noveld.launch import EXIT_INTERRUPTED
 from noveld.models.base import BatchResult, DocBatch
 from noveld.models.dpmm import DPMM
 from noveld.models.kernels import multinomial as kern
@@ -31,7 +32,6 @@ from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import SNAPSHOT_NAME, write_snapshot
 
 DEFAULT_SWEEPS = 5
-EXIT_INTERRUPTED = 130
 
 
 class PassStopped(RuntimeError):
