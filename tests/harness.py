@@ -831,12 +831,56 @@ class _ByteProxy(_Started):
         self._server = asyncio.run_coroutine_threadsafe(serve, self._loop).result(timeout=10)
         return self
 
-    def stop(self) -> None:
-        """Stop listening and end the loop (open connections die with it)."""
+    async def _shutdown(self) -> None:
+        """Stop listening and cancel every connection's pipes (closing their sockets) while
+        the loop still runs: a pipe left suspended is closed by the garbage collector later,
+        against a stopped loop ("Event loop is closed")."""
         if self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
+            self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def stop(self) -> None:
+        """Stop listening, close every connection and end the loop."""
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+
+
+class PartitionProxy(_ByteProxy):
+    """A plain TCP proxy that can stop forwarding (:meth:`partition`) and start again
+    (:meth:`heal`): a network partition that drops nothing and resets no connection, as a
+    lost route or a stateful firewall does. Connections stay open, new ones are accepted,
+    and what was sent meanwhile arrives after the heal, as TCP retransmits it."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self._open = threading.Event()
+        self._open.set()
+
+    def partition(self) -> None:
+        """Stop forwarding bytes, both ways, on every connection."""
+        self._open.clear()
+
+    def heal(self) -> None:
+        """Forward again, what was held first."""
+        self._open.set()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                while not self._open.is_set():
+                    await asyncio.sleep(0.05)
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
 
 
 def server_tls(certfile: Path, keyfile: Path, client_ca: Path | None = None) -> ssl.SSLContext:

@@ -3,11 +3,13 @@ start-up, the acknowledged producer, partition names (kafka-python, DESIGN §7).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kafka import KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
 
 from noveld.connectors.errors import BrokerSilent
 
@@ -19,6 +21,8 @@ class _Closable(Protocol):
 
 
 T = TypeVar("T", bound=_Closable)
+
+log = logging.getLogger(__name__)
 
 BOOTSTRAP_TIMEOUT_MS = 10_000
 """How long a client's constructor waits for its first metadata (kafka-python's
@@ -91,14 +95,23 @@ def acknowledged_producer(
     what: str = "the producer",
     start_timeout_s: float = START_TIMEOUT_S,
 ) -> KafkaProducer:
-    """The producer both sinks use: every replica acknowledges (acks=all), a few retries, and
-    bounded waits for the brokers at start-up (:func:`start_within`, ``start_timeout_s``;
-    ``what`` names it in the error) and for a topic's metadata."""
+    """The producer both sinks use: every replica acknowledges (acks=all), a few retries in
+    order, not idempotent (below), and bounded waits for the brokers at start-up
+    (:func:`start_within`, ``start_timeout_s``; ``what`` names it in the error) and for a
+    topic's metadata."""
     return start_within(
         lambda: KafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
             retries=5,
+            # kafka-python 3.0's idempotent producer (its default) never sends again after a
+            # network partition longer than its delivery timeout: once the broker answers it
+            # refreshes metadata but leaves every batch waiting (tests/faults/
+            # test_kafka_partition.py). Duplicates are harmless here (every event has its
+            # id, and the outbox is at-least-once anyway); order is kept by one request in
+            # flight per connection, which costs nothing: each delivery waits for its acks.
+            enable_idempotence=False,
+            max_in_flight_requests_per_connection=1,
             bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
             max_block_ms=PRODUCER_MAX_BLOCK_MS,
             **(client_options or {}),
@@ -106,3 +119,24 @@ def acknowledged_producer(
         what,
         start_timeout_s,
     )
+
+
+def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
+    """Close, waiting up to ``timeout_s`` for unsent records; past that (a wedged producer,
+    a silent broker) force it closed, dropping them (the caller keeps them: the outbox, or an
+    uncommitted batch read again).
+
+    kafka-python's ``close`` flushes first and raises when the flush times out, leaving the
+    network thread running and the producer open, and its ``__del__`` raises the same at
+    exit ("Exception ignored in KafkaProducer.__del__" with a traceback). The sender's
+    ``force_close`` aborts the unsent batches; the second ``close`` then completes."""
+    try:
+        producer.close(timeout=timeout_s)
+        return
+    except KafkaError as exc:
+        log.debug("closing a producer timed out (%r); forcing it closed", exc)
+    sender = getattr(producer, "_sender", None)  # kafka-python has no public force-close
+    if sender is not None:
+        sender.force_close()
+        sender.join(timeout_s)
+    producer.close(timeout=0)

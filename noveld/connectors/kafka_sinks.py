@@ -14,6 +14,7 @@ from noveld.connectors.kafka_client import (
     PRODUCER_MAX_BLOCK_MS,
     START_TIMEOUT_S,
     acknowledged_producer,
+    close_producer,
 )
 from noveld.schema import InvalidReason, event_key, stored_json
 
@@ -65,7 +66,7 @@ class KafkaEvents:
 
     def close(self) -> None:
         """Flush and close (events not taken stay in the outbox)."""
-        self.producer.close(timeout=PRODUCER_MAX_BLOCK_MS / 1000)
+        close_producer(self.producer, PRODUCER_MAX_BLOCK_MS / 1000)
 
 
 DLQ_VALUE_CAP = 900_000
@@ -133,4 +134,4 @@ class KafkaDeadLetters:
 
     def close(self) -> None:
         """Flush and close (giving up on what the broker does not take within the bound)."""
-        self.producer.close(timeout=PRODUCER_MAX_BLOCK_MS / 1000)
+        close_producer(self.producer, PRODUCER_MAX_BLOCK_MS / 1000)

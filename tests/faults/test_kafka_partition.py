@@ -1,0 +1,118 @@
+"""The events producer after a network partition longer than its delivery timeout (a real
+tansu broker behind a proxy that stops forwarding, as a lost route does).
+
+kafka-python 3.0's idempotent producer — its default — never sent again after such a
+partition: once the broker answered it refreshed its metadata, but every batch waited for
+good, and the daemon's outbox grew until a restart (a 150 s partition in the audit; here the
+delivery timeout is cut to 3 s so a 9 s partition is enough)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from harness import KafkaBroker, PartitionProxy, _skip_not_owned, free_port
+from kafka import KafkaConsumer
+
+from noveld.connectors import kafka_sinks
+from noveld.connectors.errors import DeliveryFailed
+from noveld.connectors.kafka_sinks import KafkaEvents
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]
+
+SHORT_TIMEOUTS = {"request_timeout_ms": 1500, "delivery_timeout_ms": 3000}
+"""Producer timeouts (kafka-python's are 30 s and 120 s) so a test-sized partition outlasts
+the delivery timeout: the batches in flight expire, which is what wedged the producer."""
+
+
+@pytest.fixture
+def partitionable() -> Iterator[tuple[KafkaBroker, PartitionProxy]]:
+    """A broker that advertises a PartitionProxy's port, so every client goes through it."""
+    if os.environ.get("NOVELD_TEST_KAFKA"):
+        _skip_not_owned("Kafka broker", "NOVELD_TEST_KAFKA", "put behind a proxy")
+    broker_port = free_port()
+    with PartitionProxy(broker_port) as proxy, KafkaBroker(broker_port, proxy.port) as broker:
+        yield broker, proxy
+
+
+def event(n: int) -> dict[str, Any]:
+    """A minimal event: what KafkaEvents needs to key and send it."""
+    return {"event_id": f"e{n}-{uuid.uuid4().hex[:6]}", "type": "cluster.born", "cluster_id": n}
+
+
+def event_ids_on(bootstrap: str, topic: str) -> set[str]:
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000
+    )
+    try:
+        return {json.loads(m.value)["event_id"] for m in consumer}
+    finally:
+        consumer.close()
+
+
+def test_events_flow_again_after_a_partition_longer_than_the_delivery_timeout(
+    partitionable: tuple[KafkaBroker, PartitionProxy], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker, proxy = partitionable
+    topic = f"events-{uuid.uuid4().hex[:6]}"
+    broker.create_topic(topic)
+    monkeypatch.setattr(kafka_sinks, "PUBLISH_WAIT_S", 1.0)  # the outbox's retry, sooner
+    sink = KafkaEvents(broker.bootstrap, topic, SHORT_TIMEOUTS)
+    try:
+        first = event(0)
+        sink.publish([first])
+        pending = [event(1)]  # what the outbox holds through the partition
+        proxy.partition()
+        failures = 0
+        until = time.monotonic() + 9
+        while time.monotonic() < until:
+            with pytest.raises(DeliveryFailed):
+                sink.publish(pending)
+            failures += 1
+        proxy.heal()
+        healed = time.monotonic()
+        pending.append(event(2))
+        delivered_after_s = None
+        while time.monotonic() - healed < 30:
+            try:
+                sink.publish(pending)
+            except DeliveryFailed:
+                continue
+            delivered_after_s = time.monotonic() - healed
+            break
+        assert failures >= 3
+        assert delivered_after_s is not None, "the producer never delivered after the heal"
+    finally:
+        sink.close()
+    on_topic = event_ids_on(broker.bootstrap, topic)
+    assert {first["event_id"], *(e["event_id"] for e in pending)} <= on_topic
+
+
+def test_closing_during_a_partition_ends_the_producer_in_bounded_time(
+    partitionable: tuple[KafkaBroker, PartitionProxy], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka-python's close flushes first and, when the flush times out, raises and leaves the
+    producer open with its network thread running (and its ``__del__`` prints a traceback at
+    exit). The sink's close gives up on the unsent events (the outbox keeps them) and ends
+    the producer."""
+    broker, proxy = partitionable
+    topic = f"events-{uuid.uuid4().hex[:6]}"
+    broker.create_topic(topic)
+    monkeypatch.setattr(kafka_sinks, "PUBLISH_WAIT_S", 1.0)
+    sink = KafkaEvents(broker.bootstrap, topic)  # kafka-python's timeouts: the event stays unsent
+    sink.publish([event(0)])
+    proxy.partition()
+    with pytest.raises(DeliveryFailed):
+        sink.publish([event(1)])
+    started = time.monotonic()
+    sink.close()  # raised KafkaTimeoutError before
+    assert time.monotonic() - started < kafka_sinks.PRODUCER_MAX_BLOCK_MS / 1000 + 5
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("kafka-python-producer")]
+    assert alive == []
+    proxy.heal()
