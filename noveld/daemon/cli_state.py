@@ -49,10 +49,10 @@ def summarize(state: NamespaceState, outbox_pending: int) -> dict[str, Any]:
 
 
 def _cmd_show(ns: argparse.Namespace) -> int:
+    _resolve_target(ns)
+    _need_one_target(ns, "show")
     if ns.redis_url:
         return _show_redis(ns)
-    if ns.state_dir is None:
-        raise UserError("state show needs --state-dir DIR or --redis-url URL")
     path: Path = ns.state_dir / SNAPSHOT_NAME
     if not path.exists():
         raise UserError(f"no state snapshot in {ns.state_dir}")
@@ -69,8 +69,8 @@ def _show_redis(ns: argparse.Namespace) -> int:
     from noveld.daemon.settings import load_settings
     from noveld.state.redis_store import RedisStore
 
-    settings = load_settings(None, {"redis": {"url": ns.redis_url}, "namespace": ns.namespace})
-    store = default_store(settings)
+    overrides = {"redis": {"url": ns.redis_url}, "namespace": ns.namespace}
+    store = default_store(load_settings(ns.config, overrides))
     assert isinstance(store, RedisStore)
     state = store.read()
     if state is None:
@@ -83,16 +83,36 @@ def _redis_store(ns: argparse.Namespace) -> Any:
     from noveld.daemon.embedded import default_store
     from noveld.daemon.settings import load_settings
 
-    settings = load_settings(None, {"redis": {"url": ns.redis_url}, "namespace": ns.namespace})
-    return default_store(settings)
+    overrides = {"redis": {"url": ns.redis_url}, "namespace": ns.namespace}
+    return default_store(load_settings(ns.config, overrides))
+
+
+def _resolve_target(ns: argparse.Namespace) -> None:
+    """Fill in what the command line left out from the settings — ``--config`` TOML, then
+    ``NOVELD_*`` environment — as every other command reads them: the namespace, and the
+    target when neither ``--state-dir`` nor ``--redis-url`` was given (in a deployment's
+    container, ``noveld state show`` finds the daemon's Redis and namespace by itself)."""
+    from noveld.daemon.settings import load_settings
+
+    settings = load_settings(ns.config, {} if ns.namespace is None else {"namespace": ns.namespace})
+    ns.namespace = settings.namespace
+    if ns.state_dir is None and ns.redis_url is None:
+        url = settings.redis.url
+        ns.redis_url = None if url is None else url.get_secret_value()
+        ns.state_dir = settings.state.dir
 
 
 def _need_one_target(ns: argparse.Namespace, verb: str) -> None:
     if (ns.state_dir is None) == (ns.redis_url is None):
-        raise UserError(f"state {verb} needs exactly one of --state-dir DIR or --redis-url URL")
+        raise UserError(
+            f"state {verb} needs exactly one of --state-dir DIR or --redis-url URL (or one of "
+            "state.dir, redis.url in --config or the environment: NOVELD_STATE__DIR, "
+            "NOVELD_REDIS__URL)"
+        )
 
 
 def _cmd_export(ns: argparse.Namespace) -> int:
+    _resolve_target(ns)
     _need_one_target(ns, "export")
     out: Path = ns.output
     if out.is_symlink() or (out.exists() and not out.is_file()):
@@ -123,6 +143,7 @@ def _cmd_export(ns: argparse.Namespace) -> int:
 def _cmd_import(ns: argparse.Namespace) -> int:
     from noveld.state.redis_store import StoreConflict
 
+    _resolve_target(ns)
     _need_one_target(ns, "import")
     try:
         state, outbox, uidnext = read_export(ns.input)
@@ -158,6 +179,7 @@ def _holding(state_dir: Path) -> Iterator[None]:
 
 
 def _cmd_set_offset(ns: argparse.Namespace) -> int:
+    _resolve_target(ns)
     _need_one_target(ns, "set-offset")
     if ns.offset < 0:
         raise UserError(f"the offset must be >= 0, got {ns.offset}")
@@ -242,7 +264,10 @@ def add_state_commands(sub: Any) -> None:
     show = st_sub.add_parser("show", help="summary of a namespace's state (counts, offsets, hash)")
     show.add_argument("--state-dir", type=Path, help="embedded state directory")
     show.add_argument("--redis-url", help="Redis holding the state (with --namespace)")
-    show.add_argument("--namespace", default="default", help="namespace in Redis (default)")
+    show.add_argument(
+        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
+    )
+    show.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
     show.add_argument("--json", action="store_true", help="JSON output")
     show.set_defaults(func=_cmd_show)
 
@@ -257,7 +282,10 @@ def add_state_commands(sub: Any) -> None:
     exp.add_argument("output", type=Path, help="file to write (e.g. backup.npz)")
     exp.add_argument("--state-dir", type=Path, help="embedded state directory to read")
     exp.add_argument("--redis-url", help="Redis holding the state (with --namespace)")
-    exp.add_argument("--namespace", default="default", help="namespace in Redis (default)")
+    exp.add_argument(
+        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
+    )
+    exp.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
     exp.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
     exp.add_argument("--json", action="store_true", help="print the exported state's summary")
     exp.set_defaults(func=_cmd_export)
@@ -271,7 +299,10 @@ def add_state_commands(sub: Any) -> None:
     imp.add_argument("input", type=Path, help="file written by `noveld state export`")
     imp.add_argument("--state-dir", type=Path, help="empty embedded state directory to fill")
     imp.add_argument("--redis-url", help="Redis to write to (with --namespace)")
-    imp.add_argument("--namespace", default="default", help="namespace in Redis (default)")
+    imp.add_argument(
+        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
+    )
+    imp.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
     imp.set_defaults(func=_cmd_import)
 
     so = st_sub.add_parser(
@@ -295,5 +326,8 @@ def add_state_commands(sub: Any) -> None:
     so.add_argument("offset", type=int, help="the next offset to read")
     so.add_argument("--state-dir", type=Path, help="embedded state directory")
     so.add_argument("--redis-url", help="Redis holding the state (with --namespace)")
-    so.add_argument("--namespace", default="default", help="namespace in Redis (default)")
+    so.add_argument(
+        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
+    )
+    so.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
     so.set_defaults(func=_cmd_set_offset)

@@ -4,6 +4,7 @@ the model (same digest), refuse occupied targets and unreadable files with a cle
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -200,3 +201,32 @@ def test_a_replaced_input_file_is_refused_with_redis_state_too(
     cli("run", "--input", str(src), *ns, "--quiet")
     info = show(*ns[:4])
     assert info["docs"] == 1500 and info["offsets"] == {f"{src}:0": 1000}
+
+
+def test_state_commands_read_the_namespace_and_target_from_the_environment(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """In a deployment's container the daemon's Redis and namespace come from NOVELD_*
+    variables; ``state show`` and ``state export`` there used namespace 'default' (and
+    without --redis-url found no target at all)."""
+    ns = f"env-{tmp_path.name[-12:]}".replace("_", "-")
+    cli("run", "--input", str(stream), "--redis-url", redis_url, "--namespace", ns, "--quiet",
+        "--dlq", str(tmp_path / "d.jsonl"))  # fmt: skip
+    expected = show("--redis-url", redis_url, "--namespace", ns)
+    env = {**os.environ, "NOVELD_REDIS__URL": redis_url, "NOVELD_NAMESPACE": ns}
+
+    def with_env(*args: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([*NOVELD, *args], capture_output=True, text=True, env=env,
+                              timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    assert json.loads(with_env("state", "show", "--json").stdout)["digest"] == expected["digest"]
+    shown = json.loads(with_env("state", "show", "--redis-url", redis_url, "--json").stdout)
+    assert shown["digest"] == expected["digest"]  # --redis-url given, namespace from the env
+    backup = tmp_path / "b.npz"
+    with_env("state", "export", str(backup))
+    state_dir = tmp_path / "sd"
+    state_dir.mkdir()
+    with_env("state", "import", str(backup), "--state-dir", str(state_dir))  # the flag wins
+    assert show("--state-dir", str(state_dir))["digest"] == expected["digest"]
