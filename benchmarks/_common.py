@@ -9,6 +9,32 @@ import platform
 from pathlib import Path
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "news.jsonl"
+"""The labelled news stream the numbers in docs/benchmarks.md were measured on; it is not part
+of the repository (a clone has none), so elsewhere ``--data FILE`` names a JSONL file of
+documents (``id``, ``text``; ``label`` for the quality scripts)."""
+
+
+def data_file(text: str) -> Path:
+    """``--data``'s type: an existing file, or argparse's one-line error saying what to pass."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(
+            f"no data file at {path}: pass --data FILE, a JSONL file of documents (id, text, "
+            "label), e.g. one written by `noveld generate` (docs/benchmarks.md names the file "
+            "its numbers come from)"
+        )
+    return path
+
+
+def add_data_option(parser: argparse.ArgumentParser) -> None:
+    """``--data FILE`` (default: :data:`DEFAULT_DATA`, checked like any value given)."""
+    parser.add_argument(
+        "--data",
+        type=data_file,
+        default=str(DEFAULT_DATA),
+        help=f"JSONL documents to run on (default: {DEFAULT_DATA})",
+    )
+
 
 ASSIGNMENT_FLAGS = {"document": "--emit-assignments", "batch": "--emit-assignment-batches"}
 """The daemon flag for each ``--emit-assignments`` choice of the end-to-end benchmarks."""

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ASSIGNMENT_FLAGS, DEFAULT_DATA, add_assignment_option, machine
+from _common import ASSIGNMENT_FLAGS, add_assignment_option, add_data_option, machine
 
 
 def timed_run(data: Path, extra: list[str], state: bool = False) -> tuple[float, float]:
@@ -47,7 +47,7 @@ def timed_run(data: Path, extra: list[str], state: bool = False) -> tuple[float,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument(
         "--times",

@@ -34,7 +34,7 @@ from kafka import KafkaProducer
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import DEFAULT_DATA, machine  # noqa: E402
+from _common import add_data_option, machine  # noqa: E402
 from harness import (  # noqa: E402
     TEST_SESSION_TIMEOUT_MS,
     KafkaBroker,
@@ -141,7 +141,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--rate", type=int, default=400, help="documents a second in the live feed")
     p.add_argument("--replicas-to-ack", type=int, default=1)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     a = p.parse_args()
     lines = [
         json.dumps({"id": f"d{i}", "text": json.loads(line)["text"]}).encode()

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, load_texts, machine
+from _common import add_data_option, load_texts, machine
 
 from noveld.eval.metrics import clustering_scores
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
@@ -30,7 +30,7 @@ from noveld.schema import Document
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--topics", type=int, default=HDPConfig.topics)
     p.add_argument("--zeta", type=float, default=HDPConfig.zeta)

@@ -29,7 +29,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import ASSIGNMENT_FLAGS, DEFAULT_DATA, add_assignment_option, machine  # noqa: E402
+from _common import ASSIGNMENT_FLAGS, add_assignment_option, add_data_option, machine  # noqa: E402
 from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, RedisServer, free_port  # noqa: E402
 
 
@@ -73,7 +73,7 @@ def wait_docs(client: redis.Redis, n: int) -> tuple[float, int]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--times", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=500)
     add_assignment_option(p)

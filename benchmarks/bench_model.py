@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, load_texts, machine
+from _common import add_data_option, load_texts, machine
 
 from noveld.daemon.pipeline import make_model
 from noveld.daemon.settings import Settings, load_settings
@@ -47,7 +47,7 @@ def run(batches: list, settings: Settings, reserved: list[int]) -> tuple[float, 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--model", choices=["dpmm", "svi"], default="dpmm")

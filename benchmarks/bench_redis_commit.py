@@ -25,7 +25,7 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import DEFAULT_DATA, machine  # noqa: E402
+from _common import add_data_option, machine  # noqa: E402
 from harness import RedisServer, start_replica  # noqa: E402
 
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource  # noqa: E402
@@ -95,7 +95,7 @@ def run(url: str, data: Path, batch_size: int, times: int, replicas_to_ack: int 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--redis-url")
     p.add_argument("--times", type=int, default=5, help="passes over the file (steady state)")

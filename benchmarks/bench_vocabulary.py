@@ -25,7 +25,7 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import DEFAULT_DATA, load_texts, machine  # noqa: E402
+from _common import add_data_option, load_texts, machine  # noqa: E402
 from harness import RedisServer  # noqa: E402
 
 from noveld.featurize import Tokenizer, Vocabulary  # noqa: E402
@@ -88,7 +88,7 @@ def redis_bytes(words: list[str]) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--words", type=int, default=200_000, help="distinct words for the cost")
     a = p.parse_args()
     texts = [str(r["text"]) for r in load_texts(a.data)]

@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, load_texts, machine
+from _common import add_data_option, load_texts, machine
 
 from noveld.daemon.settings import Settings
 from noveld.eval.metrics import clustering_scores
@@ -109,7 +109,7 @@ def greedy_merges(
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--min-size", type=int, default=2, help="clusters smaller stay unmerged")
     p.add_argument("--alpha", type=float, default=0.03 * 256, help="CRP weight of the merge test")
     p.add_argument("--beta", type=float, default=0.01)

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, load_texts, machine
+from _common import add_data_option, load_texts, machine
 
 from noveld.eval.metrics import clustering_scores
 from noveld.eval.novelty import known_f1, split_known
@@ -307,7 +307,7 @@ def leave_one_out(texts: list[str], labels: list[str], beta: float) -> list[int]
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--beta", type=float, default=0.01)
     p.add_argument("--alpha", type=float, default=0.03 * 256, help="new-cluster weight")
     p.add_argument("--known-fraction", type=float, default=None)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, load_texts, machine
+from _common import add_data_option, load_texts, machine
 
 from noveld.eval.metrics import clustering_scores
 from noveld.featurize import Featurizer, Tokenizer, Vocabulary
@@ -51,7 +51,7 @@ def gibbs(docs: list[Document], sweeps: int, deterministic: bool, seed: int) -> 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--sweeps", type=int, nargs="+", default=[0, 5, 20, 50])
     p.add_argument("--map", action="store_true", help="MAP reseating instead of sampling")
     p.add_argument("--seed", type=int, default=0)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, load_texts, machine
+from _common import add_data_option, load_texts, machine
 
 from noveld.daemon.cli_fit import fit_archive
 from noveld.daemon.embedded import CollectingEvents, run_file
@@ -82,7 +82,7 @@ def run_live(state_dir: Path | None, live: Path, old: set[str]) -> dict[str, Any
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_option(p)
     p.add_argument("--split", type=float, default=0.5, help="fraction of the file in the archive")
     p.add_argument("--sweeps", type=int, default=5)
     a = p.parse_args()
