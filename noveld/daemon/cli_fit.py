@@ -176,7 +176,16 @@ def fit_archive(
 
     t0 = time.perf_counter()
     code, progress, pipeline = run_file(
-        in_memory, path, None, progress_out, sink, rec.on_documents, False, observe_model
+        in_memory,
+        path,
+        None,
+        progress_out,
+        sink,
+        rec.on_documents,
+        False,
+        observe_model,
+        breaker_advice=f"The invalid records are in {in_memory.dlq_path()}; fix the archive (or "
+        "raise --max-consecutive-invalid), then fit again.",
     )
     if code != EXIT_OK:
         raise PassStopped(code, f"the pass over {path} stopped (above); nothing was written")

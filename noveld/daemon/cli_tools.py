@@ -9,10 +9,11 @@ import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from noveld.daemon.embedded import UserError
 from noveld.daemon.settings import Settings
+from noveld.launch import EXIT_INTERRUPTED
 from noveld.synth import SynthConfig
 
 _REPORT_ORDER = [
@@ -54,10 +55,26 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         print(f"{k:>22}  {v:.4f}" if isinstance(v, float) else f"{k:>22}  {v}")
 
 
+def _evaluate(
+    ns: argparse.Namespace, settings: Settings, path: str, progress: IO[str] | None
+) -> dict[str, Any]:
+    """The report of ``noveld evaluate``: plain, or under the known-labels protocol."""
+    from noveld.eval.report import evaluate_file, evaluate_known
+
+    if ns.known_fraction is not None:
+        if path == "-" or not 0.0 <= ns.known_fraction <= 1.0:
+            raise UserError("--known-fraction needs a file and a fraction in [0, 1]")
+        return evaluate_known(settings, path, ns.known_fraction, ns.known_seed, ns.window, progress)
+    # the file's labels are the truth being scored against: the model must not see them
+    blind = settings.model.model_copy(update={"use_labels": False})
+    settings = settings.model_copy(update={"model": blind})
+    return evaluate_file(settings, path, window=ns.window, progress_out=progress)
+
+
 def _cmd_evaluate(
     ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]
 ) -> int:
-    from noveld.eval.report import evaluate_file, evaluate_known
+    from noveld.eval.report import RunStopped
 
     settings = settings_of(ns)
     path = str(ns.input)
@@ -68,17 +85,14 @@ def _cmd_evaluate(
     progress = None if ns.json else sys.stderr
     with tempfile.TemporaryDirectory() as tmp:
         settings = settings.model_copy(update={"dlq": Path(tmp) / "dlq.jsonl"})
-        if ns.known_fraction is not None:
-            if path == "-" or not 0.0 <= ns.known_fraction <= 1.0:
-                raise UserError("--known-fraction needs a file and a fraction in [0, 1]")
-            report = evaluate_known(
-                settings, path, ns.known_fraction, ns.known_seed, ns.window, progress
-            )
-        else:
-            # the file's labels are the truth being scored against: the model must not see them
-            blind = settings.model.model_copy(update={"use_labels": False})
-            settings = settings.model_copy(update={"model": blind})
-            report = evaluate_file(settings, path, window=ns.window, progress_out=progress)
+        try:
+            report = _evaluate(ns, settings, path, progress)
+        except RunStopped as exc:  # with progress on, the run has said why
+            said = progress is not None and exc.code != EXIT_INTERRUPTED
+            why = f"the run stopped before the end of {path}; nothing is scored" if said else exc
+            sys.stderr.write(f"noveld evaluate: {why}\n")
+            return exc.code
+
     if not report.get("docs", 0):  # an empty file, or nothing in it valid: nothing scored
         bad = report.get("invalid_records", 0)
         raise UserError(

@@ -202,7 +202,7 @@ def step_or_stop(
     nxt: dict[str, int],
     progress: Progress,
     progress_out: IO[str] | None,
-    dlq_where: str,
+    breaker_advice: str,
     metrics: Metrics | None = None,
     reloads_stale: bool = False,
 ) -> int:
@@ -241,10 +241,7 @@ def step_or_stop(
     except CircuitOpen as exc:
         progress.update(exc.report)
         if progress_out is not None:
-            progress_out.write(
-                f"noveld: circuit breaker open: {exc}. The last invalid records are "
-                f"{dlq_where}; fix the producer, then run again to resume.\n"
-            )
+            progress_out.write(f"noveld: circuit breaker open: {exc}. {breaker_advice}\n")
         return EXIT_CIRCUIT_OPEN
 
 
@@ -430,14 +427,18 @@ def run_file(
     snapshot: bool = True,
     on_start: Callable[[Pipeline], None] | None = None,
     store: StateStore | None = None,
+    breaker_advice: str | None = None,
 ) -> tuple[int, Progress, Pipeline]:
     """Run the pipeline over a JSONL file (or ``-``) until exhausted or signalled.
 
     ``on_start`` sees the pipeline once it is built (benchmarks and tools inspect its state);
     ``store`` replaces the default in-process store (e.g. a RedisStore). The default store's
     state dir is held for the whole run (:func:`hold_state_dir`): a second run on it is refused.
+    ``breaker_advice`` follows the circuit breaker's message (default: where the invalid
+    records are, and that a new run resumes after fixing the producer).
     """
-    args = (events_out, progress_out, events_sink, observer, snapshot, on_start, store)
+    args = (events_out, progress_out, events_sink, observer, snapshot, on_start, store,
+            breaker_advice)  # fmt: skip
     state_dir = settings.state.dir
     if store is not None or settings.redis.url is not None or not snapshot or state_dir is None:
         return _run_file(settings, input_path, *args)
@@ -461,6 +462,7 @@ def _run_file(
     snapshot: bool,
     on_start: Callable[[Pipeline], None] | None,
     store: StateStore | None,
+    breaker_advice: str | None,
 ) -> tuple[int, Progress, Pipeline]:
     """:func:`run_file` with the state dir held (or none to hold)."""
     if store is None:
@@ -550,7 +552,9 @@ def _run_file(
                         {key: nxt},
                         progress,
                         progress_out,
-                        f"in {dlq_path}",
+                        breaker_advice
+                        or f"The last invalid records are in {dlq_path}; fix the producer, "
+                        "then run again to resume.",
                         metrics,
                     )
                 except Exception as exc:

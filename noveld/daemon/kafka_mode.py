@@ -256,7 +256,8 @@ def run_kafka(
                         nxt,
                         progress,
                         progress_out,
-                        f"on topic {k.dlq_topic}",
+                        f"The last invalid records are on topic {k.dlq_topic}; fix the "
+                        "producer, then run again to resume.",
                         metrics,
                         reloads_stale=True,
                     )

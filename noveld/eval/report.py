@@ -13,13 +13,34 @@ from typing import IO, Any
 
 import numpy as np
 
-from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.embedded import EXIT_CIRCUIT_OPEN, EXIT_OK, CollectingEvents, run_file
 from noveld.daemon.settings import Settings
 from noveld.eval.metrics import clustering_scores
 from noveld.eval.novelty import novelty_scores
+from noveld.launch import EXIT_INTERRUPTED
 from noveld.models.dpmm import warm_up
 from noveld.models.edcm import warm_up_edcm
 from noveld.schema import Document, SourcePosition
+
+BREAKER_ADVICE = (
+    "Nothing is scored: fix the file, or raise --max-consecutive-invalid to score its valid "
+    "documents only."
+)
+"""What follows the circuit breaker's message in ``evaluate`` (no DLQ to read, no resuming)."""
+
+
+class RunStopped(RuntimeError):
+    """The evaluated run ended before its input did (circuit breaker, signal, an I/O error,
+    each said on stderr): a score of part of the file would pass for the whole one's."""
+
+    def __init__(self, code: int) -> None:
+        why = {
+            EXIT_CIRCUIT_OPEN: "the circuit breaker opened (too many invalid records in a row). "
+            + BREAKER_ADVICE,
+            EXIT_INTERRUPTED: "interrupted by a signal; nothing is scored.",
+        }.get(code, f"the run stopped (exit {code}, said above); nothing is scored.")
+        super().__init__(why)
+        self.code = code
 
 
 @dataclass
@@ -47,7 +68,8 @@ def run_and_record(
     path: str,
     progress_out: IO[str] | None = None,
 ) -> tuple[StreamRecorder, list[dict[str, Any]], float, int]:
-    """Run the pipeline in memory over ``path``; return the record, events, seconds, exit code."""
+    """Run the pipeline in memory over ``path``; return the record, events, seconds, exit code
+    (EXIT_INTERRUPTED when a signal stopped it before the end)."""
     rec = StreamRecorder()
     sink = CollectingEvents()
     warm_up()  # docs/s measures clustering, not the one-off JIT compilation of a first run
@@ -55,9 +77,17 @@ def run_and_record(
         warm_up_edcm()
     t0 = time.perf_counter()
     code, progress, _ = run_file(
-        settings, path, events_sink=sink, observer=rec, progress_out=progress_out, snapshot=False
+        settings,
+        path,
+        events_sink=sink,
+        observer=rec,
+        progress_out=progress_out,
+        snapshot=False,
+        breaker_advice=BREAKER_ADVICE,
     )
     rec.invalid = progress.invalid
+    if code == EXIT_OK and progress.stopped:
+        code = EXIT_INTERRUPTED
     return rec, sink.events, time.perf_counter() - t0, code
 
 
@@ -96,8 +126,10 @@ def evaluate_file(
     progress_out: IO[str] | None = None,
     on_done: Callable[[StreamRecorder], None] | None = None,
 ) -> dict[str, Any]:
-    """Run and score one labelled JSONL file."""
-    rec, events, seconds, _ = run_and_record(settings, path, progress_out)
+    """Run and score one labelled JSONL file (:class:`RunStopped` if the run ended early)."""
+    rec, events, seconds, code = run_and_record(settings, path, progress_out)
+    if code != EXIT_OK:
+        raise RunStopped(code)
     if on_done is not None:
         on_done(rec)
     return score(rec, events, seconds, window)
@@ -158,7 +190,9 @@ def evaluate_known(
         on = settings.model_copy(
             update={"model": settings.model.model_copy(update={"use_labels": True})}
         )
-        rec, events, seconds, _ = run_and_record(on, str(stream), progress_out)
+        rec, events, seconds, code = run_and_record(on, str(stream), progress_out)
+    if code != EXIT_OK:
+        raise RunStopped(code)
     label_of_uid = {label_uid(c): c for c in known}
     hidden = [i for i, doc_id in enumerate(rec.ids) if doc_id not in revealed_ids]
     hidden = [i for i in hidden if rec.ids[i] in truth_by_id]

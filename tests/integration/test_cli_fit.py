@@ -142,6 +142,7 @@ def test_a_circuit_breaker_in_the_archive_writes_nothing(tmp_path: Path) -> None
         "fit", str(bad), "--state-dir", str(state), "--max-consecutive-invalid", "5", ok=False
     )
     assert proc.returncode == 3 and "nothing was written" in proc.stderr
+    assert "fit again" in proc.stderr and "resume" not in proc.stderr  # nothing to resume
     assert not (state / "state.npz").exists()
 
 

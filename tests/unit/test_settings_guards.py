@@ -207,6 +207,25 @@ def test_evaluate_with_nothing_to_score_is_an_error(
         assert out.out == "" and said in out.err
 
 
+def test_evaluate_stopped_by_the_circuit_breaker_scores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """evaluate used to score the part of the file read before the breaker opened (exit 0, a
+    report that passed for the whole file's) and to advise resuming from a DLQ in a temporary
+    directory already gone."""
+    data = tmp_path / "in.jsonl"
+    good = [f'{{"id": "{i}", "text": "w{i % 3} x", "label": "{i % 3}"}}' for i in range(30)]
+    data.write_text("\n".join([*good[:15], *["garbage"] * 12, *good[15:]]) + "\n")
+    for extra in ((), ("--json",)):
+        assert main(["evaluate", str(data), "--max-consecutive-invalid", "10", *extra]) == 3
+        out = capsys.readouterr()
+        assert out.out == ""
+        assert "Nothing is scored" in out.err and "resume" not in out.err, out.err
+    # a limit above the run of garbage scores every valid document
+    assert main(["evaluate", str(data), "--max-consecutive-invalid", "20", "--json"]) == 0
+    assert '"docs": 30' in capsys.readouterr().out
+
+
 def test_illegal_kafka_topic_names_are_refused_at_start() -> None:
     """An illegal events topic used to fail at the first event, after its commit: every restart
     then failed again on the event waiting in the outbox."""
