@@ -60,18 +60,39 @@ class UserError(RuntimeError):
     """A problem the user can fix (bad config, incompatible state, unreadable input)."""
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte to ``fd``, however many ``write(2)`` calls it takes.
+
+    A write to a full pipe that a signal interrupts returns the bytes written so far. Python's
+    text layer over an unbuffered stream (``PYTHONUNBUFFERED=1``, as the container image sets)
+    ignores that count, so a SIGTERM while a slow reader held up stdout silently lost the rest
+    of the batch's events, after their commit had taken them out of the outbox."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class StdoutEvents:
-    """Event sink writing one JSON object per line."""
+    """Event sink writing one JSON object per line (UTF-8)."""
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self.count = 0
+        try:
+            self._fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: a StringIO
+            self._fd = None
 
     def publish(self, events: Sequence[dict[str, Any]]) -> None:
-        """Write and flush (a line is delivered once the pipe has it); an event read back from
+        """Write all of it (a line is delivered once the pipe has it); an event read back from
         a store is written as stored (:func:`stored_json`)."""
-        self.stream.write("".join([stored_json(ev) + "\n" for ev in events]))
-        self.stream.flush()
+        text = "".join([stored_json(ev) + "\n" for ev in events])
+        self.stream.flush()  # anything written through the stream itself goes first
+        if self._fd is None:
+            self.stream.write(text)
+            self.stream.flush()
+        else:
+            write_all(self._fd, text.encode())
         self.count += len(events)
 
 
