@@ -357,16 +357,39 @@ class TimedSource:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
         self._next = source.next_offset
         self.exhausted = False
+        self._stopping = False
+        self._in_hand = False  # the reader holds a record it has read and not queued yet
         self._thread = threading.Thread(target=self._pump, name="noveld-reader", daemon=True)
         self._thread.start()
 
     def _pump(self) -> None:
-        while True:
+        while not self._stopping:
             batch = self._source.read_batch(1)
+            self._in_hand = bool(batch)
             if not batch:
                 self._queue.put(self._EOF)
                 return
             self._queue.put(batch[0])
+            self._in_hand = False
+
+    def stop_reading(self) -> None:
+        """Read no further line from the input: :meth:`read_batch` returns what was read
+        already, without waiting, then nothing. A stop request drains this read-ahead rather
+        than drop it, as the lines in it were taken from a pipe that cannot give them again
+        (lines still in the pipe stay there)."""
+        self._stopping = True
+
+    def _take(self, timeout: float) -> object:
+        """The next queued item; once stopping, only what is there (or in the reader's hand)."""
+        if not self._stopping:
+            return self._queue.get(timeout=timeout)
+        while True:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                if not self._in_hand:
+                    raise
+                time.sleep(0.005)  # the reader is queuing the record it just read
 
     @property
     def next_offset(self) -> int:
@@ -386,9 +409,9 @@ class TimedSource:
             if timeout <= 0:
                 break
             try:
-                item = self._queue.get(timeout=timeout)
+                item = self._take(timeout)
             except queue.Empty:
-                if deadline is None:
+                if deadline is None or self._stopping:
                     break
                 continue
             if item is self._EOF:

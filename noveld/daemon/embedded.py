@@ -554,14 +554,22 @@ def _run_file(
         try:
             first = source.next_offset
             held: list[Record] = []  # stdin's batch to step again: its commit did not land
-            while not stop.is_set():
+            draining = False  # stopping: a pipe's read-ahead is processed, not dropped
+            drained_from = 0
+            while True:
+                if stop.is_set() and not draining:
+                    if not isinstance(source, TimedSource):  # a file resumes where it stopped
+                        break
+                    draining = True
+                    source.stop_reading()
+                    drained_from = source.next_offset
                 records = held or source.read_batch(settings.batch.max_docs)
                 held = []
                 if metrics is not None:
                     metrics.turn()
                 try:
                     if not records:
-                        if source.exhausted:
+                        if source.exhausted or draining:
                             break
                         pipeline.retry_pending()
                         continue
@@ -614,6 +622,12 @@ def _run_file(
                     break
                 first = nxt
             progress.stopped = stop.is_set()
+            if draining and source.next_offset > drained_from and progress_out is not None:
+                progress_out.write(
+                    f"noveld: stopping: processed the {source.next_offset - drained_from:,} "
+                    f"lines already read from {_input_name(input_path)}; lines still in the "
+                    "pipe were not read\n"
+                )
             if getattr(source, "held_tail", False) and progress_out is not None:
                 cr = getattr(source, "held_tail_cr", False)
                 progress_out.write(

@@ -51,3 +51,36 @@ def test_sigterm_while_the_reader_is_slow_delivers_every_committed_event(tmp_pat
         if e["type"] == "document.assigned"
     ]
     assert sorted(set(offsets)) == list(range(n))  # every document's event, none lost
+
+
+def test_sigterm_on_stdin_processes_the_lines_already_read(tmp_path: Path) -> None:
+    """The reader thread takes lines from the pipe ahead of the pipeline (up to 10,000); a
+    graceful stop used to drop that read-ahead silently — lines the producer saw consumed,
+    neither clustered nor dead-lettered, and not in the pipe for anyone else. They are now
+    processed before the final snapshot, and the stop says how many."""
+    docs = tmp_path / "docs.jsonl"
+    n = write_jsonl(SynthConfig(n_docs=3000, n_stories=20, seed=6), docs)
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        [*NOVELD, "run", "--input", "-", "--state-dir", str(state), "--batch-size", "64"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "NOVELD_PROGRESS_INTERVAL_S": "0.01"},
+    )
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.write(docs.read_bytes())  # returns once the pipe took it all; stdin stays open,
+    proc.stdin.flush()  # as a live producer's does
+    line = proc.stderr.readline()
+    while b" docs (" not in line:  # the first batch's progress: the pipeline is under way
+        assert line, "no progress line"
+        line = proc.stderr.readline()
+    proc.send_signal(signal.SIGTERM)
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    proc.stdin.close()
+    assert proc.returncode == 0, err
+    shown = subprocess.run([*NOVELD, "state", "show", "--state-dir", str(state), "--json"],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert json.loads(shown.stdout)["offsets"] == {"-:0": n}, err
+    assert "lines already read from stdin" in err
