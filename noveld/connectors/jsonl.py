@@ -104,6 +104,7 @@ class JsonlSource:
         self.exhausted = False
         self.held_tail = False  # a last line left unread: no newline and not JSON (yet)
         self.held_tail_cr = False  # ... and it holds carriage returns
+        self.held_tail_bytes = 0  # ... and its length
         #: (``_next``, CRC-32 of the lines before it) as one value: the reading thread changes
         #: both at once
         self._at = (0, 0)
@@ -169,8 +170,11 @@ class JsonlSource:
                 return None
             line = line[: limit + 1]
             crc = zlib.crc32(b"\n", crc)
-        elif self.rereadable and _unfinished(line):
-            self._hold(line)  # a writer may still be appending to it
+        elif _unfinished(line):
+            # a file: a writer may still be appending to it. A pipe: its writer stopped
+            # mid-line; given the stream again, a run resumes at this line, which a fragment
+            # consumed (dead-lettered, in the checksum) would refuse
+            self._hold(line)
             return None
         else:  # a last line without its newline
             crc = zlib.crc32(b"\n", zlib.crc32(_content(line), self._at[1]))
@@ -182,6 +186,7 @@ class JsonlSource:
         """Leave a last line without a newline for the next run (it is not consumed)."""
         self.exhausted = self.held_tail = True
         self.held_tail_cr = b"\r" in line  # or its lines end in CR alone (old Mac files)
+        self.held_tail_bytes = len(line)
 
     def _skip_rest(self, first: bytes) -> tuple[int, bool]:
         """Read past the rest of an over-long line whose first bytes are ``first``, without
@@ -399,6 +404,21 @@ class TimedSource:
     def checksum_at(self, offset: int) -> int | None:
         """The checksum of stdin's lines before ``offset`` (:meth:`JsonlSource.checksum_at`)."""
         return self._source.checksum_at(offset)
+
+    @property
+    def held_tail(self) -> bool:
+        """Whether the input ended inside a line that is not JSON (:meth:`JsonlSource._hold`)."""
+        return self.exhausted and self._source.held_tail
+
+    @property
+    def held_tail_cr(self) -> bool:
+        """The held line holds carriage returns."""
+        return self._source.held_tail_cr
+
+    @property
+    def held_tail_bytes(self) -> int:
+        """The held line's length."""
+        return self._source.held_tail_bytes
 
     def read_batch(self, max_docs: int, poll_s: float = 0.2) -> list[Record]:
         """Up to ``max_docs`` records; may return [] after ``poll_s`` with nothing to read."""

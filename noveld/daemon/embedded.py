@@ -404,7 +404,8 @@ def open_source(
             raise UserError(
                 f"{where} ended after {base.next_offset:,} lines but the state already holds "
                 f"lines 1 to {start:,} of it: another stream, or the same one cut short, so "
-                "nothing was read. A different stream needs its own --state-dir or --namespace"
+                "nothing was read. A different stream needs its own --state-dir (with "
+                "--redis-url, its own --namespace)"
             )
         raise UserError(
             f"{input_path} has {base.next_offset:,} complete lines but the state already holds "
@@ -422,7 +423,8 @@ def _changed_input(input_path: str, lines: int) -> str:
         return (
             f"the first {lines:,} lines of stdin are not the lines this state holds from stdin "
             "(their checksum differs): a different stream on stdin needs its own --state-dir "
-            "or --namespace, or the same stream must be given again to resume"
+            "(with --redis-url, its own --namespace), or the same stream must be given again "
+            "to resume"
         )
     return (
         f"the first {lines:,} lines of {input_path} are not the lines the state holds from it "
@@ -432,9 +434,9 @@ def _changed_input(input_path: str, lines: int) -> str:
 
 
 _NEW_FILE_ADVICE = (
-    "Give a new file its own --state-dir or --namespace, or read it into this model from its "
-    "start: `noveld state set-offset {}:0 0` with this run's --state-dir (or --redis-url and "
-    "--namespace)"
+    "Give a new file its own --state-dir (with --redis-url, its own --namespace), or read it "
+    "into this model from its start: `noveld state set-offset {}:0 0` with this run's "
+    "--state-dir (or --redis-url and --namespace)"
 )
 
 
@@ -510,7 +512,8 @@ def _run_file(
         raise UserError(
             f"{input_path} is the same file as {other[0]}, which this state has committed up "
             f"to line {other[1]:,}: run with --input {other[0]} to resume it (resumption is "
-            "keyed by the path as given), or use another state dir or namespace to read it "
+            "keyed by the path as given), or use another --state-dir (with --redis-url, another "
+            "--namespace) to read it "
             "again from the start"
         )
     renamed = (  # only for an input the state has not seen: a resume does not pay for it
@@ -536,7 +539,11 @@ def _run_file(
     pipeline.input_checksum = lambda _key, offset: source.checksum_at(offset)
     if resume_at and progress_out is not None:
         where, note = (
-            ("stdin", "; a different stream on stdin needs its own namespace or state dir")
+            (
+                "stdin",
+                "; a different stream on stdin needs its own --state-dir (with --redis-url, "
+                "its own --namespace)",
+            )
             if input_path == "-"
             else (input_path, "")
         )
@@ -628,8 +635,15 @@ def _run_file(
                     f"lines already read from {_input_name(input_path)}; lines still in the "
                     "pipe were not read\n"
                 )
-            if getattr(source, "held_tail", False) and progress_out is not None:
-                cr = getattr(source, "held_tail_cr", False)
+            if source.held_tail and not source.rereadable and progress_out is not None:
+                progress_out.write(
+                    f"noveld: {_input_name(input_path)} ended inside a line "
+                    f"({source.held_tail_bytes:,} bytes, no newline, not JSON): not processed "
+                    "and not committed — did its writer stop mid-line? Given the stream again, "
+                    f"a run resumes at that line ({source.next_offset + 1:,})\n"
+                )
+            elif source.held_tail and progress_out is not None:
+                cr = source.held_tail_cr
                 progress_out.write(
                     f"noveld: the last line of {input_path} has no newline and is not JSON (yet): "
                     "left unread for the next run, in case a writer is still appending it"

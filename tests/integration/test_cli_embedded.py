@@ -551,7 +551,26 @@ def test_stdin_resume_says_where_it_resumes(tmp_path: Path) -> None:
     again = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines))
     assert again.returncode == 0, again.stderr
     assert "resuming stdin after line 10 " in again.stderr
-    assert "a different stream on stdin needs its own namespace or state dir" in again.stderr
+    assert "a different stream on stdin needs its own --state-dir" in again.stderr
+
+
+def test_a_stdin_writer_stopped_mid_line_leaves_the_line_to_a_replay(tmp_path: Path) -> None:
+    """The fragment a producer left when it died mid-line used to be consumed: dead-lettered,
+    committed and checksummed, so the same stream given again — the way to resume stdin — was
+    refused as a different one, and the line it cut could never get in."""
+    lines = [
+        json.dumps({"id": f"n{i}", "text": f"storm flood river rain {i}"}) + "\n" for i in range(30)
+    ]
+    st = str(tmp_path / "st")
+    cut = "".join(lines[:10]) + lines[10][:15]
+    first = noveld("run", "--input", "-", "--state-dir", st, input_text=cut)
+    assert first.returncode == 0, first.stderr
+    assert "stdin ended inside a line (15 bytes, no newline, not JSON)" in first.stderr
+    assert state_show(Path(st))["offsets"] == {"-:0": 10}
+    again = noveld("run", "--input", "-", "--state-dir", st, input_text="".join(lines))
+    assert again.returncode == 0, again.stderr
+    info = state_show(Path(st))
+    assert info["offsets"] == {"-:0": 30} and info["docs"] == 30 and info["invalid"] == 0
 
 
 def test_another_spelling_of_a_read_file_is_refused_not_counted_twice(
