@@ -303,7 +303,7 @@ class DlqFileSink:
         if self._closed:
             raise ValueError(f"DLQ sink {self.path} is closed")
         if self._file is None:
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            self._file = self._open()
         pos = record.position
         entry = {
             "reason": str(invalid.reason),
@@ -314,14 +314,48 @@ class DlqFileSink:
             "raw": record.raw.decode("utf-8", errors="backslashreplace"),
         }
         # ensure_ascii (the default) keeps the DLQ file plain ASCII whatever a detail holds
-        self._file.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        line = json.dumps(entry, separators=(",", ":")) + "\n"
+        try:
+            self._file.write(line)
+        except OSError as exc:
+            raise self._failed(exc) from exc
         self._count += 1
+
+    def _open(self) -> IO[str]:
+        """Open for appending, first cutting a torn last line: a run that died (or ran out of
+        disk) mid-write left part of a dead letter whose batch was not committed, and which
+        the next run writes again — appended after it, both lines were unreadable JSON."""
+        try:
+            with open(self.path, "a+b") as fh:
+                end = fh.seek(0, os.SEEK_END)
+                keep = end
+                while keep > 0:
+                    start = max(keep - 65536, 0)
+                    fh.seek(start)
+                    chunk = fh.read(keep - start)
+                    newline = chunk.rfind(b"\n")
+                    if newline >= 0:
+                        keep = start + newline + 1
+                        break
+                    keep = start
+                if keep < end:
+                    fh.truncate(keep)
+            return open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: OSError) -> OSError:
+        """The error, naming the file (a full disk said only "[Errno 28] No space left")."""
+        return OSError(exc.errno, f"cannot write dead letters to {self.path}: {exc.strerror}")
 
     def flush(self) -> None:
         """Flush buffered lines and fsync them, before the offsets they cover are committed."""
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            except OSError as exc:
+                raise self._failed(exc) from exc
 
     def close(self) -> None:
         """Flush, fsync and close the file; later writes raise ``ValueError``."""

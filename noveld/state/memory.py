@@ -8,6 +8,7 @@ leaves either the old or the new snapshot, each internally consistent (state and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -212,10 +213,15 @@ def write_snapshot(
     arrays["vocab_gone"] = state.vocab_gone.astype(np.uint64)
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, allow_pickle=False, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, allow_pickle=False, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:  # a full disk: name the file (the last snapshot stands)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise OSError(exc.errno, f"cannot write the state snapshot {tmp}: {exc.strerror}") from exc
     os.replace(tmp, path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

@@ -259,6 +259,32 @@ def test_dlq_appends_and_counts_per_instance(tmp_path: Path) -> None:
     assert raws == ["x", "y"]
 
 
+def test_dlq_cuts_a_torn_last_line_before_appending(tmp_path: Path) -> None:
+    """A run that died (or ran out of disk) mid-write left part of a dead letter; the next
+    run's first line was appended to it, and both were unreadable JSON."""
+    path = tmp_path / "dlq.jsonl"
+    with DlqFileSink(path) as dlq:
+        dlq.write(_record(b"x", 0), Invalid(InvalidReason.NOT_JSON, "d"))
+    with path.open("a") as fh:
+        fh.write('{"reason":"not_json","detail":"not JSON: E')  # the torn write
+    with DlqFileSink(path) as dlq:
+        dlq.write(_record(b"y", 1), Invalid(InvalidReason.NOT_JSON, "d"))
+    raws = [json.loads(line)["raw"] for line in path.read_text().splitlines()]
+    assert raws == ["x", "y"]
+    path.write_text('{"torn')  # nothing complete at all
+    with DlqFileSink(path) as dlq:
+        dlq.write(_record(b"z", 2), Invalid(InvalidReason.NOT_JSON, "d"))
+    assert [json.loads(line)["raw"] for line in path.read_text().splitlines()] == ["z"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_full_disk_names_the_dead_letter_file() -> None:
+    dlq = DlqFileSink(Path("/dev/full"))  # every write: ENOSPC
+    with pytest.raises(OSError, match="cannot write dead letters to /dev/full: No space left"):
+        dlq.write(_record(b"x", 0), Invalid(InvalidReason.NOT_JSON, "d"))
+        dlq.flush()
+
+
 def test_dlq_flush_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real_fsync = os.fsync

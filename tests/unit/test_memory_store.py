@@ -101,6 +101,25 @@ def test_interrupted_snapshot_leaves_the_previous_one_intact(tmp_path: Path) -> 
     assert path.read_bytes() == before
 
 
+def test_a_full_disk_names_the_snapshot_and_keeps_the_last_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full state dir said only "[Errno 28] No space left on device"."""
+    state = fitted_state()
+    path = tmp_path / "state.npz"
+    write_snapshot(path, state, [])
+    before = path.read_bytes()
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", full)
+    with pytest.raises(OSError, match=r"cannot write the state snapshot .*state\.npz\.tmp: No sp"):
+        write_snapshot(path, state, [])
+    assert path.read_bytes() == before
+    assert not path.with_name("state.npz.tmp").exists()
+
+
 def test_unreadable_snapshot_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "state.npz"
     path.write_bytes(b"not a snapshot")
