@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
@@ -68,13 +69,17 @@ def parse_rfc3339(value: str) -> float:
         tz = timezone(sign * timedelta(hours=oh, minutes=om))
     dt = datetime(year, month, day, hour, minute, second, tzinfo=tz)
     frac = float("0" + m.group(7)) if m.group(7) else 0.0
-    return dt.timestamp() + leap + frac
+    epoch = dt.timestamp() + leap + frac
+    # the last instants of year 9999 round up to 10000-01-01 in a double: keep them in 9999
+    return TS_MAX if TS_MAX < epoch <= _YEAR_10000 else epoch
 
 
 TS_MIN = -62_135_596_800.0
 """Earliest event time an RFC 3339 timestamp can carry (0001-01-01T00:00:00Z), epoch seconds."""
-TS_MAX = 253_402_300_799.999
-"""Latest (9999-12-31T23:59:59.999Z); a ``ts`` beyond either cannot be formatted in events."""
+_YEAR_10000 = 253_402_300_800.0
+TS_MAX = math.nextafter(_YEAR_10000, 0.0)
+"""Latest (9999-12-31T23:59:59.99997Z, the last double before year 10000); a ``ts`` beyond
+either cannot be formatted in events."""
 
 
 def format_rfc3339(epoch: float) -> str:

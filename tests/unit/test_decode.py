@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from noveld.connectors import decode
 from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
-from noveld.schema import Document, InvalidReason
+from noveld.schema import Document, InvalidReason, format_rfc3339
 
 F = FieldNames()
 L = DecodeLimits()
@@ -359,6 +359,11 @@ def test_decoded_documents_pass_full_model_validation(obj: dict[str, object]) ->
 def test_ts_at_the_ends_of_the_rfc3339_range_is_kept(parser: str) -> None:
     assert _doc({"id": "a", "text": "x", "ts": -62135596800}).ts == -62135596800.0
     assert _doc({"id": "a", "text": "x", "ts": "9999-12-31T23:59:59Z"}).ts == 253402300799.0
+    # the last microsecond of 9999 rounds to year 10000 as a double: kept in 9999
+    last = _doc({"id": "a", "text": "x", "ts": "9999-12-31T23:59:59.999999+00:00"}).ts
+    assert last is not None and format_rfc3339(last) == "9999-12-31T23:59:59.999Z"
+    bad = _dec({"id": "a", "text": "x", "ts": "9999-12-31T23:30:00-01:00"})
+    assert isinstance(bad, Invalid)  # 10000-01-01T00:30Z
 
 
 @pytest.mark.parametrize("raw", [b"", b"  \r", b"\t"])
