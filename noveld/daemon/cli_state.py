@@ -43,6 +43,7 @@ def summarize(state: NamespaceState, outbox_pending: int) -> dict[str, Any]:
         "offsets": dict(sorted(state.offsets.items())),
         "outbox_pending": outbox_pending,
         "novelty_candidates": len(state.novelty.get("candidates", [])),
+        "novelty_dropped": int(state.novelty.get("dropped", 0)),  # never reached min_size
         "fingerprint": state.fingerprint,
         "digest": state_digest(state),
     }

@@ -137,3 +137,11 @@ def test_flush_due_follows_the_interval(tmp_path: Path) -> None:
     assert not store.flush_due()
     assert not MemoryStore(None).flush_due()
     assert os.path.exists(tmp_path / "state.npz")
+
+
+def test_state_show_counts_the_candidates_dropped_without_an_event() -> None:
+    """docs/events.md says candidates that never confirm are counted: state show says how many."""
+    from noveld.daemon.cli_state import summarize
+
+    info = summarize(fitted_state(), 0)
+    assert info["novelty_dropped"] == 2 and info["novelty_candidates"] == 0
