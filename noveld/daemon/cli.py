@@ -260,6 +260,16 @@ def ignored_flags(ns: argparse.Namespace, settings: Settings) -> list[str]:
             said.append(f"--state-dir holds no state with --redis-url (Redis does){where}")
     if settings.kafka.bootstrap_servers is not None and getattr(ns, "dlq", None) is not None:
         said.append("--dlq is ignored in Kafka mode (dead letters go to kafka.dlq_topic)")
+    command = getattr(ns, "command", "run")
+    if command in ("evaluate", "fit", "demo") and getattr(ns, "emit_assignments", None):
+        flag = (
+            "--emit-assignments"
+            if ns.emit_assignments == "document"
+            else ("--emit-assignment-batches")
+        )
+        said.append(f"{flag} is read by noveld run only; noveld {command} emits no assignments")
+    if command == "evaluate" and getattr(ns, "namespace", None):
+        said.append("--namespace names a state; noveld evaluate keeps none")
     if settings.kafka.bootstrap_servers is None:
         given = [f"--{d.replace('_', '-')}" for d in _KAFKA_ONLY if getattr(ns, d, None)]
         if given:

@@ -326,3 +326,16 @@ def test_flags_the_settings_do_not_read_are_said_not_dropped(
     ]
     assert main(["config", "show", "--zeta", "0.1"]) == 0
     assert "noveld: warning: --zeta is read by --model hdp only" in capsys.readouterr().err
+
+    def said_by(command: str, *argv: str) -> list[str]:
+        ns = build_parser().parse_args([command, "in.jsonl", *argv])
+        return ignored_flags(ns, load_settings(None, _overrides(ns)))
+
+    assert said_by("fit", "--emit-assignments", "--namespace", "n") == [
+        "--emit-assignments is read by noveld run only; noveld fit emits no assignments"
+    ]  # fit writes its namespace (Redis)
+    assert said_by("evaluate", "--emit-assignment-batches", "--namespace", "n") == [
+        "--emit-assignment-batches is read by noveld run only; noveld evaluate emits no "
+        "assignments",
+        "--namespace names a state; noveld evaluate keeps none",
+    ]
