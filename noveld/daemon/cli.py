@@ -365,6 +365,67 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """``run``'s input, state, Redis, Kafka and metrics options (also ``config show``'s, so it
+    shows what a given ``noveld run`` line will use)."""
+    p.add_argument("--input", "-i", help="JSONL file, or - for stdin (default -)")
+    p.add_argument("--state-dir", type=Path, help="directory for the state snapshot")
+    p.add_argument(
+        "--snapshot-interval",
+        type=float,
+        help="seconds between snapshots (default 5; 0 = every batch)",
+    )
+    p.add_argument(
+        "--dlq",
+        type=Path,
+        help="dead-letter file (default <state-dir>/dlq.jsonl or ./noveld-dlq.jsonl)",
+    )
+    p.add_argument(
+        "--redis-url",
+        help="keep the state in Redis instead of --state-dir; --namespace names it. "
+        "redis://[:password@]host:port/db (a server or a cluster's endpoint), rediss:// "
+        "(TLS), or redis+sentinel://[:password@]host:port[,host:port...]/service[/db] "
+        "(the primary Redis Sentinel names)",
+    )
+    p.add_argument(
+        "--redis-replicas-to-ack",
+        type=int,
+        metavar="N",
+        help="publish events only of commits N Redis replicas acknowledged (default 0; "
+        "set it to the replica count of a Redis with failover)",
+    )
+    p.add_argument(
+        "--redis-socket-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="longest wait for one Redis reply before Redis counts as unreachable and the "
+        "daemon pauses and retries (default 10; a hung server or a silent network)",
+    )
+    kg = p.add_argument_group("Kafka (production mode; needs --redis-url)")
+    kg.add_argument(
+        "--kafka-bootstrap",
+        metavar="HOST:PORT",
+        help="consume --input-topic instead of reading --input",
+    )
+    kg.add_argument("--input-topic", help="topic of input documents")
+    kg.add_argument("--group", help="consumer group (default noveld)")
+    kg.add_argument("--events-topic", help="topic for novelty events (default noveld.events)")
+    kg.add_argument("--dlq-topic", help="topic for dead letters (default noveld.dlq)")
+    kg.add_argument("--session-timeout-ms", type=int, help="consumer session timeout (10000)")
+    kg.add_argument(
+        "--accept-empty-state",
+        action="store_true",
+        help="start a namespace that has no offsets for the input topic although the consumer "
+        "group has read it before (without it: exit 6, the state was probably lost)",
+    )
+    add_kafka_security_flags(kg)
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve /metrics, /healthz and /readyz on this port (0 = any free)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (also used to render docs)."""
     p = argparse.ArgumentParser(
@@ -386,62 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
         "second run resumes after the last committed line. With --kafka-bootstrap and "
         "--redis-url: the production daemon (docs/deployment.md).",
     )
-    run.add_argument("--input", "-i", help="JSONL file, or - for stdin (default -)")
-    run.add_argument("--state-dir", type=Path, help="directory for the state snapshot")
-    run.add_argument(
-        "--snapshot-interval",
-        type=float,
-        help="seconds between snapshots (default 5; 0 = every batch)",
-    )
-    run.add_argument(
-        "--dlq",
-        type=Path,
-        help="dead-letter file (default <state-dir>/dlq.jsonl or ./noveld-dlq.jsonl)",
-    )
-    run.add_argument(
-        "--redis-url",
-        help="keep the state in Redis instead of --state-dir; --namespace names it. "
-        "redis://[:password@]host:port/db (a server or a cluster's endpoint), rediss:// "
-        "(TLS), or redis+sentinel://[:password@]host:port[,host:port...]/service[/db] "
-        "(the primary Redis Sentinel names)",
-    )
-    run.add_argument(
-        "--redis-replicas-to-ack",
-        type=int,
-        metavar="N",
-        help="publish events only of commits N Redis replicas acknowledged (default 0; "
-        "set it to the replica count of a Redis with failover)",
-    )
-    run.add_argument(
-        "--redis-socket-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="longest wait for one Redis reply before Redis counts as unreachable and the "
-        "daemon pauses and retries (default 10; a hung server or a silent network)",
-    )
-    kg = run.add_argument_group("Kafka (production mode; needs --redis-url)")
-    kg.add_argument(
-        "--kafka-bootstrap",
-        metavar="HOST:PORT",
-        help="consume --input-topic instead of reading --input",
-    )
-    kg.add_argument("--input-topic", help="topic of input documents")
-    kg.add_argument("--group", help="consumer group (default noveld)")
-    kg.add_argument("--events-topic", help="topic for novelty events (default noveld.events)")
-    kg.add_argument("--dlq-topic", help="topic for dead letters (default noveld.dlq)")
-    kg.add_argument("--session-timeout-ms", type=int, help="consumer session timeout (10000)")
-    kg.add_argument(
-        "--accept-empty-state",
-        action="store_true",
-        help="start a namespace that has no offsets for the input topic although the consumer "
-        "group has read it before (without it: exit 6, the state was probably lost)",
-    )
-    add_kafka_security_flags(kg)
-    run.add_argument(
-        "--metrics-port",
-        type=int,
-        help="serve /metrics, /healthz and /readyz on this port (0 = any free)",
-    )
+    _add_run_options(run)
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     _add_common(run)
     run.set_defaults(func=_cmd_run)
@@ -476,6 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     show = cfg_sub.add_parser("show", help="print the effective configuration")
     show.add_argument("--json", action="store_true", help="JSON output")
+    _add_run_options(show)
     _add_common(show)
     show.set_defaults(func=_cmd_config_show)
     return p

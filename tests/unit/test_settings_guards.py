@@ -3,6 +3,7 @@ with the reason, never silently and never with a traceback."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +225,16 @@ def test_evaluate_stopped_by_the_circuit_breaker_scores_nothing(
     # a limit above the run of garbage scores every valid document
     assert main(["evaluate", str(data), "--max-consecutive-invalid", "20", "--json"]) == 0
     assert '"docs": 30' in capsys.readouterr().out
+
+
+def test_config_show_takes_the_run_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """config show refused --redis-url, --state-dir, --metrics-port and the Kafka flags, so it
+    could not show what a given noveld run line would use."""
+    argv = ["--metrics-port", "9", "--kafka-bootstrap", "h:1", "--input-topic", "t"]
+    assert main(["config", "show", *argv, "--state-dir", "sd", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["metrics_port"] == 9 and shown["kafka"]["input_topic"] == "t"
+    assert shown["state"]["dir"] == "sd"
 
 
 def test_illegal_kafka_topic_names_are_refused_at_start() -> None:
