@@ -63,7 +63,7 @@ class KafkaSource:
         self.unclaimed: list[TopicPartition] = []  # assigned while the store was down
         self.deferred: BaseException | None = None  # what the assignment callback could not do
         self._held_checked = float("-inf")
-        self.lag_failing = False  # the last end-offsets request failed (said once)
+        self.lag_failing = False  # the last end-offsets request failed (set by :meth:`lag`)
         self.consumer = start_within(
             lambda: KafkaConsumer(
                 bootstrap_servers=bootstrap,
@@ -341,14 +341,20 @@ class KafkaSource:
 
     def lag(self, refresh_s: float = 5.0) -> dict[str, int]:
         """Messages behind the end of each assigned partition; the end offsets are fetched from
-        the broker at most every ``refresh_s`` seconds (a round trip each)."""
+        the broker at most every ``refresh_s`` seconds (a round trip each; ``lag_failing``
+        says whether the last one was answered)."""
         parts = list(self.consumer.assignment())
         if not parts:
             return {}
         now = time.monotonic()
         if now - self._ends_at >= refresh_s or any(tp not in self._ends for tp in parts):
             self._ends_at = now  # a broker that does not answer is asked again in refresh_s
-            self._ends = self.consumer.end_offsets(parts, timeout_ms=BROKER_WAIT_MS)
+            try:
+                self._ends = self.consumer.end_offsets(parts, timeout_ms=BROKER_WAIT_MS)
+            except Exception:
+                self.lag_failing = True
+                raise
+            self.lag_failing = False
         ends = self._ends
         return {
             partition_name(tp.topic, tp.partition): max(

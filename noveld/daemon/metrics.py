@@ -108,13 +108,20 @@ class Metrics:
             registry=r,
         )
         self.last_commit = Gauge(
-            "noveld_last_commit_timestamp_seconds", "Unix time of the last state commit", registry=r
+            "noveld_last_commit_timestamp_seconds",
+            "Unix time of the last state commit (the process's start until its first)",
+            registry=r,
         )
+        # not 0 (1970): "seconds since the last commit" read 1.8e9 and NoveldStalled fired at
+        # every start; from the start, a daemon that never commits alerts after the same 5 min
+        self.last_commit.set(time.time())
         self.log_pred = Gauge(
             "noveld_log_predictive_per_token",
             "Log predictive probability per token of the last batch",
             registry=r,
         )
+        self.log_pred.set(float("nan"))  # no batch yet (0 would mean probability 1)
+        self._kafka: tuple[Gauge, Gauge] | None = None  # Kafka mode's gauges, made on first use
         build = Gauge("noveld_build_info", "Build information", ["version", "model"], registry=r)
         build.labels(version=__version__, model=model).set(1)
         for outcome in ("assigned", "born", "invalid", "replayed"):
@@ -163,6 +170,26 @@ class Metrics:
         if refused_total > self._refused_seen:
             self.refused.inc(refused_total - self._refused_seen)
             self._refused_seen = refused_total
+
+    def set_kafka(self, reachable: bool, held: int) -> None:
+        """Kafka mode: whether the brokers answered the last end-offsets request, and how many
+        assigned partitions are held (stored offset past the log end: not read, and their lag
+        is 0, so neither the lag nor the commit time shows them)."""
+        if self._kafka is None:
+            self._kafka = (
+                Gauge(
+                    "noveld_kafka_reachable",
+                    "1 while the Kafka brokers answer (the consumer lag's end-offsets request)",
+                    registry=self.registry,
+                ),
+                Gauge(
+                    "noveld_partitions_held",
+                    "Assigned partitions not read: their stored offset is past the log end",
+                    registry=self.registry,
+                ),
+            )
+        self._kafka[0].set(1 if reachable else 0)
+        self._kafka[1].set(held)
 
     def set_lag(self, lag: dict[str, int]) -> None:
         """Consumer lag per ``topic:partition`` of the partitions this replica owns; the series

@@ -63,12 +63,14 @@ from noveld.state.base import (
 log = logging.getLogger("noveld.pipeline")
 
 DELIVERY_RETRY_S = 1.0
-#: documents between looks for unused words without forgetting (with it: a quarter half-life)
-VOCABULARY_CHECK_DOCS = 10_000
 """After a delivery attempt left events in the outbox (held for the replicas, or the sink down),
 the next attempt reads the outbox no sooner than this: reading a long outbox every batch made a
 held backlog cost O(backlog) per batch (measured: 7,600 → under 500 docs/s over 60,000
 documents with assignment events held for a missing replica)."""
+IDLE_PING_S = 5.0
+"""How often an idle daemon reaches its state store (:meth:`Pipeline.retry_pending`)."""
+#: documents between looks for unused words without forgetting (with it: a quarter half-life)
+VOCABULARY_CHECK_DOCS = 10_000
 
 
 def label_uid(label: str) -> int:
@@ -316,6 +318,7 @@ class Pipeline:
         self.refused_events = 0  # events the sink refused for good (too large), dropped
         self.pending_events = 0  # events left in the outbox by the last delivery attempt
         self._next_attempt = 0.0  # monotonic time before which pending events are not re-read
+        self._next_ping = time.monotonic() + IDLE_PING_S  # next idle round trip to the store
         self.publish_pending()
 
     # ---- public ---------------------------------------------------------------------------
@@ -577,7 +580,13 @@ class Pipeline:
 
     def retry_pending(self) -> int:
         """On an idle turn: try again to deliver events the last attempt left in the outbox
-        (held for the replicas, or the sink was down), so they do not wait for more input."""
+        (held for the replicas, or the sink was down), so they do not wait for more input;
+        and, every :data:`IDLE_PING_S`, reach the store: without input an idle daemon never
+        touched Redis, so /readyz said "ready" through a Redis outage until a document came."""
+        now = time.monotonic()
+        if now >= self._next_ping:
+            self._next_ping = now + IDLE_PING_S
+            self.store.ping()  # an outage raises here, for the caller to ride out
         return self.publish_pending() if self.pending_events else 0
 
     def publish_pending(self, added: int = 0) -> int:

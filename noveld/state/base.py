@@ -113,6 +113,10 @@ class StateStore(Protocol):
     def flush(self, state: NamespaceState) -> None:
         """Make everything committed so far durable (snapshot / fsync)."""
 
+    def ping(self) -> None:
+        """A round trip to where the state lives (nothing in process); raises while it is
+        unreachable, so an idle daemon notices an outage before its next batch does."""
+
     def compact_vocabulary(
         self,
         state: NamespaceState,

@@ -161,6 +161,9 @@ class MemoryStore:
             self._clock() - self._last_snapshot >= self.snapshot_interval_s
         )
 
+    def ping(self) -> None:
+        """Nothing to reach: the state is in the process."""
+
     def flush(self, state: NamespaceState) -> None:
         """Write the snapshot now (no-op without a state dir)."""
         path = self.snapshot_path

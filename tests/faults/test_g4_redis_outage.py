@@ -86,6 +86,26 @@ def test_g4_redis_lost_and_back_mid_stream(kafka_broker: KafkaBroker, loss: str)
     assert err.count("Redis unreachable") == 1  # one outage, reported once
 
 
+def test_g4_an_idle_daemon_notices_redis_gone(kafka_broker: KafkaBroker) -> None:
+    """With no input arriving the loop never touched Redis: /readyz said "ready" through a
+    Redis outage until the next document came. An idle turn now reaches Redis every 5 s."""
+    topic, ns = unique_name("g4i-in"), unique_name("g4i")
+    for t in (topic, f"{ns}.events", f"{ns}.dlq"):
+        kafka_broker.create_topic(t)
+    produce(kafka_broker.bootstrap, topic, [json.dumps({"id": "a", "text": "storm"}).encode()])
+    port = free_port()
+    with RedisServer() as server:
+        proc = start(kafka_broker.bootstrap, server.url, ns, topic, "--metrics-port", str(port),
+                     "--redis-socket-timeout", "2")  # fmt: skip
+        wait_until(lambda: committed_docs(server.url, ns) >= 1 and ready(port), 60, "ready")
+        server.kill(signal.SIGKILL)  # and no more input
+        wait_until(lambda: not ready(port), 30, "unready with Redis gone, though idle")
+        assert proc.poll() is None and healthy(port)
+        server.restart()
+        wait_until(lambda: ready(port), 60, "ready again")
+        stop(proc)
+
+
 def stdin_run(url: str, ns: str) -> subprocess.Popen[str]:
     """``noveld run --input -`` against ``url``, fed by the test through a pipe."""
     return tracked(subprocess.Popen(

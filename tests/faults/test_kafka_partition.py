@@ -12,6 +12,8 @@ import json
 import os
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 from harness import KafkaBroker, PartitionProxy, _skip_not_owned, free_port
 from kafka import KafkaConsumer
+from kafka_daemon import produce, start, stop, wait_until
 
 from noveld.connectors import kafka_sinks
 from noveld.connectors.errors import DeliveryFailed
@@ -116,3 +119,43 @@ def test_closing_during_a_partition_ends_the_producer_in_bounded_time(
     alive = [t.name for t in threading.enumerate() if t.name.startswith("kafka-python-producer")]
     assert alive == []
     proxy.heal()
+
+
+def scrape(port: int, path: str) -> tuple[int, str]:
+    """(status, body) of one of the daemon's HTTP endpoints."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:  # not listening yet
+        return 0, ""
+
+
+def test_a_kafka_outage_shows_in_readyz_and_metrics(
+    partitionable: tuple[KafkaBroker, PartitionProxy], redis_url: str
+) -> None:
+    """/readyz stayed "ready" and every metric froze through a 100 s broker outage; only one
+    stderr line told. Now /readyz names it, noveld_kafka_reachable drops to 0, and /healthz
+    stays 200 (a liveness restart would not help)."""
+    broker, proxy = partitionable
+    ns = f"ko{uuid.uuid4().hex[:6]}"
+    topic = f"{ns}.in"
+    for t in (topic, f"{ns}.events", f"{ns}.dlq"):
+        broker.create_topic(t)
+    produce(broker.bootstrap, topic, [json.dumps({"id": "a", "text": "storm flood"}).encode()])
+    port = free_port()
+    proc = start(broker.bootstrap, redis_url, ns, topic, "--metrics-port", str(port))
+    try:
+        wait_until(lambda: scrape(port, "/readyz")[0] == 200, 60, "ready")
+        wait_until(lambda: "noveld_kafka_reachable 1.0" in scrape(port, "/metrics")[1], 30, "up")
+        proxy.partition()
+        wait_until(lambda: "Kafka does not answer" in scrape(port, "/readyz")[1], 60, "unready")
+        assert "noveld_kafka_reachable 0.0" in scrape(port, "/metrics")[1]
+        assert scrape(port, "/healthz")[0] == 200
+        proxy.heal()
+        wait_until(lambda: scrape(port, "/readyz")[0] == 200, 60, "ready again")
+        assert "noveld_kafka_reachable 1.0" in scrape(port, "/metrics")[1]
+    finally:
+        proxy.heal()
+        stop(proc, grace=40)

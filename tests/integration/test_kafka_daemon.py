@@ -457,6 +457,13 @@ def test_partition_assignments_and_revocations_are_logged(
     assert "Traceback" not in err_a + err_b
 
 
+def metrics_text(port: int) -> str:
+    """The daemon's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text: str = resp.read().decode()
+    return text
+
+
 def readyz(port: int) -> str:
     """The body of the daemon's /readyz (200 or 503)."""
     try:
@@ -513,6 +520,11 @@ def test_a_stored_offset_past_the_log_end_holds_the_partition(
             assert time.monotonic() < deadline, body
             time.sleep(0.2)
         assert f"{key} (stored offset 100, log end 30)" in body
+        # its lag is 0 and the other partitions commit on: only this gauge tells an alert
+        wait_until_metric = time.monotonic() + 30
+        while "noveld_partitions_held 1.0" not in (text := metrics_text(port)):
+            assert time.monotonic() < wait_until_metric, text
+            time.sleep(0.2)
         time.sleep(2)  # held: nothing read, nothing counted
         state = RedisStore(client, ns).read()
         assert state is not None and state.offsets == {key: 100}

@@ -63,7 +63,7 @@ class ResettingConsumer:
             self.position = 0
         self.high = self.end
         msgs = [
-            SimpleNamespace(offset=o, timestamp=0, value=b"{}")
+            SimpleNamespace(offset=o, timestamp=0, value=b"{}", key=None, headers=[])
             for o in range(self.position, min(self.end, self.position + max_records))
         ]
         self.position += len(msgs)

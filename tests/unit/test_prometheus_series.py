@@ -4,6 +4,7 @@ partitions a replica owns (and no others), and a dead-letter series for every re
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 from kafka.errors import KafkaTimeoutError
@@ -55,10 +56,12 @@ def test_a_broker_that_stops_answering_for_the_lag_is_said_once(
     class Source:
         def __init__(self) -> None:
             self.lag_failing = False
+            self.held: dict[str, object] = {}
             self.answers: list[dict[str, int] | None] = [{"docs:0": 3}, None, None, {"docs:0": 9}]
 
         def lag(self) -> dict[str, int]:
             answer = self.answers.pop(0)
+            self.lag_failing = answer is None  # as KafkaSource.lag sets it
             if answer is None:
                 raise KafkaTimeoutError("Failed to get offsets by times in 30000 ms")
             return answer
@@ -66,13 +69,29 @@ def test_a_broker_that_stops_answering_for_the_lag_is_said_once(
     m, source = Metrics("dpmm"), Source()
     with caplog.at_level(logging.WARNING, logger="noveld.kafka_mode"):
         refresh_lag(m, source)  # type: ignore[arg-type]
+        assert "noveld_kafka_reachable 1.0" in exported(m)
         refresh_lag(m, source)  # type: ignore[arg-type]
         refresh_lag(m, source)  # type: ignore[arg-type]
         assert 'noveld_consumer_lag_messages{partition="0",topic="docs"} 3.0' in exported(m)
+        assert "noveld_kafka_reachable 0.0" in exported(m)  # an outage shows, not only in logs
+        source.held = {"docs:1": (900, 20)}
         refresh_lag(m, source)  # type: ignore[arg-type]
+        assert "noveld_kafka_reachable 1.0" in exported(m)
+        assert "noveld_partitions_held 1.0" in exported(m)  # lag 0, yet nothing is read
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and "is the broker up?" in said[0] and said[1] == "Kafka answers again"
     assert 'noveld_consumer_lag_messages{partition="0",topic="docs"} 9.0' in exported(m)
+
+
+def test_before_the_first_commit_the_commit_time_is_the_start_and_no_predictive() -> None:
+    """Both read 0 until the first batch: "seconds since the last commit" was 1.8e9 (the
+    stall alert fired at every start) and a log predictive of 0 claims probability 1."""
+    before = time.time()
+    text = exported(Metrics("dpmm"))
+    line = next(x for x in text.splitlines() if x.startswith("noveld_last_commit_timestamp"))
+    stamp = float(line.split()[1])
+    assert before - 1 <= stamp <= time.time() + 1
+    assert "noveld_log_predictive_per_token NaN" in text
 
 
 def test_readyz_says_why_it_is_not_ready() -> None:
