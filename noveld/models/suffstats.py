@@ -211,23 +211,49 @@ class MultinomialStats:
 
     # ---- persistence ----------------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """Compact, self-describing arrays for a snapshot (no pickle)."""
-        self.compact()
-        used = int(self.ictl[kern.POOL_USED])
-        kmax = self.kmax
+        """Compact, self-describing arrays for a snapshot (no pickle), of a compacted copy.
+
+        The live statistics are left as they are: compacting them recycles retired slots, so
+        where the next new cluster lands — and with it the slot order sampled seating draws
+        over — depended on when a snapshot happened to be written (every
+        ``state.snapshot_interval_s`` seconds): two runs of one seed diverged."""
+        c = self.detached()
+        c.compact()
+        used = int(c.ictl[kern.POOL_USED])
+        kmax = c.kmax
         return {
-            "m": self.m[:kmax].copy(),
-            "ntok": self.ntok[:kmax].copy(),
-            "alive": self.alive[:kmax].copy(),
-            "uid": self.uid[:kmax].copy(),
-            "free_stack": self.free_stack[: int(self.ictl[kern.NFREE])].copy(),
-            "head": self.head.copy(),
-            "nxt": self.nxt[:used].copy(),
-            "pk": self.pk[:used].copy(),
-            "pc": self.pc[:used].copy(),
-            "ictl": self.ictl.copy(),
-            "scale": np.array([self.scale]),
+            "m": c.m[:kmax],
+            "ntok": c.ntok[:kmax],
+            "alive": c.alive[:kmax],
+            "uid": c.uid[:kmax],
+            "free_stack": c.free_stack[: int(c.ictl[kern.NFREE])],
+            "head": c.head,
+            "nxt": c.nxt[:used],
+            "pk": c.pk[:used],
+            "pc": c.pc[:used],
+            "ictl": c.ictl,
+            "scale": np.array([c.scale]),
         }
+
+    def detached(self) -> MultinomialStats:
+        """A copy sharing no array with ``self`` (the transient merge candidates left out)."""
+        return replace(
+            self,
+            m=self.m.copy(),
+            ntok=self.ntok.copy(),
+            alive=self.alive.copy(),
+            fresh=self.fresh.copy(),
+            uid=self.uid.copy(),
+            free_stack=self.free_stack.copy(),
+            head=self.head.copy(),
+            nxt=self.nxt.copy(),
+            pk=self.pk.copy(),
+            pc=self.pc.copy(),
+            ictl=self.ictl.copy(),
+            dirty_slots=list(self.dirty_slots),
+            young_slots=[],
+            young_words=[],
+        )
 
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> MultinomialStats:
