@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ import redis
 from pydantic import ValidationError
 
 from noveld import __version__
+from noveld.daemon import check as health
 from noveld.daemon.embedded import (
     EXIT_IO,
     EXIT_STATE_DAMAGED,
@@ -324,26 +326,6 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     return code
 
 
-def _cmd_check(ns: argparse.Namespace) -> int:
-    import urllib.error
-    import urllib.request
-
-    path = "/readyz" if ns.ready else "/healthz"
-    url = f"http://{ns.host}:{ns.metrics_port}{path}"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            ok = resp.status == 200
-    except urllib.error.HTTPError as exc:  # 503: the body says why ("not ready: …")
-        why = exc.read().decode(errors="replace").strip()[:500]
-        sys.stderr.write(f"noveld check: {path} failing (HTTP {exc.code}): {why}\n")
-        return 1
-    except (urllib.error.URLError, OSError) as exc:
-        sys.stderr.write(f"noveld check: {url}: {exc}\n")
-        return 1
-    print(f"noveld check: {path} {'ok' if ok else 'failing'}")
-    return 0 if ok else 1
-
-
 def _cmd_config_show(ns: argparse.Namespace) -> int:
     settings = _settings(ns)
     data = settings.model_dump(mode="json")
@@ -468,15 +450,10 @@ def build_parser() -> argparse.ArgumentParser:
     chk = sub.add_parser(
         "check",
         help="health check of a running daemon (exit 0 healthy, 1 not)",
-        description="GET /healthz (or /readyz with --ready) of a daemon started with "
-        "--metrics-port; for container HEALTHCHECKs and probes.",
+        description=health.DESCRIPTION,
     )
-    chk.add_argument(
-        "--metrics-port", type=_port, required=True, help="the daemon's --metrics-port"
-    )
-    chk.add_argument("--host", default="127.0.0.1", help="the daemon's host (default 127.0.0.1)")
-    chk.add_argument("--ready", action="store_true", help="check /readyz instead")
-    chk.set_defaults(func=_cmd_check)
+    health.add_arguments(chk)
+    chk.set_defaults(func=lambda ns: health.check(ns.metrics_port, ns.host, ns.ready))
 
     cfg = sub.add_parser("config", help="configuration tools")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -488,10 +465,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _LogFormat(logging.Formatter):
+    """A log record as the command line's other messages look: ``noveld: warning: …`` (a
+    library's record also names its logger)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        where = "" if record.name.startswith("noveld") else f"{record.name}: "
+        text = f"noveld: {record.levelname.lower()}: {where}{record.getMessage()}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def configure_logging(quiet: bool = False) -> None:
+    """Log records to stderr, noveld's from INFO (``--quiet``: WARNING), libraries' from
+    WARNING. Unconfigured, Python's last-resort handler printed bare messages without a level
+    and dropped INFO (a vocabulary compaction went unsaid)."""
+    root = logging.getLogger()
+    if not any(isinstance(h.formatter, _LogFormat) for h in root.handlers):
+        handler = logging.StreamHandler()  # stderr, looked up at each record
+        handler.setFormatter(_LogFormat())
+        root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
+    logging.getLogger("noveld").setLevel(logging.WARNING if quiet else logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``noveld`` console script."""
     parser = build_parser()
     ns = parser.parse_args(argv)
+    configure_logging(bool(getattr(ns, "quiet", False)))
     for name in unknown_env_names(os.environ):
         sys.stderr.write(
             f"noveld: warning: {name} names no setting and is ignored (nested settings take "
@@ -532,17 +536,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # before the pipeline's own handler, or a one-shot command
         sys.stderr.write("noveld: interrupted\n")
         return EXIT_INTERRUPTED
-
-
-def _port(text: str) -> int:
-    """A TCP port, 1–65535 (argparse type)."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
-    return port
 
 
 def _validation_text(exc: ValidationError) -> str:

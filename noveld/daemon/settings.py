@@ -444,11 +444,14 @@ class Settings(BaseSettings):
 def unknown_env_names(environ: Mapping[str, str]) -> list[str]:
     """``NOVELD_…`` variables that name no setting (a typo such as ``NOVELD_STATE_DIR`` for
     ``NOVELD_STATE__DIR`` is otherwise ignored without a word). Nested names are checked by
-    the settings themselves; ``NOVELD_TEST_…`` belong to the test harness."""
+    the settings themselves; ``NOVELD_TEST_…`` belong to the test harness, and
+    ``NOVELD_NUMBA_CACHE_SEED`` to the launcher (:func:`noveld.launch.seed_numba_cache`)."""
     top = {name.upper() for name in Settings.model_fields}
     unknown = []
     for name in sorted(environ):
         if not name.startswith("NOVELD_") or name.startswith("NOVELD_TEST_"):
+            continue
+        if name == "NOVELD_NUMBA_CACHE_SEED":
             continue
         head = name[len("NOVELD_") :].split("__", 1)[0]
         if head not in top:

@@ -55,3 +55,22 @@ def test_a_signal_while_starting_is_an_interrupt_not_a_traceback(
 def test_the_console_script_goes_through_the_launcher() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["noveld"] == "noveld.launch:main"
+
+
+def test_the_image_cache_seeds_an_empty_numba_cache_dir(tmp_path: Path) -> None:
+    """The image's compiled kernels sit on its read-only filesystem, where numba cannot use
+    them; a pod's empty cache directory gets a copy before numba is imported."""
+    from noveld.launch import seed_numba_cache
+
+    seed, target = tmp_path / "seed", tmp_path / "cache"
+    (seed / "sub").mkdir(parents=True)
+    (seed / "sub" / "kernel.nbi").write_bytes(b"index")
+    env = {"NOVELD_NUMBA_CACHE_SEED": str(seed), "NUMBA_CACHE_DIR": str(target)}
+    assert seed_numba_cache(env) == f"compiled kernels copied from {seed} to {target}"
+    assert (target / "sub" / "kernel.nbi").read_bytes() == b"index"
+    (seed / "sub" / "kernel.nbi").write_bytes(b"newer")
+    assert seed_numba_cache(env) is None  # a cache of its own already: left alone
+    assert (target / "sub" / "kernel.nbi").read_bytes() == b"index"
+    assert seed_numba_cache({**env, "NUMBA_CACHE_DIR": str(seed)}) is None  # the seed itself
+    assert seed_numba_cache({"NUMBA_CACHE_DIR": str(tmp_path / "other")}) is None
+    assert not (tmp_path / "other").exists()

@@ -123,3 +123,19 @@ def test_check_ready_names_why_the_daemon_is_not_ready(capsys: pytest.CaptureFix
         assert main(["check", "--metrics-port", str(server.port), "--ready"]) == 0
     finally:
         server.stop()
+
+
+def test_check_does_not_import_the_model() -> None:
+    """A container HEALTHCHECK runs ``noveld check`` every 15 s with a 5 s timeout; through
+    the whole command line each run imported numpy and numba (~2.8 s, ~126 MiB)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; sys.argv = ['noveld', 'check', '--metrics-port', '1']; "
+        "from noveld.launch import main; code = main(); "
+        "print(code, sorted(m for m in ('numpy', 'numba', 'redis') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split("\n")[-2] == "1 []", out  # port 1: nothing listens, exit 1
+    assert "noveld check: http://127.0.0.1:1/healthz" in out.stderr
