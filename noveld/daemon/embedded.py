@@ -329,6 +329,32 @@ def wait_for_redis(
     return lost if back else None
 
 
+def emptied_matters(pipeline: Pipeline, store: RedisStore) -> bool:
+    """Whether a namespace that came back empty must stop the daemon: events may have left for
+    commits it no longer has (their ids would be handed out again). Not so when events leave
+    only for commits a replica holds (``redis.replicas_to_ack``) and this process has published
+    none: the empty namespace is a failover to a replica that never had a commit, and the
+    input is consumed again from the start (what the stored offsets say)."""
+    return store.replicas_to_ack == 0 or pipeline.published > 0
+
+
+def refuse_emptied(pipeline: Pipeline, store: RedisStore, own: str) -> Callable[[], None]:
+    """What a file or stdin run checks once Redis is back from an outage: whether the namespace
+    came back without the state of inputs other than its own (``own``; no persistence, a
+    flush). Going on would lose them without a word and hand out their cluster ids again under
+    event ids already used — the run's start-up warning promises exit 6
+    (:meth:`RedisStore.emptied`; :func:`emptied_matters`). The run's own input alone is not a
+    loss: a file is read again from its first line into the same clusters and events, and
+    stdin stops with exit 5 saying from where to pipe it again."""
+    others = set(pipeline.state.offsets) - {own}
+
+    def refuse() -> None:
+        if others and not pipeline.state.offsets and emptied_matters(pipeline, store):
+            raise store.emptied()
+
+    return refuse
+
+
 def same_file_as(input_path: str, offsets: dict[str, int]) -> tuple[str, int] | None:
     """Another spelling of ``input_path`` (``./news.jsonl`` for ``news.jsonl``) with committed
     lines in ``offsets``, and how many; None if there is none (or the input is stdin)."""
@@ -596,7 +622,10 @@ def _run_file(
                 except Exception as exc:
                     if not (is_outage(exc) and isinstance(store, RedisStore)):
                         raise
-                    if wait_for_redis(exc, pipeline, store, metrics, stop, progress_out) is None:
+                    refuse = refuse_emptied(pipeline, store, key)
+                    back = wait_for_redis(exc, pipeline, store, metrics, stop, progress_out,
+                                          resync=refuse)  # fmt: skip
+                    if back is None:
                         code = _redis_lost("stopped while Redis was unreachable", input_path,
                                            None, progress_out)  # fmt: skip
                         break

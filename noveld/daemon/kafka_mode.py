@@ -20,6 +20,7 @@ from noveld.daemon.embedded import (
     EXIT_STATE_DIVERGED,
     UserError,
     default_store,
+    emptied_matters,
     graceful_stop,
     say_persistence_risk,
     start_metrics,
@@ -97,15 +98,6 @@ def refuse_unwitnessed_start(
     read = source.group_progress()
     if read:
         raise store.unwitnessed(k.group, read)
-
-
-def emptied_matters(pipeline: Pipeline, store: RedisStore) -> bool:
-    """Whether a namespace that came back empty must stop the daemon: events may have left for
-    commits it no longer has (their ids would be handed out again). Not so when events leave
-    only for commits a replica holds (``redis.replicas_to_ack``) and this process has published
-    none: the empty namespace is a failover to a replica that never had a commit, and the
-    input is consumed again from the start (what the stored offsets say)."""
-    return store.replicas_to_ack == 0 or pipeline.published > 0
 
 
 def ride_out_outage(

@@ -180,6 +180,42 @@ def test_g4_redis_back_without_the_commits_of_a_stdin_run_stops_and_resumes() ->
     assert info["offsets"] == {"-:0": 2000}
 
 
+def test_g4_a_file_run_whose_redis_comes_back_empty_stops(tmp_path: Path) -> None:
+    """Redis without persistence restarted under a file run into a namespace that also held
+    an archive (a warm start): the run reloaded an empty namespace and went on from line 0 —
+    the archive's state gone without an error, its cluster ids handed out again under event
+    ids already used, exit 0 — although its own start-up warning promises exit 6. It now
+    stops with exit 6, as the Kafka daemon does."""
+    archive, path = tmp_path / "archive.jsonl", tmp_path / "in.jsonl"
+    archive.write_text(
+        "".join(json.dumps(d) + "\n" for d in generate(SynthConfig(n_docs=500, seed=4)))
+    )
+    path.write_text(
+        "".join(json.dumps(d) + "\n" for d in generate(SynthConfig(n_docs=40_000, seed=5)))
+    )
+    ns = unique_name("g4-empty")
+    with RedisServer(appendonly=False) as server:
+        first = subprocess.run(
+            [*NOVELD, "run", "--input", str(archive), "--namespace", ns, "--redis-url",
+             server.url], capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        proc = tracked(subprocess.Popen(
+            [*NOVELD, "run", "--input", str(path), "--namespace", ns, "--batch-size", "20",
+             "--redis-url", server.url],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        ))  # fmt: skip
+        wait_until(lambda: committed_docs(server.url, ns) >= 2500, 60, "the first commits")
+        server.kill(signal.SIGKILL)
+        time.sleep(1)
+        server.restart()  # nothing persisted: the namespace is gone
+        assert proc.wait(timeout=120) == 6
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    assert "came back from the outage without any state" in err, err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("then", ["restart", "sigterm"])
 def test_g4_redis_killed_under_a_file_run(tmp_path: Path, then: str) -> None:
     """A file run whose Redis dies (AOF everysec: the restarted server may lack its last
