@@ -198,7 +198,10 @@ def _cmd_set_offset(ns: argparse.Namespace) -> int:
         if old is None:
             _no_such_partition(f"namespace {ns.namespace!r}", ns.partition, store.partitions())
         where = f"namespace {ns.namespace!r}"
-        when = "A daemon holding the partition reads it from there within seconds."
+        when = (
+            "A Kafka daemon holding the partition reads it from there within seconds; a file "
+            "or stdin run reading this input now stops (stop it first, then run it again)."
+        )
     if ns.offset < old:
         effect = f"records {ns.offset}–{old - 1} will be read (again, if they were read before)"
     elif ns.offset > old:

@@ -51,9 +51,22 @@ STATE_DAMAGED_ADVICE = (
 )
 
 
+ANOTHER_WRITER_ADVICE = (
+    "The state may well be intact: another noveld process writes this namespace too — two file "
+    "or stdin runs on one namespace share its uid slot 0 (give each its own --namespace), or "
+    "noveld state set-offset moved the offset of the input this run reads (stop a run before "
+    "setting its offset). Stop the other writer and run again. Otherwise: "
+)
+"""Said first for the conflicts another live writer causes (an offset gap, a uid slot ahead
+of this writer): with an intact namespace, restoring a backup would throw commits away."""
+
+
 def state_damaged(exc: StoreConflict) -> str:
     """The message of a run stopped because the stored state does not hold together."""
-    return f"the namespace's state in Redis is gone or damaged: {exc}. {STATE_DAMAGED_ADVICE}"
+    text = str(exc)
+    shared = " gap: stored " in text or "(two writers share a slot?)" in text
+    advice = (ANOTHER_WRITER_ADVICE if shared else "") + STATE_DAMAGED_ADVICE
+    return f"the namespace's state in Redis is gone or damaged: {text}. {advice}"
 
 
 class UserError(RuntimeError):
