@@ -309,7 +309,14 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         return code
     input_path = settings.input or "-"
     err = None if ns.quiet else sys.stderr
-    code, progress, _pipeline = run_file(settings, input_path, sys.stdout, err)
+    code, progress, pipeline = run_file(settings, input_path, sys.stdout, err)
+    if pipeline.pending_events:  # "done" must not read as "every event went out"
+        sys.stderr.write(
+            f"noveld: {pipeline.pending_events:,} events are not delivered yet"
+            + (" (held for Redis replicas: redis.replicas_to_ack)" if pipeline.held_for_replicas
+               else "")
+            + "; they stay in the outbox and the next run delivers them first\n"
+        )  # fmt: skip
     if not ns.quiet:
         if settings.redis.url is not None:
             where = f"state in Redis, namespace {settings.namespace!r}"

@@ -32,6 +32,7 @@ from noveld.daemon.outage import is_outage, outage_reason
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
+from noveld.models.hdp import live_clusters
 from noveld.state.base import CommitOutcome, FingerprintMismatch
 from noveld.state.redis_store import RedisStore, StoreConflict
 
@@ -214,6 +215,7 @@ def run_kafka(
         close_clients()
         raise
     progress = Progress(progress_out, settings.progress_interval_s)
+    progress.clusters = live_clusters(pipeline.state.stats)  # said "0" until the first batch
     metrics, server = start_metrics(settings, pipeline)
     if metrics is not None:  # ready once the group assigns partitions (the loop says so)
         metrics.set_ready(False, unready(source))

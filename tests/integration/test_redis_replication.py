@@ -162,3 +162,19 @@ def test_replicated_follows_a_failover_it_was_not_told_about(
         old_primary = home.client(single_connection_client=True)
         old_primary.execute_command("READONLY")  # a replica serves reads only when asked so
         assert old_primary.hget("noveld:{gf}:offsets", "f:0") == b"2"  # WAIT meant it
+
+
+def test_a_file_run_says_which_events_wait_for_missing_replicas(tmp_path: Path) -> None:
+    """With --redis-replicas-to-ack above the replicas there are, a file run ended "done" with
+    every event still in the outbox and nothing said at the end."""
+    data = tmp_path / "in.jsonl"
+    write_jsonl(SynthConfig(n_docs=400, n_stories=5, seed=2), data)
+    with RedisServer() as server:  # no replica at all
+        out = subprocess.run(
+            [*NOVELD, "run", "--input", str(data), "--redis-url", server.url, "--namespace",
+             "held", "--redis-replicas-to-ack", "1", "--dlq", str(tmp_path / "d.jsonl")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ""  # nothing delivered
+    assert "events are not delivered yet (held for Redis replicas" in out.stderr, out.stderr
