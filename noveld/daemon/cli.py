@@ -264,11 +264,9 @@ def ignored_flags(ns: argparse.Namespace, settings: Settings) -> list[str]:
         said.append("--dlq is ignored in Kafka mode (dead letters go to kafka.dlq_topic)")
     command = getattr(ns, "command", "run")
     if command in ("evaluate", "fit", "demo") and getattr(ns, "emit_assignments", None):
-        flag = (
-            "--emit-assignments"
-            if ns.emit_assignments == "document"
-            else ("--emit-assignment-batches")
-        )
+        flag = {"document": "--emit-assignments", "batch": "--emit-assignment-batches"}[
+            ns.emit_assignments
+        ]
         said.append(f"{flag} is read by noveld run only; noveld {command} emits no assignments")
     if command == "evaluate" and getattr(ns, "namespace", None):
         said.append("--namespace names a state; noveld evaluate keeps none")
@@ -484,13 +482,26 @@ class _LogFormat(logging.Formatter):
         return text
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (a plain StreamHandler keeps
+    the stream it was made with, e.g. a test's captured stderr long closed)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def configure_logging(quiet: bool = False) -> None:
     """Log records to stderr, noveld's from INFO (``--quiet``: WARNING), libraries' from
     WARNING. Unconfigured, Python's last-resort handler printed bare messages without a level
     and dropped INFO (a vocabulary compaction went unsaid)."""
     root = logging.getLogger()
     if not any(isinstance(h.formatter, _LogFormat) for h in root.handlers):
-        handler = logging.StreamHandler()  # stderr, looked up at each record
+        handler = _StderrHandler()
         handler.setFormatter(_LogFormat())
         root.addHandler(handler)
     if root.level == logging.NOTSET or root.level > logging.WARNING:
