@@ -351,11 +351,13 @@ def emptied_matters(pipeline: Pipeline, store: RedisStore) -> bool:
     return store.replicas_to_ack == 0 or pipeline.published > 0
 
 
-def refuse_emptied(pipeline: Pipeline, store: RedisStore, own: str) -> Callable[[], None]:
-    """What a file or stdin run checks once Redis is back from an outage: whether the namespace
-    came back without the state of inputs other than its own (``own``; no persistence, a
-    flush). Going on would lose them without a word and hand out their cluster ids again under
-    event ids already used — the run's start-up warning promises exit 6
+def refuse_emptied(
+    pipeline: Pipeline, store: RedisStore, own: str | None = None
+) -> Callable[[], None]:
+    """What a run checks once Redis is back from an outage: whether the namespace came back
+    without the state of inputs other than its own (``own``; None, as in Kafka mode: any
+    state; no persistence, a flush). Going on would lose them without a word and hand out
+    their cluster ids again under event ids already used — the start-up warning promises exit 6
     (:meth:`RedisStore.emptied`; :func:`emptied_matters`). The run's own input alone is not a
     loss: a file is read again from its first line into the same clusters and events, and
     stdin stops with exit 5 saying from where to pipe it again."""

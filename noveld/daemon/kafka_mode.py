@@ -20,8 +20,8 @@ from noveld.daemon.embedded import (
     EXIT_STATE_DIVERGED,
     UserError,
     default_store,
-    emptied_matters,
     graceful_stop,
+    refuse_emptied,
     say_persistence_risk,
     start_metrics,
     step_or_stop,
@@ -116,11 +116,10 @@ def ride_out_outage(
     if Redis lost its last ~second of AOF — the stored offsets say where to resume, so nothing
     is lost and nothing counted twice."""
     source.pause()
-    had_state = bool(pipeline.state.offsets)
+    refuse = refuse_emptied(pipeline, store)
 
     def resync() -> None:
-        if had_state and not pipeline.state.offsets and emptied_matters(pipeline, store):
-            raise store.emptied()
+        refuse()
         source.resync()
 
     def poll(seconds: float) -> None:
