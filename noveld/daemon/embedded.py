@@ -23,7 +23,7 @@ from noveld.connectors.decode import Invalid
 from noveld.connectors.errors import DeadLettersFailed
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
 from noveld.daemon.metrics import Metrics, MetricsServer
-from noveld.daemon.outage import is_outage, outage_reason, retry_until_back
+from noveld.daemon.outage import Backoff, is_outage, outage_reason, retry_until_back
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -312,12 +312,14 @@ def wait_for_redis(
     progress_out: IO[str] | None,
     idle: Callable[[float], None] | None = None,
     resync: Callable[[], None] | None = None,
+    backoff: Backoff | None = None,
 ) -> list[str] | None:
     """Redis went away (G4): go unready, retry with capped backoff until it answers, then
     reload the state from it, claiming again the inputs a failover lost the claim on. Between
     tries ``idle(seconds)`` (default: sleep, waking on a signal; the Kafka loop polls to keep
-    its group membership), and after the reload ``resync()`` (the Kafka loop re-seeks). The
-    lost claims, or None if a signal stopped the wait first."""
+    its group membership), and after the reload ``resync()`` (the Kafka loop re-seeks).
+    ``backoff`` is the run's, kept across outages until a commit lands (see
+    :func:`retry_until_back`). The lost claims, or None if a signal stopped the wait first."""
     reason = outage_reason(exc)
     if metrics is not None:
         metrics.set_ready(False, reason)
@@ -338,7 +340,7 @@ def wait_for_redis(
             resync()
         return lost
 
-    back, lost = retry_until_back(reconnect, wait, stop)
+    back, lost = retry_until_back(reconnect, wait, stop, backoff)
     return lost if back else None
 
 
@@ -604,6 +606,7 @@ def _run_file(
             held: list[Record] = []  # stdin's batch to step again: its commit did not land
             draining = False  # stopping: a pipe's read-ahead is processed, not dropped
             drained_from = 0
+            backoff = Backoff()  # across outages, until a commit lands: a flapping Redis
             while True:
                 if stop.is_set() and not draining:
                     if not isinstance(source, TimedSource):  # a file resumes where it stopped
@@ -639,7 +642,7 @@ def _run_file(
                         raise
                     refuse = refuse_emptied(pipeline, store, key)
                     back = wait_for_redis(exc, pipeline, store, metrics, stop, progress_out,
-                                          resync=refuse)  # fmt: skip
+                                          resync=refuse, backoff=backoff)  # fmt: skip
                     if back is None:
                         code = _redis_lost("stopped while Redis was unreachable", input_path,
                                            None, progress_out)  # fmt: skip
@@ -669,6 +672,7 @@ def _run_file(
                             f"{stored}\n"
                         )
                     continue
+                backoff.reset()
                 if code != EXIT_OK:
                     break
                 first = nxt

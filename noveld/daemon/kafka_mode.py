@@ -28,7 +28,7 @@ from noveld.daemon.embedded import (
     wait_for_redis,
 )
 from noveld.daemon.metrics import Metrics
-from noveld.daemon.outage import is_outage, outage_reason
+from noveld.daemon.outage import Backoff, is_outage, outage_reason
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
@@ -109,6 +109,7 @@ def ride_out_outage(
     metrics: Metrics | None,
     stop: threading.Event,
     progress_out: IO[str] | None,
+    backoff: Backoff,
 ) -> None:
     """Redis went away mid-batch (G4): go unready, pause consumption (polls keep the group
     membership and /healthz turning), retry with capped backoff, then reload the state from
@@ -128,7 +129,15 @@ def ride_out_outage(
             refresh_lag(metrics, source)  # the backlog grows while Redis is away: show it
 
     lost = wait_for_redis(
-        exc, pipeline, store, metrics, stop, progress_out, idle=poll, resync=resync
+        exc,
+        pipeline,
+        store,
+        metrics,
+        stop,
+        progress_out,
+        idle=poll,
+        resync=resync,
+        backoff=backoff,
     )
     source.resume()
     if lost and progress_out is not None:
@@ -220,6 +229,7 @@ def run_kafka(
         metrics.set_ready(False, unready(source))
     code = EXIT_OK
     refused_in_a_row = 0
+    backoff = Backoff()  # across outages, until a commit lands: a flapping Redis
     with graceful_stop() as stop:
         try:
             while not stop.is_set():
@@ -229,7 +239,9 @@ def run_kafka(
                 except Exception as exc:
                     if not is_outage(exc):
                         raise
-                    ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
+                    ride_out_outage(
+                        exc, pipeline, store, source, metrics, stop, progress_out, backoff
+                    )
                     continue
                 if metrics is not None:
                     metrics.turn()
@@ -240,7 +252,9 @@ def run_kafka(
                     except Exception as exc:
                         if not is_outage(exc):
                             raise
-                        ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
+                        ride_out_outage(
+                            exc, pipeline, store, source, metrics, stop, progress_out, backoff
+                        )
                         continue
                     if metrics is not None:
                         metrics.set_outbox(
@@ -265,8 +279,11 @@ def run_kafka(
                 except Exception as exc:
                     if not is_outage(exc):
                         raise
-                    ride_out_outage(exc, pipeline, store, source, metrics, stop, progress_out)
+                    ride_out_outage(
+                        exc, pipeline, store, source, metrics, stop, progress_out, backoff
+                    )
                     continue
+                backoff.reset()
                 stale = code == EXIT_STATE_DIVERGED and pipeline.refusal is CommitOutcome.STALE
                 if stale or (
                     code == EXIT_STATE_DIVERGED and refused_in_a_row < MAX_REFUSED_IN_A_ROW
@@ -296,7 +313,7 @@ def run_kafka(
                         if not is_outage(exc):
                             raise
                         ride_out_outage(exc, pipeline, store, source, metrics, stop,
-                                        progress_out)  # fmt: skip
+                                        progress_out, backoff)  # fmt: skip
                         rebalanced = False
                     if rebalanced:
                         refused_in_a_row = 0

@@ -79,11 +79,17 @@ class Backoff:
 
 
 def retry_until_back(
-    attempt: Callable[[], T], wait: Callable[[float], None], stop: threading.Event
+    attempt: Callable[[], T],
+    wait: Callable[[float], None],
+    stop: threading.Event,
+    backoff: Backoff | None = None,
 ) -> tuple[bool, T | None]:
     """Call ``wait(backoff)`` then ``attempt()`` until an attempt raises no outage error;
-    ``(True, its result)``, or ``(False, None)`` once ``stop`` is set. Other errors propagate."""
-    backoff = Backoff()
+    ``(True, its result)``, or ``(False, None)`` once ``stop`` is set. Other errors propagate.
+    A ``backoff`` the caller keeps across outages, and resets only once a commit lands, bounds
+    a Redis that flaps (answers the probe, then refuses the commit, as one at its maxmemory
+    does) to one reload per ``cap`` instead of one per ``first``."""
+    backoff = backoff if backoff is not None else Backoff()
     while not stop.is_set():
         wait(backoff.delay())
         if stop.is_set():

@@ -191,3 +191,48 @@ def test_a_server_that_would_forget_commits_is_named_at_start_up(tmp_path: Path)
         assert "RDB snapshots only" in str(store.persistence_risk())
         r.config_set("save", "")
         assert "persists nothing" in str(store.persistence_risk())
+
+
+def test_a_redis_flapping_at_its_maxmemory_is_retried_with_a_backoff_kept_across_outages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis at the edge of its maxmemory answers the small write probe and then refuses the
+    commit (OOM), outage after outage. Each outage used to start its backoff again at 0.1 s,
+    so the whole namespace was reloaded ten times a second for as long as it flapped (the
+    Redis audit counted 15 reloads in 6 s). The run's backoff now grows across outages until a
+    commit lands, and nothing is lost or counted twice."""
+    from noveld.daemon import outage
+    from noveld.daemon.embedded import CollectingEvents, run_file
+    from noveld.daemon.settings import load_settings
+
+    path = tmp_path / "s.jsonl"
+    write_jsonl(SynthConfig(n_docs=2_000, n_stories=20, seed=5), path)
+    delays: list[float] = []
+    real_delay, real_commit = outage.Backoff.delay, RedisStore.commit
+    commits = {"n": 0}
+
+    def recorded(self: outage.Backoff) -> float:
+        delays.append(real_delay(self))
+        return delays[-1]
+
+    def flapping(self: RedisStore, *args: object, **kwargs: object) -> object:
+        commits["n"] += 1
+        if 3 <= commits["n"] <= 8:  # the probe goes through, the commit is refused
+            raise redis.exceptions.OutOfMemoryError(
+                "command not allowed when used memory > 'maxmemory'."
+            )
+        return real_commit(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(outage.Backoff, "delay", recorded)
+    monkeypatch.setattr(RedisStore, "commit", flapping)
+    with RedisServer() as server:
+        settings = load_settings(
+            None,
+            {"redis": {"url": server.url}, "namespace": "flap", "batch": {"max_docs": 200}},
+        )  # fmt: skip
+        code, _, pipeline = run_file(settings, str(path), events_sink=CollectingEvents())
+        assert code == 0
+        assert delays == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]  # one wait per outage, growing
+        info = redis_state(server.url, "flap")
+        assert info["docs"] == 2_000 and info["mass"] == pytest.approx(2_000)
+        assert pipeline.state.counters["docs"] == 2_000

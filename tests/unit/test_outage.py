@@ -124,3 +124,20 @@ def test_a_redis_that_answers_but_refuses_writes_is_not_back_yet() -> None:
     lost = wait_for_redis(exc, pipeline, store, None, threading.Event(), out, idle=lambda s: None)  # type: ignore[arg-type]
     assert lost == [] and store.probes == 4 and pipeline.reloads == 1
     assert "read-only replica" in out.getvalue()
+
+
+def test_a_backoff_kept_across_outages_goes_on_growing_until_reset() -> None:
+    """The run keeps one backoff until a commit lands: a Redis that comes back only to fail
+    the next commit is asked less and less often, not ten times a second."""
+    waits: list[float] = []
+    backoff = Backoff()
+
+    def back_at_once() -> str:
+        return "back"
+
+    for _ in range(3):  # three outages, no commit landing in between
+        retry_until_back(back_at_once, waits.append, threading.Event(), backoff)
+    assert waits == [0.1, 0.2, 0.4]
+    backoff.reset()  # a commit landed
+    retry_until_back(back_at_once, waits.append, threading.Event(), backoff)
+    assert waits[-1] == 0.1
