@@ -472,13 +472,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 class _LogFormat(logging.Formatter):
     """A log record as the command line's other messages look: ``noveld: warning: …`` (a
-    library's record also names its logger)."""
+    library's record also names its logger). A record's exception is named on the same line,
+    never as a traceback: kafka-python logs a dropped broker connection with ``exc_info``, and
+    an operator read a stack trace into a routine reconnect."""
 
     def format(self, record: logging.LogRecord) -> str:
         where = "" if record.name.startswith("noveld") else f"{record.name}: "
         text = f"noveld: {record.levelname.lower()}: {where}{record.getMessage()}"
-        if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            text += f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
         return text
 
 

@@ -1,0 +1,50 @@
+"""Log records on stderr look like noveld's other messages, and never carry a traceback: a
+library (kafka-python) logs a dropped broker connection with its exception attached."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from noveld.daemon.cli import configure_logging
+
+
+@pytest.fixture
+def logging_configured() -> object:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    configure_logging()
+    yield root
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_a_library_record_with_an_exception_is_one_line_naming_it(
+    logging_configured: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        raise ConnectionResetError(104, "Connection reset by peer")
+    except ConnectionResetError:
+        logging.getLogger("kafka.net.transport").error("Error receiving socket", exc_info=True)
+    err = capsys.readouterr().err
+    assert err == (
+        "noveld: error: kafka.net.transport: Error receiving socket "
+        "(ConnectionResetError: [Errno 104] Connection reset by peer)\n"
+    )
+
+
+def test_noveld_records_say_their_level_and_libraries_below_warning_stay_quiet(
+    logging_configured: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logging.getLogger("noveld.pipeline").info("compacted the vocabulary")
+    logging.getLogger("kafka.conn").info("connecting")
+    try:
+        raise TimeoutError
+    except TimeoutError:
+        logging.getLogger("noveld.kafka_mode").warning("slow", exc_info=True)
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "noveld: info: compacted the vocabulary",
+        "noveld: warning: slow (TimeoutError)",
+    ]
