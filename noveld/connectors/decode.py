@@ -262,8 +262,9 @@ def _label(obj: dict[str, Any], name: str) -> str | None:
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
+    got = f"the number {value!r}" if isinstance(value, float) else _type_name(value)
     raise _Reject(
-        InvalidReason.BAD_FIELD, f"{name!r} must be a string or null, got {_type_name(value)}"
+        InvalidReason.BAD_FIELD, f"{name!r} must be a string, an integer or null, got {got}"
     )
 
 
@@ -291,10 +292,13 @@ def _context(obj: dict[str, Any], name: str) -> dict[str, str]:
             out[key] = str(v)
         elif isinstance(v, float) and math.isfinite(v):
             out[key] = repr(v)
+        elif isinstance(v, float):
+            raise _Reject(InvalidReason.BAD_FIELD, f"{name!r}.{key[:32]!r} is not finite ({v})")
         else:
             raise _Reject(
                 InvalidReason.BAD_FIELD,
-                f"{name!r}.{key[:32]!r} must be a string, got {_type_name(v)}",
+                f"{name!r}.{key[:32]!r} must be a string, number, boolean or null, got "
+                f"{_type_name(v)}",
             )
     return out
 

@@ -373,3 +373,18 @@ def test_an_empty_record_is_named_as_such(raw: bytes, parser: str) -> None:
     out = _dec(raw)
     assert isinstance(out, Invalid) and out.reason is InvalidReason.NOT_JSON
     assert "empty record" in out.detail and "tombstone" in out.detail
+
+
+def test_label_and_context_rejections_say_what_is_accepted(parser: str) -> None:
+    """The detail names what the field takes: an integer label is accepted, so "must be a
+    string" misled; a context value that is a number fails for being non-finite, not a number."""
+    label = _dec({"id": "a", "text": "x", "label": 7.5})
+    assert isinstance(label, Invalid)
+    assert label.detail == "'label' must be a string, an integer or null, got the number 7.5"
+    nan = _dec(b'{"id": "a", "text": "x", "context": {"source": NaN}}')
+    assert isinstance(nan, Invalid) and nan.detail == "'context'.'source' is not finite (nan)"
+    nested = _dec({"id": "a", "text": "x", "context": {"source": ["ap"]}})
+    assert isinstance(nested, Invalid)
+    assert nested.detail == (
+        "'context'.'source' must be a string, number, boolean or null, got array"
+    )
