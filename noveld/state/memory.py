@@ -41,15 +41,21 @@ class OffsetGap(RuntimeError):
     """A batch starts after the stored offset: records would be skipped."""
 
 
+#: fingerprint fields that bring others with them: when one differs, the rest is its echo
+_LEADING_FIELDS = ("kind", "likelihood")
+
+
 def describe_mismatch(stored: dict[str, Any], wanted: dict[str, Any]) -> str:
-    """Human-readable list of fingerprint fields that differ."""
+    """Human-readable list of fingerprint fields that differ. When the model or likelihood
+    differs, that alone is named (with a count of the settings that come with it): the list of
+    every setting one model has and the other lacks buried it."""
     keys = sorted(set(stored) | set(wanted))
-    diffs = [
-        f"{k}: stored={stored.get(k)!r} configured={wanted.get(k)!r}"
-        for k in keys
-        if stored.get(k) != wanted.get(k)
-    ]
-    return "; ".join(diffs)
+    differ = [k for k in keys if stored.get(k) != wanted.get(k)]
+    leading = [k for k in _LEADING_FIELDS if k in differ]
+    shown = leading or differ
+    diffs = "; ".join(f"{k}: stored={stored.get(k)!r} configured={wanted.get(k)!r}" for k in shown)
+    rest = len(differ) - len(shown)
+    return diffs + (f" (and {rest} settings that come with it)" if rest else "")
 
 
 def check_offsets(state: NamespaceState, first_offsets: dict[str, int]) -> CommitOutcome | None:

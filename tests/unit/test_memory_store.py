@@ -145,3 +145,17 @@ def test_state_show_counts_the_candidates_dropped_without_an_event() -> None:
 
     info = summarize(fitted_state(), 0)
     assert info["novelty_dropped"] == 2 and info["novelty_candidates"] == 0
+
+
+def test_a_fingerprint_mismatch_of_the_model_names_the_model_first() -> None:
+    """Resuming an svi state with --model hdp listed ten settings, the model among them."""
+    from noveld.state.memory import describe_mismatch
+
+    svi = {"kind": "svi", "alpha": 1.0, "kappa": 0.8, "tau0": 1.0}
+    hdp = {"kind": "hdp", "alpha": 1.0, "topics": 2000}
+    assert describe_mismatch(svi, hdp) == (
+        "kind: stored='svi' configured='hdp' (and 3 settings that come with it)"
+    )
+    assert describe_mismatch(svi, {**svi, "alpha": 2.0, "kappa": 0.7}) == (
+        "alpha: stored=1.0 configured=2.0; kappa: stored=0.8 configured=0.7"
+    )
