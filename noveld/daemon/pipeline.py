@@ -771,8 +771,12 @@ class Pipeline:
         docs: list[Document] = []
         kept: list[Record] = []
         limit = self.settings.limits.max_consecutive_invalid
+        labels: dict[int, str] = {}  # the batch's new labels, by uid
+        use_labels = self.settings.model.use_labels
         for i, rec in enumerate(records):
             out = decode_record(rec.raw, self.fields, self.limits)
+            if not isinstance(out, Invalid) and out.label is not None and use_labels:
+                out = self._label_collision(out, labels)
             if isinstance(out, Invalid):
                 self._dead_letter(rec, out.reason, out.detail, rep)
                 if self.consecutive_invalid >= limit:
@@ -782,6 +786,23 @@ class Pipeline:
                 docs.append(out)
                 kept.append(rec)
         return docs, kept, len(records)
+
+    def _label_collision(self, doc: Document, batch_labels: dict[int, str]) -> Document | Invalid:
+        """``doc``, or its rejection when its label's 40-bit uid (:func:`label_uid`) is another
+        known label's: the two would silently be one category under one name. Registers the
+        label in ``batch_labels`` (the batch's new labels) otherwise."""
+        assert doc.label is not None
+        uid = label_uid(doc.label)
+        owner = self.known_labels.get(uid, batch_labels.get(uid))
+        if owner is None:
+            batch_labels[uid] = doc.label
+        elif owner != doc.label:
+            return Invalid(
+                InvalidReason.BAD_FIELD,
+                f"label {doc.label[:64]!r} has the same 40-bit id as the known label "
+                f"{owner[:64]!r} (a hash collision): the two would be one category; rename one",
+            )
+        return doc
 
     def _dead_letter(
         self, rec: Record, reason: InvalidReason, detail: str, rep: BatchReport
