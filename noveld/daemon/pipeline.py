@@ -776,7 +776,8 @@ class Pipeline:
         for i, rec in enumerate(records):
             out = decode_record(rec.raw, self.fields, self.limits)
             if not isinstance(out, Invalid) and out.label is not None and use_labels:
-                out = self._label_collision(out, labels)
+                clash = self._label_collision(out.label, labels)
+                out = out if clash is None else Invalid(InvalidReason.BAD_FIELD, clash)
             if isinstance(out, Invalid):
                 self._dead_letter(rec, out.reason, out.detail, rep)
                 if self.consecutive_invalid >= limit:
@@ -787,22 +788,20 @@ class Pipeline:
                 kept.append(rec)
         return docs, kept, len(records)
 
-    def _label_collision(self, doc: Document, batch_labels: dict[int, str]) -> Document | Invalid:
-        """``doc``, or its rejection when its label's 40-bit uid (:func:`label_uid`) is another
-        known label's: the two would silently be one category under one name. Registers the
-        label in ``batch_labels`` (the batch's new labels) otherwise."""
-        assert doc.label is not None
-        uid = label_uid(doc.label)
+    def _label_collision(self, label: str, batch_labels: dict[int, str]) -> str | None:
+        """Why a document with ``label`` is rejected — its 40-bit uid (:func:`label_uid`) is
+        another known label's, and the two would silently be one category under one name — or
+        None, registering the label in ``batch_labels`` (the batch's new labels)."""
+        uid = label_uid(label)
         owner = self.known_labels.get(uid, batch_labels.get(uid))
         if owner is None:
-            batch_labels[uid] = doc.label
-        elif owner != doc.label:
-            return Invalid(
-                InvalidReason.BAD_FIELD,
-                f"label {doc.label[:64]!r} has the same 40-bit id as the known label "
-                f"{owner[:64]!r} (a hash collision): the two would be one category; rename one",
+            batch_labels[uid] = label
+        elif owner != label:
+            return (
+                f"label {label[:64]!r} has the same 40-bit id as the known label "
+                f"{owner[:64]!r} (a hash collision): the two would be one category; rename one"
             )
-        return doc
+        return None
 
     def _dead_letter(
         self, rec: Record, reason: InvalidReason, detail: str, rep: BatchReport

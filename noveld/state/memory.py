@@ -55,7 +55,8 @@ def describe_mismatch(stored: dict[str, Any], wanted: dict[str, Any]) -> str:
     shown = leading or differ
     diffs = "; ".join(f"{k}: stored={stored.get(k)!r} configured={wanted.get(k)!r}" for k in shown)
     rest = len(differ) - len(shown)
-    return diffs + (f" (and {rest} settings that come with it)" if rest else "")
+    more = f" (and {rest} setting{'s' if rest > 1 else ''} that come with it)" if rest else ""
+    return diffs + more
 
 
 def check_offsets(state: NamespaceState, first_offsets: dict[str, int]) -> CommitOutcome | None:
