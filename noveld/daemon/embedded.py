@@ -63,10 +63,8 @@ of this writer): with an intact namespace, restoring a backup would throw commit
 
 def state_damaged(exc: StoreConflict) -> str:
     """The message of a run stopped because the stored state does not hold together."""
-    text = str(exc)
-    shared = " gap: stored " in text or "(two writers share a slot?)" in text
-    advice = (ANOTHER_WRITER_ADVICE if shared else "") + STATE_DAMAGED_ADVICE
-    return f"the namespace's state in Redis is gone or damaged: {text}. {advice}"
+    advice = (ANOTHER_WRITER_ADVICE if exc.another_writer else "") + STATE_DAMAGED_ADVICE
+    return f"the namespace's state in Redis is gone or damaged: {exc}. {advice}"
 
 
 class UserError(RuntimeError):

@@ -92,7 +92,22 @@ _STATUS = {
 
 
 class StoreConflict(RuntimeError):
-    """The stored state moved under this writer (offset gap, shared uid slot): reload."""
+    """The stored state moved under this writer (offset gap, shared uid slot): reload.
+    ``another_writer``: the conflict is one a live second writer causes (the state may well be
+    intact), not a loss of keys."""
+
+    def __init__(self, message: str, another_writer: bool = False) -> None:
+        super().__init__(message)
+        self.another_writer = another_writer
+
+    @classmethod
+    def from_commit(cls, detail: str) -> StoreConflict:
+        """The conflict the commit script (commit.lua) reported with ``detail``."""
+        return cls(detail, any(mark in detail for mark in _ANOTHER_WRITERS_MARKS))
+
+
+#: the commit script's conflicts (commit.lua) that a second live writer causes
+_ANOTHER_WRITERS_MARKS = (" gap: stored ", "(two writers share a slot?)")
 
 
 ORPHANED_EVENTS_AFTER_S = 10.0
@@ -959,7 +974,7 @@ class RedisStore:
         if outcome == "lost":
             raise self._lost()
         if outcome == "conflict":
-            raise StoreConflict(_text(detail))
+            raise StoreConflict.from_commit(_text(detail))
         if outcome != "committed":
             return _STATUS[outcome]
         if slot >= 0:

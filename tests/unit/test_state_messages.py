@@ -14,8 +14,8 @@ def test_conflicts_another_writer_causes_do_not_first_advise_a_restore() -> None
         "news.jsonl:0 gap: stored 0 < 2624",
         "uid slot 0 is at 58, writer assumed 0 (two writers share a slot?)",
     ):
-        said = state_damaged(StoreConflict(cause))
+        said = state_damaged(StoreConflict.from_commit(cause))
         assert cause in said
         assert said.index("another noveld process writes this namespace") < said.index("backup")
-    lost = state_damaged(StoreConflict("no meta key any more"))
+    lost = state_damaged(StoreConflict.from_commit("no meta key any more"))
     assert "another noveld process" not in lost and "backup" in lost
