@@ -39,8 +39,13 @@ def seed_numba_cache(environ: Mapping[str, str] = os.environ) -> str | None:
 
 def main() -> int:
     """Import the command line and run it; SIGTERM interrupts like SIGINT until a command
-    installs its own handler (``noveld run``'s stops after the batch and saves)."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    installs its own handler (``noveld run``'s stops after the batch and saves).
+
+    SIGINT interrupts even when noveld was started with it ignored (``cmd &`` in a script, or
+    ``nohup``, leave it so, and Python then keeps it ignored): ``noveld run`` stops on SIGINT
+    once its loop runs, so start-up behaves the same rather than ignoring it until then."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
     if sys.argv[1:2] == ["check"]:  # probes run it every few seconds: no numpy, no numba
         from noveld.daemon.check import main as check_main
 
@@ -56,4 +61,8 @@ def main() -> int:
     except KeyboardInterrupt:
         sys.stderr.write("noveld: interrupted while starting; nothing was read or written\n")
         return EXIT_INTERRUPTED
-    return cli_main()
+    try:
+        return cli_main()
+    except KeyboardInterrupt:  # while the command line was built, before any command ran
+        sys.stderr.write("noveld: interrupted while starting; nothing was read or written\n")
+        return EXIT_INTERRUPTED

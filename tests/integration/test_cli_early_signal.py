@@ -4,6 +4,7 @@ or a silent death by signal (SIGTERM)."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
@@ -50,6 +51,52 @@ def test_a_signal_while_starting_is_an_interrupt_not_a_traceback(
         assert "noveld: interrupted" in err, err
     else:
         assert "stopped by signal" in err, err
+
+
+def test_sigint_interrupts_a_start_even_when_inherited_ignored(tmp_path: Path) -> None:
+    """A shell script's ``noveld run … &`` (or ``nohup``) starts noveld with SIGINT ignored,
+    and Python keeps it so: a SIGINT during start-up was lost and the run went on to the end,
+    though the same SIGINT a second later stops it. Start-up now honours it too."""
+    docs = tmp_path / "docs.jsonl"
+    write_jsonl(SynthConfig(n_docs=300, n_stories=4, seed=3), docs)
+    launch = f"{shlex.quote(sys.executable)} -c {shlex.quote(ANNOUNCE_THEN_LAUNCH)}"
+    proc = subprocess.Popen(
+        ["sh", "-c", f'trap "" INT; exec {launch} run --input {shlex.quote(str(docs))}'],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    assert proc.stderr.readline() == "up\n"
+    time.sleep(0.05)  # inside the imports: the pipeline's own handler is a second away
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    proc.wait(timeout=60)
+    assert (proc.returncode, "Traceback" in err) == (130, False), (proc.returncode, err)
+    assert "noveld: interrupted" in err, err
+
+
+def test_an_interrupt_while_the_command_line_is_built_is_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command line imports some modules lazily while it builds its parser, outside the
+    commands' own interrupt handling; a SIGINT there (seen under load, ~0.9 s into a start)
+    ended in a KeyboardInterrupt traceback and exit -2."""
+    import noveld.daemon.cli as cli
+    from noveld.launch import EXIT_INTERRUPTED, main
+
+    def interrupted_build() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted_build)
+    monkeypatch.setattr(sys, "argv", ["noveld", "run", "--input", "-"])
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert main() == EXIT_INTERRUPTED
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    assert "noveld: interrupted while starting" in capsys.readouterr().err
 
 
 def test_the_console_script_goes_through_the_launcher() -> None:
