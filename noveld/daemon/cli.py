@@ -199,6 +199,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     put("redis", "url", getattr(ns, "redis_url", None))
     put("redis", "replicas_to_ack", getattr(ns, "redis_replicas_to_ack", None))
     put("redis", "socket_timeout_s", getattr(ns, "redis_socket_timeout", None))
+    put("redis", "writer_lease_ms", getattr(ns, "redis_writer_lease_ms", None))
     put(None, "metrics_port", getattr(ns, "metrics_port", None))
     put("kafka", "bootstrap_servers", getattr(ns, "kafka_bootstrap", None))
     put("kafka", "input_topic", getattr(ns, "input_topic", None))
@@ -387,6 +388,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="longest wait for one Redis reply before Redis counts as unreachable and the "
         "daemon pauses and retries (default 10; a hung server or a silent network)",
+    )
+    p.add_argument(
+        "--redis-writer-lease-ms",
+        type=int,
+        metavar="MS",
+        help="svi (one writer per namespace): a crashed writer's lease lapses after this long "
+        "and a standby replica takes over (default 10000)",
     )
     kg = p.add_argument_group("Kafka (production mode; needs --redis-url)")
     kg.add_argument(

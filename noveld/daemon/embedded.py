@@ -22,6 +22,7 @@ import redis
 from noveld.connectors.decode import Invalid
 from noveld.connectors.errors import DeadLettersFailed
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
+from noveld.daemon.lease import WriterLease
 from noveld.daemon.metrics import Metrics, MetricsServer
 from noveld.daemon.outage import Backoff, is_outage, outage_reason, retry_until_back
 from noveld.daemon.pipeline import BatchObserver, CircuitOpen, Pipeline, StateDiverged
@@ -570,9 +571,11 @@ def _run_file(
             f"twice. To read only what follows them: tail -n +{n + 1} {input_path} > REST.jsonl "
             "and run with --input REST.jsonl"
         )
+    lease = None
     if isinstance(store, RedisStore):
         try:
             store.claim([key])  # fences any other process still committing this input
+            lease = take_file_runs_lease(store, settings)
         except redis.RedisError as exc:
             raise UserError(f"cannot start: {outage_reason(exc)}") from exc
     resume_at = pipeline.next_offset(topic, 0)
@@ -612,6 +615,11 @@ def _run_file(
                     draining = True
                     source.stop_reading()
                     drained_from = source.next_offset
+                if lease is not None and lease.lost_to is not None:
+                    if progress_out is not None:
+                        progress_out.write(f"noveld: error: {lease.lost_message()}\n")
+                    code = EXIT_STATE_DIVERGED
+                    break
                 records = held or source.read_batch(settings.batch.max_docs)
                 held = []
                 if metrics is not None:
@@ -710,8 +718,27 @@ def _run_file(
                         raise
                     code = _redis_lost(f"Redis unreachable at the end ({exc})", input_path,
                                        None, progress_out)  # fmt: skip
+            if lease is not None:
+                lease.release()
             dlq.flush()
             source.close()
             if server is not None:
                 server.stop()
     return code, progress, pipeline
+
+
+def take_file_runs_lease(store: RedisStore, settings: Settings) -> WriterLease | None:
+    """svi keeps one writer per namespace (DESIGN §6): a file or stdin run takes the writer
+    lease, or is refused while another writer (a daemon, another run) holds it."""
+    if settings.model.kind != "svi":
+        return None
+    lease = WriterLease(store, settings.redis.writer_lease_ms)
+    holder = lease.try_take()
+    if holder is not None:
+        raise UserError(
+            f"writer {holder} holds the svi writer lease of namespace {settings.namespace!r} "
+            "(a running svi daemon or run): svi's global step does not commute, so one process "
+            "at a time steps a namespace's model. Stop it first, or give another --namespace"
+        )
+    lease.start_renewing()
+    return lease

@@ -27,6 +27,7 @@ from noveld.daemon.embedded import (
     step_or_stop,
     wait_for_redis,
 )
+from noveld.daemon.lease import LeaseLost, WriterLease
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.outage import Backoff, is_outage, outage_reason
 from noveld.daemon.pipeline import Pipeline
@@ -149,6 +150,52 @@ def ride_out_outage(
         progress_out.write("noveld: Redis is back; state reloaded, input resumed\n")
 
 
+def stand_by(
+    lease: WriterLease, pipeline: Pipeline, metrics: Metrics | None, progress_out: IO[str] | None
+) -> bool:
+    """svi: wait (unready, outside the consumer group) until this replica holds the namespace's
+    writer lease, then reload the state its predecessor stepped meanwhile and keep the lease
+    renewed. False when stopped while waiting."""
+
+    def unready(reason: str) -> None:
+        if metrics is not None:
+            metrics.set_ready(False, reason)
+
+    with graceful_stop() as stop:
+        took = lease.wait(
+            stop,
+            say_to(progress_out) if progress_out is not None else lambda _line: None,
+            unready,
+            metrics.turn if metrics is not None else lambda: None,
+        )
+    if not took:
+        return False
+    if lease.waited:
+        pipeline.reload()
+    lease.start_renewing()
+    return True
+
+
+def lease_taken_over(lease: WriterLease) -> bool:
+    """After a refused commit: whether the refusal was another writer holding the lease."""
+    try:
+        lease.confirm()
+    except LeaseLost:
+        return True
+    except Exception as exc:  # Redis away: the usual refusal handling rides it out
+        if not is_outage(exc):
+            raise
+    return False
+
+
+def lease_lost(lease: WriterLease, progress_out: IO[str] | None) -> int:
+    """Say that another writer took the lease over; the exit code (the in-memory model may
+    hold a step the store refused, and one writer steps the model)."""
+    if progress_out is not None:
+        progress_out.write(f"noveld: error: {lease.lost_message()}\n")
+    return EXIT_STATE_DIVERGED
+
+
 # After this many refused commits in a row without a rebalance in between, stop (exit 4)
 MAX_REFUSED_IN_A_ROW = 5
 # After a refused commit, wait up to the session timeout plus this for the group to rebalance
@@ -184,6 +231,28 @@ def run_kafka(
         raise UserError(str(exc)) from exc
     except redis.RedisError as exc:
         raise UserError(f"cannot start: {outage_reason(exc)}") from exc
+    metrics, server = start_metrics(settings, pipeline)
+    if metrics is not None:  # ready once the group assigns partitions (the loop says so)
+        metrics.set_ready(False, "starting: joining the consumer group")
+    lease = (
+        WriterLease(store, settings.redis.writer_lease_ms) if settings.model.kind == "svi" else None
+    )
+
+    def close_clients() -> None:
+        events.close()
+        dead.close()
+        if lease is not None:
+            lease.release()
+        if server is not None:
+            server.stop()
+
+    try:
+        if lease is not None and not stand_by(lease, pipeline, metrics, progress_out):
+            close_clients()  # stopped while standing by: nothing was read
+            return EXIT_OK, Progress(progress_out, settings.progress_interval_s)
+    except BaseException:
+        close_clients()
+        raise
     try:
         source = KafkaSource(
             bootstrap,
@@ -199,17 +268,11 @@ def run_kafka(
             start_timeout_s=k.startup_timeout_s,
         )
     except Exception as exc:  # as for the producers above
-        events.close()
-        dead.close()
+        close_clients()
         raise UserError(kafka_unreachable(bootstrap, k.security_protocol, exc)) from exc
-
-    def close_clients() -> None:
-        source.close()
-        events.close()
-        dead.close()
-
     missing = source.missing_topics([k.input_topic, k.events_topic, k.dlq_topic])
     if missing:
+        source.close()
         close_clients()
         raise UserError(
             f"topic{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found on the "
@@ -220,12 +283,12 @@ def run_kafka(
     try:
         refuse_unwitnessed_start(pipeline, store, source, settings)
     except StoreConflict:
+        source.close()
         close_clients()
         raise
     progress = Progress(progress_out, settings.progress_interval_s)
     progress.clusters = live_clusters(pipeline.state.stats)  # said "0" until the first batch
-    metrics, server = start_metrics(settings, pipeline)
-    if metrics is not None:  # ready once the group assigns partitions (the loop says so)
+    if metrics is not None:
         metrics.set_ready(False, unready(source))
     code = EXIT_OK
     refused_in_a_row = 0
@@ -246,6 +309,9 @@ def run_kafka(
                 if metrics is not None:
                     metrics.turn()
                     metrics.set_ready(is_ready(source), unready(source))
+                if lease is not None and lease.lost_to is not None:
+                    code = lease_lost(lease, progress_out)
+                    break
                 if not records:
                     try:
                         pending = pipeline.retry_pending()
@@ -284,6 +350,9 @@ def run_kafka(
                     )
                     continue
                 backoff.reset()
+                if code == EXIT_STATE_DIVERGED and lease is not None and lease_taken_over(lease):
+                    code = lease_lost(lease, progress_out)
+                    break
                 stale = code == EXIT_STATE_DIVERGED and pipeline.refusal is CommitOutcome.STALE
                 if stale or (
                     code == EXIT_STATE_DIVERGED and refused_in_a_row < MAX_REFUSED_IN_A_ROW
@@ -342,6 +411,8 @@ def run_kafka(
                     raise
                 if progress_out is not None:  # the state is as of the last commit that landed
                     progress_out.write(f"noveld: Redis unreachable at shutdown ({exc})\n")
+            if lease is not None:  # after the last commit: a standby takes over at once
+                lease.release()
             with contextlib.suppress(DeadLettersFailed):  # said; the batch was not committed
                 dead.flush()
             for what, close in (

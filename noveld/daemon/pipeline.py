@@ -533,7 +533,9 @@ class Pipeline:
             raise StateDiverged(
                 f"the state store answered {outcome.value!r} for offsets {first_offsets}: "
                 + (
-                    "another process now owns this input"
+                    self.store.refusal_detail
+                    if self.store.refusal_detail.startswith("the writer lease")
+                    else "another process now owns this input"
                     if outcome is CommitOutcome.FENCED
                     else "another process compacted the shared vocabulary (its word ids changed)"
                     if outcome is CommitOutcome.STALE

@@ -384,6 +384,15 @@ class RedisSettings(_Section):
         "(a hung server or a network that drops packets), and the daemon rides out the outage",
     )
 
+    writer_lease_ms: int = Field(
+        10_000,
+        ge=1000,
+        le=600_000,
+        description="svi only (one writer per namespace): the writer's lease in Redis lapses "
+        "this long after its holder stops renewing it (a crash); a standby replica then takes "
+        "over (a graceful stop hands it over at once)",
+    )
+
     @field_validator("url")
     @classmethod
     def _usable_url(cls, value: SecretStr | None) -> SecretStr | None:

@@ -9,12 +9,14 @@
 -- KEYS[7] uidnext   hash: uid slot -> next cluster counter in that slot
 -- KEYS[8] novelty   string: novelty-tracker JSON
 -- KEYS[9] lifecycle hash: announced cluster id -> "born" | "retired" | "merged" (its last event)
+-- KEYS[10] lease    string: the one writer allowed when lease_ms > 0 (svi), expiring
 -- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq,
 --         vocab_gen (the vocabulary generation the writer's word ids belong to),
 --         outbox_chunk (events per outbox entry at most), lifecycle: [[event index (0-based),
 --         cluster id, "born"|"retired"|"merged", event id, only if announced (1: an end the
 --         writer offers for a cluster it did not announce itself, kept only when another writer
---         did)], ...] for the cluster events
+--         did)], ...] for the cluster events, lease_ms (> 0: one writer at a time; the commit
+--         is refused while another writer holds the lease, and renews this writer's)
 -- ARGV[2] packed delta ('' when the batch had no valid document)
 -- ARGV[3] novelty JSON
 -- ARGV[4..] the events' JSON, in order
@@ -48,6 +50,16 @@ for key, epoch in pairs(h.epochs) do
   local current = tonumber(redis.call('HGET', KEYS[4], key) or '0')
   if current ~= epoch then
     return {'fenced', key .. ' epoch ' .. current .. ' ~= ' .. epoch, 0, 0, {}}
+  end
+end
+
+-- 1b. the single writer (svi: its global step does not commute, DESIGN §6): a writer whose
+--     lease lapsed (paused, cut off) and was taken over must not step the model again
+local lease_ms = tonumber(h.lease_ms or 0)
+if lease_ms > 0 then
+  local holder = redis.call('GET', KEYS[10])
+  if holder and holder ~= h.writer then
+    return {'fenced', 'the writer lease is held by writer ' .. holder, 0, 0, {}}
   end
 end
 
@@ -90,6 +102,10 @@ if #ARGV[2] > 0 then
   seq = seq + 1
   redis.call('HSET', KEYS[1], 'seq', seq)
   redis.call('XADD', KEYS[6], seq .. '-1', 'w', h.writer, 'd', ARGV[2])
+end
+
+if lease_ms > 0 then
+  redis.call('SET', KEYS[10], h.writer, 'PX', lease_ms)
 end
 
 -- 5. cluster lifecycle: a birth already announced (by another writer) and an end of a cluster

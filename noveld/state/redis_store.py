@@ -172,6 +172,16 @@ if not old then return false end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return old
 """
+_TAKE_LEASE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return holder end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+_DROP_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 _LIFECYCLE = {"cluster.born": "born", "cluster.retired": "retired", "cluster.merged": "merged"}
 
 
@@ -337,6 +347,7 @@ class RedisStore:
             "ckpt",
             "ack",
             "probe",
+            "lease",
         ]
         self.keys = {n: self.prefix + n for n in names}
         self._commit = client.register_script(_LUA.joinpath("commit.lua").read_text())
@@ -369,6 +380,10 @@ class RedisStore:
         self._hold_until = 0.0  # after a short WAIT, answer "not replicated" until then
         self.suppressed: list[str] = []  # the last commit's events another writer announced
         self.shared_announcements = True  # replicas of one namespace announce its clusters
+        # > 0: one writer at a time (svi, whose global step does not commute, DESIGN §6); every
+        # commit then checks that no other writer holds the lease, and renews it for this long
+        self.lease_ms = 0
+        self.refusal_detail = ""  # the commit script's reason for the last refused commit
 
     @property
     def wants_batch_state(self) -> bool:
@@ -428,6 +443,18 @@ class RedisStore:
         check and the write."""
         old = self.client.eval(_SET_OFFSET, 1, self.keys["offsets"], partition_key, offset)
         return None if old is None else int(old)
+
+    # ---- the single writer's lease (svi) --------------------------------------------------
+    def take_lease(self) -> str | None:
+        """Take (or renew) the namespace's writer lease for ``lease_ms``: None when this writer
+        holds it now, else the id of the writer that does."""
+        holder = self.client.eval(_TAKE_LEASE, 1, self.keys["lease"], self.writer, self.lease_ms)
+        return None if holder is None else _text(holder)
+
+    def drop_lease(self) -> None:
+        """Give the lease up (a graceful stop), so a standby takes over at once; another
+        writer's lease is left alone."""
+        self.client.eval(_DROP_LEASE, 1, self.keys["lease"], self.writer)
 
     def release(self, partition_keys: list[str]) -> None:
         """Forget partitions this writer no longer owns (it can no longer commit them)."""
@@ -955,6 +982,7 @@ class RedisStore:
             "vocab_gen": self.vocab_gen,
             "outbox_chunk": OUTBOX_ENTRY_EVENTS,
             "lifecycle": lifecycle_marks(request.events, request.if_announced),
+            "lease_ms": self.lease_ms,
         }
         blob = b"" if request.delta is None else encode_delta(request.delta)
         events = [event_json(e) for e in request.events]
@@ -962,7 +990,7 @@ class RedisStore:
         self.vocabulary_moved = False
         status, detail, seq, foreign, suppressed = self._commit(
             keys=[self.keys[n] for n in ("meta", "counters", "offsets", "epochs", "outbox")]
-            + [self.keys[n] for n in ("log", "uidnext", "novelty", "lifecycle")],
+            + [self.keys[n] for n in ("log", "uidnext", "novelty", "lifecycle", "lease")],
             args=[
                 json.dumps(header, separators=(",", ":")),
                 blob,
@@ -975,6 +1003,7 @@ class RedisStore:
             raise self._lost()
         if outcome == "conflict":
             raise StoreConflict.from_commit(_text(detail))
+        self.refusal_detail = "" if outcome == "committed" else _text(detail)
         if outcome != "committed":
             return _STATUS[outcome]
         if slot >= 0:
