@@ -575,7 +575,9 @@ def _run_file(
     if isinstance(store, RedisStore):
         try:
             store.claim([key])  # fences any other process still committing this input
-            lease = take_file_runs_lease(store, settings)
+            lease, behind = take_file_runs_lease(store, settings)
+            if behind:
+                pipeline.reload()
         except redis.RedisError as exc:
             raise UserError(f"cannot start: {outage_reason(exc)}") from exc
     resume_at = pipeline.next_offset(topic, 0)
@@ -727,11 +729,12 @@ def _run_file(
     return code, progress, pipeline
 
 
-def take_file_runs_lease(store: RedisStore, settings: Settings) -> WriterLease | None:
+def take_file_runs_lease(store: RedisStore, settings: Settings) -> tuple[WriterLease | None, bool]:
     """svi keeps one writer per namespace (DESIGN §6): a file or stdin run takes the writer
-    lease, or is refused while another writer (a daemon, another run) holds it."""
+    lease, or is refused while another writer (a daemon, another run) holds it. Also whether
+    the state must be loaded again (a writer committed between the load and the lease)."""
     if settings.model.kind != "svi":
-        return None
+        return None, False
     lease = WriterLease(store, settings.redis.writer_lease_ms)
     holder = lease.try_take()
     if holder is not None:
@@ -741,4 +744,4 @@ def take_file_runs_lease(store: RedisStore, settings: Settings) -> WriterLease |
             "at a time steps a namespace's model. Stop it first, or give another --namespace"
         )
     lease.start_renewing()
-    return lease
+    return lease, store.behind()

@@ -170,7 +170,7 @@ def stand_by(
         )
     if not took:
         return False
-    if lease.waited:
+    if lease.store.behind():  # the predecessor stepped the model since this replica loaded it
         pipeline.reload()
     lease.start_renewing()
     return True
@@ -249,7 +249,9 @@ def run_kafka(
     try:
         if lease is not None and not stand_by(lease, pipeline, metrics, progress_out):
             close_clients()  # stopped while standing by: nothing was read
-            return EXIT_OK, Progress(progress_out, settings.progress_interval_s)
+            idle = Progress(progress_out, settings.progress_interval_s)
+            idle.stopped = True
+            return EXIT_OK, idle
     except BaseException:
         close_clients()
         raise
@@ -388,7 +390,10 @@ def run_kafka(
                         refused_in_a_row = 0
                     if progress_out is not None:
                         progress_out.write(
-                            "noveld: another replica compacted the vocabulary; reloaded the "
+                            f"noveld: {store.refusal_detail}; reloaded the shared state and "
+                            "reading on from the stored offsets\n"
+                            if stale and store.refusal_detail.startswith("the writer lease")
+                            else "noveld: another replica compacted the vocabulary; reloaded the "
                             "shared state and reading on from the stored offsets\n"
                             if stale
                             else "noveld: reloaded the shared state; continuing with the "

@@ -31,7 +31,6 @@ class WriterLease:
         self.lease_ms = lease_ms
         store.lease_ms = lease_ms  # commits check and renew it from now on
         self.lost_to: str | None = None  # the writer that took it over, once that happened
-        self.waited = False  # stood by for another holder (whose steps this one must load)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -62,8 +61,7 @@ class WriterLease:
                 continue
             if holder is None:
                 if announced is not None:
-                    say("took over the svi writer lease; reloading the shared state")
-                    self.waited = True
+                    say("took over the svi writer lease")
                 return True
             if holder != announced:
                 reason = (

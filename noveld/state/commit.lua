@@ -54,12 +54,19 @@ for key, epoch in pairs(h.epochs) do
 end
 
 -- 1b. the single writer (svi: its global step does not commute, DESIGN §6): a writer whose
---     lease lapsed (paused, cut off) and was taken over must not step the model again
+--     lease lapsed (paused, cut off) must not step the model again while another holds it,
+--     nor after another stepped it meanwhile (its step would be computed on an old model and
+--     the other's entries applied after its own: the writer has to reload)
 local lease_ms = tonumber(h.lease_ms or 0)
 if lease_ms > 0 then
   local holder = redis.call('GET', KEYS[10])
   if holder and holder ~= h.writer then
     return {'fenced', 'the writer lease is held by writer ' .. holder, 0, 0, {}}
+  end
+  local stepped = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') - h.last_seq
+  if stepped > 0 then
+    return {'stale', 'the writer lease lapsed and another writer stepped the model meanwhile ('
+      .. stepped .. ' log entries)', 0, 0, {}}
   end
 end
 

@@ -451,6 +451,12 @@ class RedisStore:
         holder = self.client.eval(_TAKE_LEASE, 1, self.keys["lease"], self.writer, self.lease_ms)
         return None if holder is None else _text(holder)
 
+    def behind(self) -> bool:
+        """Whether the namespace's log holds entries this writer has not taken in (another
+        writer committed since this one loaded or last committed)."""
+        raw = self.client.hget(self.keys["meta"], "seq")
+        return (0 if raw is None else self._count("meta", "seq", raw)) > self.last_seq
+
     def drop_lease(self) -> None:
         """Give the lease up (a graceful stop), so a standby takes over at once; another
         writer's lease is left alone."""

@@ -122,3 +122,44 @@ def test_a_commit_while_another_writer_holds_the_lease_is_refused(
     assert client.get(lease_key(ns)) == b"successor"  # the successor's lease left alone
     log = client.xrange(f"noveld:{{{ns}}}:log")
     assert {fields[b"w"] for _, fields in log} == {holder}
+
+
+def test_a_writer_whose_lease_lapsed_while_another_stepped_the_model_must_reload(
+    tmp_path: Path, stream: Path, redis_url: str
+) -> None:
+    """A lease that lapsed, was taken by another run that stepped the model and gave it up,
+    is free again: the first writer's next step would be computed on an old model. The commit
+    script refuses it (the log moved since its last commit), and a file run stops (exit 4)."""
+    ns = unique_name("lease")
+    client = redis.Redis.from_url(redis_url)
+    own = tmp_path / "own.jsonl"
+    write_jsonl(SynthConfig(n_docs=400, n_stories=5, seed=9), own)
+    lines = own.read_text().splitlines(keepends=True)
+    proc = subprocess.Popen(
+        [*NOVELD, "run", "--model", "svi", "--input", "-", "--redis-url", redis_url,
+         "--namespace", ns, "--batch-size", "100", "--redis-writer-lease-ms", "600000"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        proc.stdin.writelines(lines[:200])
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while committed_docs(client, ns) < 200:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.1)
+        client.delete(lease_key(ns))  # it lapsed (the run was paused, say)
+        other = svi_run(stream, redis_url, ns)  # another writer takes it, steps, gives it up
+        assert other.returncode == 0, other.stderr
+        assert committed_docs(client, ns) == 1700
+        proc.stdin.writelines(lines[200:])
+        proc.stdin.close()
+        err = proc.stderr.read()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+    assert proc.returncode == 4, err
+    assert "the writer lease lapsed and another writer stepped the model meanwhile" in err
+    assert "Traceback" not in err
+    assert committed_docs(client, ns) == 1700  # its step on the old model was not applied
