@@ -23,9 +23,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]
 LEASE_MS = 2000
 
 
-def readyz(port: int) -> tuple[int, str]:
+def probe(port: int, path: str = "/readyz") -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -55,10 +55,11 @@ def test_svi_replicas_take_turns_and_a_lapsed_writer_stops(
     holder = client.get(lease_key)
     assert holder is not None
     b = replica(ports[1])
-    wait_until(lambda: "standby: writer" in readyz(ports[1])[1], 60, "the second to stand by")
-    status, body = readyz(ports[1])
+    wait_until(lambda: "standby: writer" in probe(ports[1])[1], 60, "the second to stand by")
+    status, body = probe(ports[1])
     assert status == 503 and holder.decode() in body, (status, body)
-    assert readyz(ports[0])[0] == 200  # the writer reads every partition
+    assert probe(ports[1], "/healthz")[0] == 200  # standing by is healthy: its loop turns
+    assert probe(ports[0])[0] == 200  # the writer reads every partition
 
     a.send_signal(signal.SIGSTOP)  # its lease lapses; its group membership too
     try:
@@ -69,7 +70,7 @@ def test_svi_replicas_take_turns_and_a_lapsed_writer_stops(
             "the standby to take over and commit the new documents",
         )
         assert client.get(lease_key) not in (None, holder)
-        assert readyz(ports[1])[0] == 200
+        assert probe(ports[1])[0] == 200
     finally:
         a.send_signal(signal.SIGCONT)
     _, err_a = a.communicate(timeout=60)  # resumed, it finds its lease taken over
