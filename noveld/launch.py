@@ -58,11 +58,10 @@ def main() -> int:
         if seeded is not None and seeded.startswith("could not"):
             sys.stderr.write(f"noveld: warning: {seeded}\n")
         from noveld.daemon.cli import main as cli_main
-    except KeyboardInterrupt:
-        sys.stderr.write("noveld: interrupted while starting; nothing was read or written\n")
-        return EXIT_INTERRUPTED
-    try:
+
+        # a command's own interrupts end inside cli_main; one that escapes it came while the
+        # command line was built (lazy imports), before any command ran
         return cli_main()
-    except KeyboardInterrupt:  # while the command line was built, before any command ran
+    except KeyboardInterrupt:
         sys.stderr.write("noveld: interrupted while starting; nothing was read or written\n")
         return EXIT_INTERRUPTED
