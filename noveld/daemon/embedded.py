@@ -743,5 +743,4 @@ def take_file_runs_lease(store: RedisStore, settings: Settings) -> tuple[WriterL
             "(a running svi daemon or run): svi's global step does not commute, so one process "
             "at a time steps a namespace's model. Stop it first, or give another --namespace"
         )
-    lease.start_renewing()
-    return lease, store.behind()
+    return lease, lease.hold()

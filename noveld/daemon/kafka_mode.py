@@ -27,7 +27,7 @@ from noveld.daemon.embedded import (
     step_or_stop,
     wait_for_redis,
 )
-from noveld.daemon.lease import LeaseLost, WriterLease
+from noveld.daemon.lease import WriterLease
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.outage import Backoff, is_outage, outage_reason
 from noveld.daemon.pipeline import Pipeline
@@ -170,18 +170,15 @@ def stand_by(
         )
     if not took:
         return False
-    if lease.store.behind():  # the predecessor stepped the model since this replica loaded it
+    if lease.hold():  # the predecessor stepped the model since this replica loaded it
         pipeline.reload()
-    lease.start_renewing()
     return True
 
 
 def lease_taken_over(lease: WriterLease) -> bool:
     """After a refused commit: whether the refusal was another writer holding the lease."""
     try:
-        lease.confirm()
-    except LeaseLost:
-        return True
+        return not lease.confirm()
     except Exception as exc:  # Redis away: the usual refusal handling rides it out
         if not is_outage(exc):
             raise
@@ -390,9 +387,9 @@ def run_kafka(
                         refused_in_a_row = 0
                     if progress_out is not None:
                         progress_out.write(
-                            f"noveld: {store.refusal_detail}; reloaded the shared state and "
+                            f"noveld: {store.lease_refusal}; reloaded the shared state and "
                             "reading on from the stored offsets\n"
-                            if stale and store.refusal_detail.startswith("the writer lease")
+                            if stale and store.lease_refusal
                             else "noveld: another replica compacted the vocabulary; reloaded the "
                             "shared state and reading on from the stored offsets\n"
                             if stale

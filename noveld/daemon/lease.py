@@ -18,10 +18,6 @@ from noveld.state.redis_store import RedisStore
 log = logging.getLogger("noveld.lease")
 
 
-class LeaseLost(RuntimeError):
-    """Another writer holds the lease this one held: this process must stop stepping the model."""
-
-
 class WriterLease:
     """The namespace's writer lease, held by this process while it runs: taken (or waited for),
     renewed by a background thread every third of its term, given up at the end."""
@@ -78,11 +74,13 @@ class WriterLease:
             stop.wait(poll_s)
         return False
 
-    def start_renewing(self) -> None:
-        """Renew the lease every third of its term in the background, until :meth:`release`;
-        the loop checks :meth:`check` between batches."""
+    def hold(self) -> bool:
+        """Keep the lease just taken renewed in the background, every third of its term, until
+        :meth:`release` (the loop looks at :attr:`lost_to` between batches); whether the state
+        moved since this process loaded it (another writer stepped it: reload)."""
         self._thread = threading.Thread(target=self._renew, name="noveld-lease", daemon=True)
         self._thread.start()
+        return self.store.behind()
 
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_ms / 3000):
@@ -95,13 +93,12 @@ class WriterLease:
                 self.lost_to = holder
                 return
 
-    def confirm(self) -> None:
-        """Renew the lease now (after a refused commit); raise LeaseLost when another writer
-        holds it."""
+    def confirm(self) -> bool:
+        """Renew the lease now (after a refused commit): whether this process still holds it."""
         holder = self.try_take()
         if holder is not None:
             self.lost_to = holder
-        self.check()
+        return self.lost_to is None
 
     def lost_message(self) -> str:
         """What an operator reads when another writer took the lease over."""
@@ -111,11 +108,6 @@ class WriterLease:
             f"{self.lease_ms / 1000:g} s: paused, or cut off from Redis); stopping so that one "
             "writer steps the model — restarted, this replica waits as the standby"
         )
-
-    def check(self) -> None:
-        """Raise LeaseLost once another writer took the lease over."""
-        if self.lost_to is not None:
-            raise LeaseLost(self.lost_message())
 
     def release(self) -> None:
         """Stop renewing and give the lease up (unless another writer holds it by now)."""

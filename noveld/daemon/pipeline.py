@@ -533,13 +533,15 @@ class Pipeline:
             raise StateDiverged(
                 f"the state store answered {outcome.value!r} for offsets {first_offsets}: "
                 + (
-                    self.store.refusal_detail
-                    if self.store.refusal_detail.startswith("the writer lease")
-                    else "another process now owns this input"
-                    if outcome is CommitOutcome.FENCED
-                    else "another process compacted the shared vocabulary (its word ids changed)"
-                    if outcome is CommitOutcome.STALE
-                    else "this batch was already committed by another process"
+                    self.store.lease_refusal
+                    or (
+                        "another process now owns this input"
+                        if outcome is CommitOutcome.FENCED
+                        else "another process compacted the shared vocabulary (its word ids "
+                        "changed)"
+                        if outcome is CommitOutcome.STALE
+                        else "this batch was already committed by another process"
+                    )
                 )
                 + "; the in-memory model no longer matches the shared state",
                 outcome,

@@ -94,8 +94,8 @@ class StateStore(Protocol):
     #: the last commit was followed by loading the namespace afresh with renumbered word ids
     #: (another writer compacted the vocabulary just after it): the owner must reload
     vocabulary_moved: bool
-    #: why the store refused the last commit, in its words ('' when it did not, or says nothing)
-    refusal_detail: str
+    #: why the single writer's lease (svi) refused the last commit, '' when it did not
+    lease_refusal: str
 
     def load(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
         """The stored state, None if the namespace is new; FingerprintMismatch if incompatible."""

@@ -88,7 +88,7 @@ class MemoryStore:
         self.suppressed: list[str] = []  # one writer: no other announces its clusters
         self.shared_announcements = False
         self.vocabulary_moved = False  # one writer: nobody else renumbers its words
-        self.refusal_detail = ""
+        self.lease_refusal = ""  # one writer: no lease
 
     def check_writable(self) -> None:
         """Raise ``OSError`` now, not at the first snapshot, if the state directory cannot take

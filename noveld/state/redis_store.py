@@ -106,6 +106,9 @@ class StoreConflict(RuntimeError):
         return cls(detail, any(mark in detail for mark in _ANOTHER_WRITERS_MARKS))
 
 
+#: how the commit script (commit.lua, step 1b) words a refusal by the single writer's lease
+_LEASE_MARK = "the writer lease "
+
 #: the commit script's conflicts (commit.lua) that a second live writer causes
 _ANOTHER_WRITERS_MARKS = (" gap: stored ", "(two writers share a slot?)")
 
@@ -383,7 +386,7 @@ class RedisStore:
         # > 0: one writer at a time (svi, whose global step does not commute, DESIGN §6); every
         # commit then checks that no other writer holds the lease, and renews it for this long
         self.lease_ms = 0
-        self.refusal_detail = ""  # the commit script's reason for the last refused commit
+        self.lease_refusal = ""  # the commit script's reason when the writer lease refused
 
     @property
     def wants_batch_state(self) -> bool:
@@ -1009,7 +1012,7 @@ class RedisStore:
             raise self._lost()
         if outcome == "conflict":
             raise StoreConflict.from_commit(_text(detail))
-        self.refusal_detail = "" if outcome == "committed" else _text(detail)
+        self.lease_refusal = _text(detail) if _text(detail).startswith(_LEASE_MARK) else ""
         if outcome != "committed":
             return _STATUS[outcome]
         if slot >= 0:
