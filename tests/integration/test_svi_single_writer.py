@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -80,48 +81,62 @@ def test_a_second_svi_writer_on_a_namespace_is_refused_and_the_lease_released_at
     assert client.get(lease_key(ns2)) is None
 
 
-def test_a_commit_while_another_writer_holds_the_lease_is_refused(
-    tmp_path: Path, redis_url: str
-) -> None:
-    """The lease is checked in the commit script itself, not only by the renewal thread (here a
-    long term: it would renew after 200 s): a writer whose lease was taken over steps the
-    model no further."""
-    ns = unique_name("lease")
+def svi_stdin_run_meets(
+    redis_url: str, ns: str, lines: list[str], first: int, meanwhile: Callable[[], None]
+) -> tuple[int, str]:
+    """An svi stdin run (a long lease term: its thread would renew after 200 s) given
+    ``first`` lines; once they are committed, ``meanwhile()``, then the rest of ``lines``.
+    Returns its exit code and stderr."""
     client = redis.Redis.from_url(redis_url)
-    fifo = tmp_path / "docs.jsonl"
-    write_jsonl(SynthConfig(n_docs=600, n_stories=5, seed=2), fifo)
-    lines = fifo.read_text().splitlines(keepends=True)
     proc = subprocess.Popen(
         [*NOVELD, "run", "--model", "svi", "--input", "-", "--redis-url", redis_url,
          "--namespace", ns, "--batch-size", "100", "--redis-writer-lease-ms", "600000"],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert proc.stdin is not None
+    assert proc.stdin is not None and proc.stderr is not None
     try:
-        proc.stdin.writelines(lines[:300])
+        proc.stdin.writelines(lines[:first])
         proc.stdin.flush()
         deadline = time.monotonic() + 60
-        while committed_docs(client, ns) < 300:
+        while committed_docs(client, ns) < first:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
             time.sleep(0.1)
-        holder = client.get(lease_key(ns))
-        assert holder is not None and client.pttl(lease_key(ns)) > 500_000
-        client.set(lease_key(ns), "successor", px=600_000)  # it lapsed and was taken over
-        proc.stdin.writelines(lines[300:])
+        meanwhile()
+        proc.stdin.writelines(lines[first:])
         proc.stdin.close()
-        assert proc.stderr is not None
         err = proc.stderr.read()
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
-    assert proc.returncode == 4, err
+    return proc.returncode, err
+
+
+def test_a_commit_while_another_writer_holds_the_lease_is_refused(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """The lease is checked in the commit script itself, not only by the renewal thread: a
+    writer whose lease was taken over steps the model no further."""
+    ns = unique_name("lease")
+    client = redis.Redis.from_url(redis_url)
+    docs = tmp_path / "docs.jsonl"
+    write_jsonl(SynthConfig(n_docs=600, n_stories=5, seed=2), docs)
+    holders = []
+
+    def taken_over() -> None:
+        holders.append(client.get(lease_key(ns)))
+        assert holders[0] is not None and client.pttl(lease_key(ns)) > 500_000
+        client.set(lease_key(ns), "successor", px=600_000)  # it lapsed and was taken over
+
+    lines = docs.read_text().splitlines(keepends=True)
+    code, err = svi_stdin_run_meets(redis_url, ns, lines, 300, taken_over)
+    assert code == 4, err
     assert "the writer lease is held by writer successor" in err
     assert "Traceback" not in err
     assert committed_docs(client, ns) == 300  # nothing after the takeover
     assert client.get(lease_key(ns)) == b"successor"  # the successor's lease left alone
     log = client.xrange(f"noveld:{{{ns}}}:log")
-    assert {fields[b"w"] for _, fields in log} == {holder}
+    assert {fields[b"w"] for _, fields in log} == set(holders)
 
 
 def test_a_writer_whose_lease_lapsed_while_another_stepped_the_model_must_reload(
@@ -134,32 +149,16 @@ def test_a_writer_whose_lease_lapsed_while_another_stepped_the_model_must_reload
     client = redis.Redis.from_url(redis_url)
     own = tmp_path / "own.jsonl"
     write_jsonl(SynthConfig(n_docs=400, n_stories=5, seed=9), own)
-    lines = own.read_text().splitlines(keepends=True)
-    proc = subprocess.Popen(
-        [*NOVELD, "run", "--model", "svi", "--input", "-", "--redis-url", redis_url,
-         "--namespace", ns, "--batch-size", "100", "--redis-writer-lease-ms", "600000"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdin is not None and proc.stderr is not None
-    try:
-        proc.stdin.writelines(lines[:200])
-        proc.stdin.flush()
-        deadline = time.monotonic() + 60
-        while committed_docs(client, ns) < 200:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
-            time.sleep(0.1)
+
+    def another_writer_stepped() -> None:
         client.delete(lease_key(ns))  # it lapsed (the run was paused, say)
         other = svi_run(stream, redis_url, ns)  # another writer takes it, steps, gives it up
         assert other.returncode == 0, other.stderr
         assert committed_docs(client, ns) == 1700
-        proc.stdin.writelines(lines[200:])
-        proc.stdin.close()
-        err = proc.stderr.read()
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-    assert proc.returncode == 4, err
+
+    lines = own.read_text().splitlines(keepends=True)
+    code, err = svi_stdin_run_meets(redis_url, ns, lines, 200, another_writer_stepped)
+    assert code == 4, err
     assert "the writer lease lapsed and another writer stepped the model meanwhile" in err
     assert "Traceback" not in err
     assert committed_docs(client, ns) == 1700  # its step on the old model was not applied
