@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_data_option, load_texts, machine
 
 from noveld.eval.metrics import clustering_scores
-from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.hdp import HDP, HDPConfig, topic_token
+from noveld.models.vocabulary import Vocabulary
 from noveld.schema import Document
 
 

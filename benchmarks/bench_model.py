@@ -21,9 +21,10 @@ from _common import add_data_option, load_texts, machine
 
 from noveld.daemon.pipeline import make_model
 from noveld.daemon.settings import Settings, load_settings
-from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.edcm import EDCMMixture, length_token
 from noveld.models.kernels.edcm import N_BINS
+from noveld.models.vocabulary import Vocabulary
 from noveld.schema import Document
 
 

@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 
 from noveld.eval.metrics import clustering_scores
-from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
+from noveld.models.vocabulary import Vocabulary
 from noveld.schema import Document
 from noveld.synth import SynthConfig, generate, write_jsonl
 

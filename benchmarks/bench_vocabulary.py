@@ -28,7 +28,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import add_data_option, load_texts, machine  # noqa: E402
 from harness import RedisServer  # noqa: E402
 
-from noveld.featurize import Tokenizer, Vocabulary  # noqa: E402
+from noveld.featurize import Tokenizer  # noqa: E402
+from noveld.models.vocabulary import Vocabulary  # noqa: E402
 from noveld.state.base import NamespaceState  # noqa: E402
 from noveld.state.redis_store import RedisStore  # noqa: E402
 

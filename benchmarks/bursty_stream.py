@@ -26,8 +26,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 
+from noveld.daemon.evaluate import evaluate_file
 from noveld.daemon.settings import load_settings
-from noveld.eval.report import evaluate_file
 
 
 def bursty_stream(

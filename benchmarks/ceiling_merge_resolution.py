@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_data_option, load_texts, machine
 
+from noveld.daemon.evaluate import run_and_record
 from noveld.daemon.settings import Settings
 from noveld.eval.metrics import clustering_scores
-from noveld.eval.report import run_and_record
 from noveld.featurize import Tokenizer
 
 lgamma = math.lgamma

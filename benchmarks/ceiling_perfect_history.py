@@ -52,8 +52,9 @@ from _common import add_data_option, load_texts, machine
 
 from noveld.eval.metrics import clustering_scores
 from noveld.eval.novelty import known_f1, split_known
-from noveld.featurize import Tokenizer, Vocabulary
+from noveld.featurize import Tokenizer
 from noveld.models.kernels import edcm as ekern
+from noveld.models.vocabulary import Vocabulary
 
 
 def featurized(

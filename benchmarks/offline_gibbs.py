@@ -23,10 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_data_option, load_texts, machine
 
 from noveld.eval.metrics import clustering_scores
-from noveld.featurize import Featurizer, Tokenizer, Vocabulary
+from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.dpmm import DPMMConfig
 from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
+from noveld.models.vocabulary import Vocabulary
 from noveld.schema import Document
 
 

@@ -25,9 +25,9 @@ from _common import add_data_option, load_texts, machine
 
 from noveld.daemon.cli_fit import fit_archive
 from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.evaluate import StreamRecorder
 from noveld.daemon.settings import load_settings
 from noveld.eval.metrics import clustering_scores
-from noveld.eval.report import StreamRecorder
 
 WINDOW = 5
 

@@ -13,8 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping
 
-EXIT_INTERRUPTED = 130
-"""Exit code of a run interrupted before its pipeline started (docs/operations.md)."""
+from noveld.daemon.exits import EXIT_INTERRUPTED
 
 
 def seed_numba_cache(environ: Mapping[str, str] = os.environ) -> str | None:

@@ -20,14 +20,8 @@ from pydantic import ValidationError
 
 from noveld import __version__
 from noveld.daemon import check as health
-from noveld.daemon.embedded import (
-    EXIT_IO,
-    EXIT_STATE_DAMAGED,
-    EXIT_USAGE,
-    UserError,
-    run_file,
-    state_damaged,
-)
+from noveld.daemon.embedded import UserError, run_file, state_damaged
+from noveld.daemon.exits import EXIT_INTERRUPTED, EXIT_IO, EXIT_STATE_DAMAGED, EXIT_USAGE
 from noveld.daemon.kafka_flags import (
     KAFKA_SECURITY_FLAGS,
     add_kafka_security_flags,
@@ -41,7 +35,6 @@ from noveld.daemon.settings import (
     load_settings,
     unknown_env_names,
 )
-from noveld.launch import EXIT_INTERRUPTED
 from noveld.state.redis_store import StoreConflict
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [

@@ -17,11 +17,11 @@ from typing import IO, Any
 
 import numpy as np
 
-from noveld.daemon.embedded import EXIT_OK, UserError, default_store, graceful_stop, run_file
+from noveld.daemon.embedded import UserError, default_store, graceful_stop, run_file
+from noveld.daemon.exits import EXIT_INTERRUPTED, EXIT_OK
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings
 from noveld.eval.metrics import clustering_scores
-from noveld.launch import EXIT_INTERRUPTED
 from noveld.models.base import BatchResult, DocBatch
 from noveld.models.dpmm import DPMM
 from noveld.models.kernels import multinomial as kern

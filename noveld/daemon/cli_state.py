@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from noveld.daemon.embedded import UserError
-from noveld.featurize import Vocabulary
 from noveld.models.hdp import live_clusters
+from noveld.models.vocabulary import Vocabulary
 from noveld.state.base import NamespaceState, state_digest
 from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import SNAPSHOT_NAME, read_export, read_snapshot, write_snapshot

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from noveld.daemon.embedded import UserError
+from noveld.daemon.exits import EXIT_INTERRUPTED
 from noveld.daemon.settings import Settings
-from noveld.launch import EXIT_INTERRUPTED
 from noveld.synth import SynthConfig
 
 _REPORT_ORDER = [
@@ -59,7 +59,7 @@ def _evaluate(
     ns: argparse.Namespace, settings: Settings, path: str, progress: IO[str] | None
 ) -> dict[str, Any]:
     """The report of ``noveld evaluate``: plain, or under the known-labels protocol."""
-    from noveld.eval.report import evaluate_file, evaluate_known
+    from noveld.daemon.evaluate import evaluate_file, evaluate_known
 
     if ns.known_fraction is not None:
         if path == "-" or not 0.0 <= ns.known_fraction <= 1.0:
@@ -74,7 +74,7 @@ def _evaluate(
 def _cmd_evaluate(
     ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]
 ) -> int:
-    from noveld.eval.report import RunStopped
+    from noveld.daemon.evaluate import RunStopped
 
     settings = settings_of(ns)
     path = str(ns.input)
@@ -154,7 +154,7 @@ def _cmd_generate(ns: argparse.Namespace) -> int:
 
 
 def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]) -> int:
-    from noveld.eval.report import run_and_record, score
+    from noveld.daemon.evaluate import run_and_record, score
     from noveld.synth import write_jsonl
 
     if getattr(ns, "likelihood", None) == "vmf":  # embeddings the demo generates itself

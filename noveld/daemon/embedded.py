@@ -22,6 +22,14 @@ import redis
 from noveld.connectors.decode import Invalid
 from noveld.connectors.errors import DeadLettersFailed
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource, Record, TimedSource
+from noveld.daemon.exits import (
+    EXIT_CIRCUIT_OPEN,
+    EXIT_IO,
+    EXIT_OK,
+    EXIT_REDIS_UNREACHABLE,
+    EXIT_STATE_DAMAGED,
+    EXIT_STATE_DIVERGED,
+)
 from noveld.daemon.lease import WriterLease
 from noveld.daemon.metrics import Metrics, MetricsServer
 from noveld.daemon.outage import Backoff, is_outage, outage_reason, retry_until_back
@@ -35,14 +43,6 @@ from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import MemoryStore
 from noveld.state.redis_store import RedisStore, StoreConflict, connect
 from noveld.state.redis_url import redacted
-
-EXIT_OK = 0
-EXIT_IO = 1
-EXIT_USAGE = 2
-EXIT_CIRCUIT_OPEN = 3
-EXIT_STATE_DIVERGED = 4
-EXIT_REDIS_UNREACHABLE = 5
-EXIT_STATE_DAMAGED = 6
 
 STATE_DAMAGED_ADVICE = (
     "Keys of the namespace were deleted, evicted (a maxmemory-policy that evicts) or flushed, "

@@ -16,8 +16,6 @@ from noveld.connectors.errors import DeadLettersFailed, kafka_unreachable
 from noveld.connectors.kafka_sinks import KafkaDeadLetters, KafkaEvents
 from noveld.connectors.kafka_source import KafkaSource
 from noveld.daemon.embedded import (
-    EXIT_OK,
-    EXIT_STATE_DIVERGED,
     UserError,
     default_store,
     graceful_stop,
@@ -27,6 +25,7 @@ from noveld.daemon.embedded import (
     step_or_stop,
     wait_for_redis,
 )
+from noveld.daemon.exits import EXIT_OK, EXIT_STATE_DIVERGED
 from noveld.daemon.lease import WriterLease
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.outage import Backoff, is_outage, outage_reason

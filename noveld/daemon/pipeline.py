@@ -20,7 +20,7 @@ from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_r
 from noveld.connectors.errors import DeliveryFailed, EventsRefused
 from noveld.connectors.jsonl import Record
 from noveld.daemon.settings import Settings, model_fingerprint
-from noveld.featurize import Featurizer, Tokenizer, Vocabulary, uncounted_ids
+from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
@@ -35,6 +35,7 @@ from noveld.models.novelty import (
 )
 from noveld.models.svi import SVI, SVIConfig
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
+from noveld.models.vocabulary import Vocabulary, uncounted_ids
 from noveld.schema import (
     ASSIGNMENTS_PER_MESSAGE,
     SCHEMA_VERSION,

@@ -62,7 +62,7 @@ def decay_factor(half_life_docs: float, n_docs: int) -> float:
 
 UncountedWords = Callable[[], np.ndarray]
 """Ids of the vocabulary entries whose counts are not tokens (hdp context values and fields,
-vmf dimensions: :func:`noveld.featurize.uncounted_ids`); asked only when pruning."""
+vmf dimensions: :func:`noveld.models.vocabulary.uncounted_ids`); asked only when pruning."""
 
 
 def no_uncounted_words() -> np.ndarray:

@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from noveld.featurize import RESERVED_PREFIX
 from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.dpmm import (
     DPMM,
@@ -47,6 +46,7 @@ from noveld.models.kernels import hdp_sampler as smp
 from noveld.models.kernels import hdp_scores as scores
 from noveld.models.kernels import multinomial as mkern
 from noveld.models.suffstats import MultinomialStats
+from noveld.models.vocabulary import RESERVED_PREFIX
 
 TOPIC_SLOT = (1 << 20) - 2  # uid slot of topics (known labels use 2^20 − 1)
 TOPIC_PREFIX = RESERVED_PREFIX + "topic/"  # vocabulary entries no input token can be

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from noveld.featurize import DIMENSION_PREFIX
 from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.dpmm import (
     DPMM,
@@ -35,6 +34,7 @@ from noveld.models.dpmm import (
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
 from noveld.models.suffstats import MultinomialStats
+from noveld.models.vocabulary import DIMENSION_PREFIX
 
 #: member embeddings kept by the novelty tracker are integers: x_j · 2^20
 FEATURE_SCALE = float(1 << 20)

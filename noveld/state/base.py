@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from noveld.featurize import Vocabulary
 from noveld.models.base import StatsDelta
 from noveld.models.suffstats import MultinomialStats
+from noveld.models.vocabulary import Vocabulary
 
 
 class CommitOutcome(enum.Enum):

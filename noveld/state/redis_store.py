@@ -38,12 +38,12 @@ import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
-from noveld.featurize import uncounted_ids
 from noveld.models.base import StatsDelta
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
 from noveld.models.novelty import json_kind, state_problem
 from noveld.models.suffstats import MultinomialStats
+from noveld.models.vocabulary import uncounted_ids
 from noveld.schema import StoredEvent, event_json, stored_json
 from noveld.state.base import (
     FIRST_RESERVED_SLOT,

@@ -83,7 +83,8 @@ def test_an_interrupt_while_the_command_line_is_built_is_not_a_traceback(
     commands' own interrupt handling; a SIGINT there (seen under load, ~0.9 s into a start)
     ended in a KeyboardInterrupt traceback and exit -2."""
     import noveld.daemon.cli as cli
-    from noveld.launch import EXIT_INTERRUPTED, main
+    from noveld.daemon.exits import EXIT_INTERRUPTED
+    from noveld.launch import main
 
     def interrupted_build() -> None:
         raise KeyboardInterrupt

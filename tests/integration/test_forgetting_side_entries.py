@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_cli_embedded import noveld, state_show
 
-from noveld.featurize import uncounted_ids
+from noveld.models.vocabulary import uncounted_ids
 from noveld.state.memory import read_snapshot
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,7 @@ from noveld.connectors.jsonl import Record
 from noveld.daemon.embedded import CollectingEvents
 from noveld.daemon.pipeline import Pipeline, StateDiverged
 from noveld.daemon.settings import Settings, load_settings, model_fingerprint
-from noveld.featurize import Vocabulary
+from noveld.models.vocabulary import Vocabulary
 from noveld.schema import SourcePosition
 from noveld.state.base import CommitOutcome, NamespaceState, state_digest
 from noveld.state.memory import MemoryStore, read_snapshot

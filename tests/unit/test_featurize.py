@@ -12,13 +12,12 @@ from hypothesis import strategies as st
 from noveld.featurize import (
     Featurizer,
     Tokenizer,
-    Vocabulary,
     batch_from_flat,
     build_batch,
-    context_tokens,
     unit_embedding,
 )
 from noveld.models.base import DocBatch
+from noveld.models.vocabulary import Vocabulary, context_tokens
 from noveld.schema import Document
 
 

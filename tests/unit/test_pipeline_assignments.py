@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 import noveld.daemon.pipeline as pipeline_module
 from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.evaluate import StreamRecorder
 from noveld.daemon.settings import Settings, load_settings
-from noveld.eval.report import StreamRecorder
 from noveld.schema import (
     DocumentAssigned,
     DocumentsAssigned,

@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from streams import fading_stories
 
-from noveld.featurize import Vocabulary, word_hashes
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.kernels import multinomial as kern
 from noveld.models.novelty import member_words, renumber_member_words
 from noveld.models.suffstats import MultinomialStats
+from noveld.models.vocabulary import Vocabulary, word_hashes
 from noveld.state.base import NamespaceState, state_digest
 from noveld.state.memory import read_snapshot, write_snapshot
 

@@ -13,11 +13,11 @@ from typing import IO, Any
 
 import numpy as np
 
-from noveld.daemon.embedded import EXIT_CIRCUIT_OPEN, EXIT_OK, CollectingEvents, run_file
+from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.exits import EXIT_CIRCUIT_OPEN, EXIT_INTERRUPTED, EXIT_OK
 from noveld.daemon.settings import Settings
 from noveld.eval.metrics import clustering_scores
 from noveld.eval.novelty import novelty_scores
-from noveld.launch import EXIT_INTERRUPTED
 from noveld.models.dpmm import warm_up
 from noveld.models.edcm import warm_up_edcm
 from noveld.schema import Document, SourcePosition
