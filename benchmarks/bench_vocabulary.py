@@ -6,8 +6,8 @@ grow, and what does each word cost?
 1. Growth: the distinct words after the first N documents of FILE, fitted to Heaps' law
    ``V = k·N^b`` (least squares on logs), with what the fit projects for longer streams.
 2. Cost per word: ``--words`` distinct words (FILE's words, suffixed to make them new, so their
-   lengths are FILE's) interned into a :class:`~noveld.featurize.Vocabulary` (Python objects,
-   measured with tracemalloc, plus the 8-byte postings head per word of the statistics) and
+   lengths are FILE's) interned into a :class:`~noveld.models.vocabulary.Vocabulary` (Python
+   objects, measured with tracemalloc, plus the 8-byte postings head per word of the statistics) and
    into a private Redis-protocol server through the namespace's interning script (``MEMORY
    USAGE`` of the ``vocab`` list and ``vocab_idx`` hash).
 """
