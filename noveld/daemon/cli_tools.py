@@ -40,7 +40,15 @@ _COUNTS = {"births", "true_clusters"}
 """Report keys that are counts although novelty scoring returns them as floats."""
 
 
+def _as_count(key: str, value: Any) -> Any:
+    """A count as an int (novelty scoring returns some counts as floats)."""
+    if key in _COUNTS and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _print_report(report: dict[str, Any], as_json: bool) -> None:
+    report = {k: _as_count(k, v) for k, v in report.items()}
     if as_json:
         strict = {k: (None if isinstance(v, float) and v != v else v) for k, v in report.items()}
         print(json.dumps(strict, indent=2, sort_keys=True, allow_nan=False))
@@ -50,8 +58,6 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     )
     for k in keys:
         v = report[k]
-        if k in _COUNTS and isinstance(v, float) and v.is_integer():
-            v = int(v)
         print(f"{k:>22}  {v:.4f}" if isinstance(v, float) else f"{k:>22}  {v}")
 
 
@@ -153,10 +159,34 @@ def _cmd_generate(ns: argparse.Namespace) -> int:
     return 0
 
 
+_NOT_FOR_DEMO = {
+    **{f"field_{n}": f"--{n}-field" for n in ("id", "text", "tokens", "embedding", "label", "ts")},
+    "field_context": "--context-field",
+    "max_doc_bytes": "--max-doc-bytes",
+    "max_consecutive_invalid": "--max-consecutive-invalid",
+}
+"""Flags of the shared option groups that describe the user's input, which the demo does not
+read: it generates its stream, with its own field names, and every record is valid."""
+
+
+def _refuse_input_flags(ns: argparse.Namespace) -> None:
+    """The demo's own stream makes input-field and input-limit flags meaningless: say so."""
+    given = [flag for dest, flag in _NOT_FOR_DEMO.items() if getattr(ns, dest, None) is not None]
+    if given:
+        verb = "describes" if len(given) == 1 else "describe"
+        raise UserError(
+            f"{', '.join(given)} {verb} your input, and noveld demo generates its own stream; "
+            "to cluster your file use noveld run or noveld evaluate with the same flags"
+        )
+    if ns.top < 1:
+        raise UserError(f"--top {ns.top}: the demo lists at least one cluster (--top 1 or more)")
+
+
 def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace], Settings]) -> int:
     from noveld.daemon.evaluate import run_and_record, score
     from noveld.synth import write_jsonl
 
+    _refuse_input_flags(ns)
     if getattr(ns, "likelihood", None) == "vmf":  # embeddings the demo generates itself
         ns.embedding_dim = ns.embedding_dim or DEMO_EMBEDDING_DIM
         ns.embedding_cosine = ns.embedding_cosine or SynthConfig().embedding_cosine
