@@ -25,7 +25,7 @@ from typing import IO, Any
 from pydantic import BaseModel
 
 from noveld.connectors.decode import Invalid
-from noveld.schema import SourcePosition, trusted
+from noveld.schema import SourcePosition
 
 STDIN = "-"
 """Path meaning standard input."""
@@ -220,9 +220,8 @@ class JsonlSource:
                 out.append(
                     Record(
                         line,
-                        trusted(
-                            SourcePosition,
-                            {"topic": topic, "partition": 0, "offset": offset, "ts": None},
+                        SourcePosition.model_construct(
+                            topic=topic, partition=0, offset=offset, ts=None
                         ),
                     )
                 )

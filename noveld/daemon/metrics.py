@@ -1,8 +1,8 @@
-"""Prometheus metrics and health endpoints (DESIGN §8, contract).
+"""Prometheus metrics and health endpoints.
 
-One HTTP server on ``--metrics-port`` serves ``/metrics`` (text format), ``/healthz`` (the batch
-loop turned recently) and ``/readyz`` (state loaded, input attached). Labels are bounded: never a
-cluster or document id.
+One HTTP server on ``--metrics-port`` serves ``/metrics`` (prometheus_client's exposition: the
+text format or OpenMetrics, gzip when asked), ``/healthz`` (the batch loop turned recently) and
+``/readyz`` (state loaded, input attached). Labels are bounded: never a cluster or document id.
 """
 
 from __future__ import annotations
@@ -11,16 +11,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import MetricsHandler
 
 from noveld import __version__
 from noveld.daemon.pipeline import BatchReport
@@ -230,10 +224,15 @@ class MetricsServer:
     def __init__(self, metrics: Metrics, port: int, host: str = "0.0.0.0") -> None:
         outer = metrics
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(MetricsHandler):
+            """/metrics is prometheus_client's own handler (the text format or OpenMetrics by
+            the Accept header, gzip when accepted); the two probes answer beside it."""
+
+            registry = outer.registry
+
             def do_GET(self) -> None:
                 if self.path == "/metrics":
-                    self._reply(200, generate_latest(outer.registry), CONTENT_TYPE_LATEST)
+                    super().do_GET()
                 elif self.path == "/healthz":
                     ok = outer.healthy()
                     self._reply(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
@@ -242,15 +241,12 @@ class MetricsServer:
                 else:
                     self._reply(404, b"not found\n")
 
-            def _reply(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+            def _reply(self, code: int, body: bytes) -> None:
                 self.send_response(code)
-                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # scrapes every few seconds would flood stderr
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.port = int(self.httpd.server_address[1])
