@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
@@ -126,6 +126,23 @@ class Document(BaseModel):
         if self.text is None and self.tokens is None and self.embedding is None:
             raise ValueError("a document needs at least one of text, tokens, embedding")
         return self
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
+    """Build a model from values that were already validated, without re-validating.
+
+    Hot-path twin of ``model_construct`` (≈3× cheaper): ``values`` must hold every field.
+    Used by the decoder and the JSONL source, whose own checks are tested to imply validity.
+    """
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
 
 
 class SourcePosition(BaseModel):

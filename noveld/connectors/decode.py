@@ -26,6 +26,7 @@ from noveld.schema import (
     Document,
     InvalidReason,
     parse_rfc3339,
+    trusted,
 )
 
 _orjson_loads: Callable[[str], Any] | None
@@ -357,14 +358,17 @@ def _decode(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document:
     ts = _ts(obj, fields.ts)
     # Every field was checked above, so the (hot-path) pydantic validation is skipped;
     # tests/unit/test_decode.py checks that decoded documents also pass full validation.
-    return Document.model_construct(
-        id=doc_id,
-        text=text,
-        tokens=tokens,
-        embedding=embedding,
-        label=label,
-        context=context,
-        ts=ts,
+    return trusted(
+        Document,
+        {
+            "id": doc_id,
+            "text": text,
+            "tokens": tokens,
+            "embedding": embedding,
+            "label": label,
+            "context": context,
+            "ts": ts,
+        },
     )
 
 

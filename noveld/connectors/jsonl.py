@@ -25,7 +25,7 @@ from typing import IO, Any
 from pydantic import BaseModel
 
 from noveld.connectors.decode import Invalid
-from noveld.schema import SourcePosition
+from noveld.schema import SourcePosition, trusted
 
 STDIN = "-"
 """Path meaning standard input."""
@@ -220,8 +220,9 @@ class JsonlSource:
                 out.append(
                     Record(
                         line,
-                        SourcePosition.model_construct(
-                            topic=topic, partition=0, offset=offset, ts=None
+                        trusted(
+                            SourcePosition,
+                            {"topic": topic, "partition": 0, "offset": offset, "ts": None},
                         ),
                     )
                 )

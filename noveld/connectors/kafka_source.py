@@ -26,7 +26,7 @@ from noveld.connectors.kafka_client import (
     partition_name,
     start_within,
 )
-from noveld.schema import SourcePosition, format_rfc3339
+from noveld.schema import SourcePosition, format_rfc3339, trusted
 
 log = logging.getLogger("noveld.kafka")
 
@@ -202,8 +202,9 @@ class KafkaSource:
                     if msg.timestamp and msg.timestamp > 0
                     else None
                 )
-                pos = SourcePosition.model_construct(
-                    topic=tp.topic, partition=tp.partition, offset=msg.offset, ts=ts
+                pos = trusted(
+                    SourcePosition,
+                    {"topic": tp.topic, "partition": tp.partition, "offset": msg.offset, "ts": ts},
                 )
                 value = msg.value if msg.value is not None else b""
                 headers = tuple((str(k), bytes(v or b"")) for k, v in msg.headers or ())
