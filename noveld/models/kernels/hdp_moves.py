@@ -20,8 +20,8 @@ import numpy as np
 from numba import njit
 
 from noveld.models.kernels.hdp import new_category_weight, table_weight
-from noveld.models.kernels.hdp_sampler import _move_context, _open_category, move_token
-from noveld.models.kernels.hdp_scores import (
+from noveld.models.kernels.hdp_sampler.sweeps import _move_context, _open_category, move_token
+from noveld.models.kernels.hdp_scores.topics import (
     Arrays,
     best_used_topic,
     context_log_likelihood,

@@ -41,7 +41,7 @@ from noveld.models.kernels.hdp import (
     table_category_logweights,
     table_weight,
 )
-from noveld.models.kernels.hdp_scores import (
+from noveld.models.kernels.hdp_scores.topics import (
     CATS,
     EMPTY_BELOW,
     FIRST_EMPTY,
