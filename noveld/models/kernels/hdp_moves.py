@@ -1,4 +1,4 @@
-"""Group moves of the category/topic HDP's batch sampler, after the seating (DESIGN §5.3; the
+"""Group moves of the category/topic HDP's batch sampler, after the seating (the
 franchise counterparts of ``dpmm``'s burst split and merge of births, docs/model.md):
 
 - :func:`split_bursts` — a group of the batch's documents seated one by one in an older

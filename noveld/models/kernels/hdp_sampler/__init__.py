@@ -1,5 +1,5 @@
 """The per-batch Chinese-restaurant-franchise sampler of the category/topic HDP (LBPL-NTM,
-paper 000 §3.3, Algorithm 1, restricted to one mini-batch; DESIGN §5.3).
+paper 000 §3.3, Algorithm 1, restricted to one mini-batch).
 
 Earlier batches are fixed and enter through their counts; the batch's own variables — each
 word's table ``t`` and topic ``y``, each table's category ``k`` — are seated once and then
