@@ -1,4 +1,4 @@
-"""Group moves of the category/topic HDP's batch sampler, after the seating (DESIGN §5.3; the
+"""Group moves of the category/topic HDP's batch sampler, after the seating (the
 franchise counterparts of ``dpmm``'s burst split and merge of births, docs/model.md):
 
 - :func:`split_bursts` — a group of the batch's documents seated one by one in an older
@@ -20,13 +20,13 @@ import numpy as np
 from numba import njit
 
 from noveld.models.kernels.hdp import new_category_weight, table_weight
-from noveld.models.kernels.hdp_sampler import _move_context, _open_category, move_token
-from noveld.models.kernels.hdp_scores import (
+from noveld.models.kernels.hdp_sampler.counts import move_context, move_token, open_category
+from noveld.models.kernels.hdp_scores.blocks import group_log_predictive
+from noveld.models.kernels.hdp_scores.topics import (
     Arrays,
     best_used_topic,
     context_log_likelihood,
     draw_topic,
-    group_log_predictive,
     list_unused,
     phi_sum,
 )
@@ -60,9 +60,9 @@ def _context_score(docs: np.ndarray, row: int, eta: float, cx: Arrays) -> float:
     out = 0.0
     for q in range(docs.shape[0]):
         out += context_log_likelihood(docs[q], row, eta, cx)
-        _move_context(docs[q], row, 1.0, cx)
+        move_context(docs[q], row, 1.0, cx)
     for q in range(docs.shape[0]):
-        _move_context(docs[q], row, -1.0, cx)
+        move_context(docs[q], row, -1.0, cx)
     return out
 
 
@@ -144,7 +144,7 @@ def split_bursts(
                 ws[n] = tok_word[i]
                 n += 1
                 move_token(tok_word[i], tok_y[i], k, -1.0, vbeta, tw, cat, ix, ctl)
-            _move_context(d, k, -1.0, cx)
+            move_context(d, k, -1.0, cx)
         mk[k] -= g
         ks[0], ks[1] = k, -1
         _words_score(ws[:n], ks, scores, zeta, beta, vbeta, tw, cat, ix, ctl, scratch)
@@ -157,7 +157,7 @@ def split_bursts(
                 split += math.log(j - discount)
         kc = k
         if split > stay:
-            kc = _open_category(ctl, cat)
+            kc = open_category(ctl, cat)
             if kc < 0:
                 return -1
             moved += 1
@@ -170,7 +170,7 @@ def split_bursts(
                     tok_y[i] = draw_topic(tok_word[i], kc, zeta, beta, tw, cat, ix, ctl, wts,
                                           0.5, True)  # fmt: skip
                 move_token(tok_word[i], tok_y[i], kc, 1.0, vbeta, tw, cat, ix, ctl)
-            _move_context(d, kc, 1.0, cx)
+            move_context(d, kc, 1.0, cx)
     return moved
 
 
@@ -239,7 +239,7 @@ def _take(
     for i in toks:
         move_token(tok_word[i], tok_y[i], k, s, vbeta, tw, cat, ix, ctl)
     for d in docs:
-        _move_context(d, k, s, cx)
+        move_context(d, k, s, cx)
 
 
 @njit(cache=True)

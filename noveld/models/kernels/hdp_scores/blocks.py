@@ -1,0 +1,204 @@
+"""Log predictives of a table's or a group's words under one category, topics summed out word
+by word (paper 000 eqs. 4/5 × 7): the scores the first pass and the group moves compare."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from noveld.models.kernels.hdp_scores.topics import EMPTY_BELOW, Arrays, phi
+
+
+@njit(cache=True)
+def _own_count(y: int, own_t: np.ndarray, own_c: np.ndarray, n_own: int) -> float:
+    for j in range(n_own):
+        if own_t[j] == y:
+            return own_c[j]
+    return 0.0
+
+
+@njit(cache=True)
+def block_log_predictive(
+    ws: np.ndarray, k: int, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays,
+    phi_sums: np.ndarray, best_used: np.ndarray, empties: np.ndarray, n_empty: int,
+    own_t: np.ndarray, own_c: np.ndarray,
+) -> float:  # fmt: skip
+    """``log p(w_1..n | k)`` for a table of words ``ws`` (batch-local ids, not counted) under
+    category ``k`` (``k < 0``: a new one), topics summed out word by word (eqs. 4/5 × 7):
+    ``Σ_i log [Σ_l (ζ + O_kl + c_l) φ_l(w_i) / (Lζ + O_k + i)]``, ``c`` counting the topics the
+    earlier words took (each word's MAP topic under ``k``, ties to the lower topic, the unused
+    class — winning only when strictly heavier — claimed in ``empties`` order).
+    ``phi_sums[i] = Σ_l φ_l(w_i)``; ``best_used[i]`` as :func:`best_used_topic`."""
+    nlw, nl, inv, _ = tw
+    okl, ok = cat[0], cat[1]
+    nz, nzlen = ix[0], ix[1]
+    n_topics = nl.shape[0]
+    n_own = 0
+    claimed = 0
+    out = 0.0
+    base = ok[k] if k >= 0 else 0.0
+    for i in range(ws.shape[0]):
+        w = ws[i]
+        num = zeta * phi_sums[i]
+        best_v, best_l = -1.0, -1
+        if k >= 0:
+            for q in range(nzlen[k]):
+                y = nz[k, q]
+                ph = phi(w, y, nlw, inv, beta)
+                num += okl[k, y] * ph
+                v = (zeta + okl[k, y] + _own_count(y, own_t, own_c, n_own)) * ph
+                if v > best_v or (v == best_v and y < best_l):
+                    best_v, best_l = v, y
+        for j in range(n_own):
+            y = own_t[j]
+            ph = phi(w, y, nlw, inv, beta)
+            num += own_c[j] * ph
+            v = (zeta + (okl[k, y] if k >= 0 else 0.0) + own_c[j]) * ph
+            if v > best_v or (v == best_v and y < best_l):
+                best_v, best_l = v, y
+        out += math.log(num / (n_topics * zeta + base + i))
+        y = best_used[i]
+        if y >= 0:
+            o = okl[k, y] if k >= 0 else 0.0
+            v = (zeta + o + _own_count(y, own_t, own_c, n_own)) * phi(w, y, nlw, inv, beta)
+            if v > best_v or (v == best_v and y < best_l):
+                best_v, best_l = v, y
+        if claimed < n_empty:
+            e = empties[claimed]
+            v = (n_empty - claimed) * zeta * phi(w, e, nlw, inv, beta)
+            if v > best_v:
+                best_v, best_l = v, e
+                claimed += 1
+        found = False
+        for j in range(n_own):
+            if own_t[j] == best_l:
+                own_c[j] += 1.0
+                found = True
+        if not found:
+            own_t[n_own] = best_l
+            own_c[n_own] = 1.0
+            n_own += 1
+    return out
+
+
+@njit(cache=True)
+def _state_weights(
+    w: int, k: int, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays,
+    psum: float, bu: int,
+) -> tuple[float, int, float]:  # fmt: skip
+    """For word w under category k (``k < 0``: new), as the state has it: the predictive's
+    numerator ``Σ_y (ζ + O_ky) φ_y(w)``, the used topic of largest weight and that weight
+    (``psum = Σ_y φ_y(w)``, ``bu`` = :func:`best_used_topic` of w, precomputed)."""
+    nlw, nl, inv, _ = tw
+    okl = cat[0]
+    nz, nzlen = ix[0], ix[1]
+    num = zeta * psum
+    best_v, best_l = -1.0, -1
+    if k >= 0:
+        for q in range(nzlen[k]):
+            y = nz[k, q]
+            ph = phi(w, y, nlw, inv, beta)
+            num += okl[k, y] * ph
+            v = (zeta + okl[k, y]) * ph
+            if nl[y] >= EMPTY_BELOW and (v > best_v or (v == best_v and y < best_l)):
+                best_v, best_l = v, y
+    if bu >= 0:
+        v = (zeta + (okl[k, bu] if k >= 0 else 0.0)) * phi(w, bu, nlw, inv, beta)
+        if v > best_v or (v == best_v and bu < best_l):
+            best_v, best_l = v, bu
+    return num, best_l, best_v
+
+
+@njit(cache=True)
+def group_log_predictive(
+    ws: np.ndarray, k: int, zeta: float, beta: float, vbeta: float, tw: Arrays, cat: Arrays,
+    ix: Arrays, empties: np.ndarray, n_empty: int, pair_t: np.ndarray, pair_w: np.ndarray,
+    psums: np.ndarray, bus: np.ndarray, nums: np.ndarray,
+) -> float:  # fmt: skip
+    """``log p(w_1..n | k)`` for the words of a *group* of documents under category ``k``
+    (``k < 0``: a new one): as :func:`block_log_predictive` (topics summed out word by word,
+    each word taking its MAP topic, unused topics as one class), but the earlier words count
+    in their topics' word distributions as well as in the category's topic counts, so a burst's
+    repeated words support each other as in the collapsed model; and the better of that reading
+    and :func:`_one_fresh_topic`'s (greedy MAP can glue a new story onto an old topic through
+    one shared first word). ``psums``/``bus`` hold each word's ``Σ_y φ_y(w)`` and best used
+    topic; ``nums`` is scratch."""
+    nlw, nl, inv, _ = tw
+    okl, ok = cat[0], cat[1]
+    n_topics = nl.shape[0]
+    n = ws.shape[0]
+    base = ok[k] if k >= 0 else 0.0
+    # the group's own topics so far: slot s holds topic slot_t[s] with slot_c[s] words;
+    # pair j (word ws[j]) sits in slot pair_t[j]
+    slot_t = pair_w  # reuse the caller's scratch (n entries each)
+    slot_c = np.zeros(n)
+    same = np.zeros(n)
+    n_slots = 0
+    claimed = 0
+    out = 0.0
+    for i in range(n):
+        w = ws[i]
+        num, best_l, best_v = _state_weights(w, k, zeta, beta, tw, cat, ix, psums[i], bus[i])
+        nums[i] = num
+        for s in range(n_slots):
+            same[s] = 0.0
+        for j in range(i):  # earlier occurrences of this word, by the slot they sit in
+            if ws[j] == w:
+                same[pair_t[j]] += 1.0
+        for s in range(n_slots):
+            y = slot_t[s]
+            o = okl[k, y] if k >= 0 else 0.0
+            ph_own = (beta + nlw[w, y] + same[s]) / (vbeta + nl[y] + slot_c[s])
+            v = (zeta + o + slot_c[s]) * ph_own
+            num += v - (zeta + o) * phi(w, y, nlw, inv, beta)
+            if v > best_v or (v == best_v and y < best_l):
+                best_v, best_l = v, y
+        out += math.log(num / (n_topics * zeta + base + i))
+        if claimed < n_empty:
+            e = empties[claimed]
+            if (n_empty - claimed) * zeta * phi(w, e, nlw, inv, beta) > best_v:
+                best_l = e
+                claimed += 1
+        s_of = -1
+        for s in range(n_slots):
+            if slot_t[s] == best_l:
+                s_of = s
+        if s_of < 0:
+            s_of = n_slots
+            slot_t[s_of] = best_l
+            slot_c[s_of] = 0.0
+            n_slots += 1
+        slot_c[s_of] += 1.0
+        pair_t[i] = s_of
+    if n_empty > 0:
+        out = max(out, _one_fresh_topic(ws, k, zeta, beta, vbeta, tw, cat, empties[0], nums))
+    return out
+
+
+@njit(cache=True)
+def _one_fresh_topic(
+    ws: np.ndarray, k: int, zeta: float, beta: float, vbeta: float, tw: Arrays, cat: Arrays,
+    e: int, nums: np.ndarray,
+) -> float:  # fmt: skip
+    """The sequential predictive of ``ws`` under category ``k`` when all its words take the
+    unused topic ``e`` (counted in ``e``'s word distribution as they come); ``nums[i]`` is the
+    state's numerator for word i under k."""
+    nlw, nl, inv, _ = tw
+    okl, ok = cat[0], cat[1]
+    n_topics = nl.shape[0]
+    base = ok[k] if k >= 0 else 0.0
+    o_e = okl[k, e] if k >= 0 else 0.0
+    out = 0.0
+    for i in range(ws.shape[0]):
+        w = ws[i]
+        num = nums[i]
+        same = 0.0
+        for j in range(i):
+            if ws[j] == w:
+                same += 1.0
+        num += (zeta + o_e + i) * (beta + nlw[w, e] + same) / (vbeta + nl[e] + i)
+        num -= (zeta + o_e) * phi(w, e, nlw, inv, beta)
+        out += math.log(num / (n_topics * zeta + base + i))
+    return out
