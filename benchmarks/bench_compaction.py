@@ -63,7 +63,7 @@ def run(n_docs: int, compact_at: int, half_life: float, redis_url: str | None,
     if redis_url is not None:
         import redis
 
-        from noveld.state.redis_store import RedisStore
+        from noveld.state.redis.store import RedisStore
 
         client = redis.Redis.from_url(redis_url)
         store = RedisStore(client, settings.namespace)

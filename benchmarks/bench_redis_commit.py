@@ -32,7 +32,7 @@ from noveld.connectors.jsonl import DlqFileSink, JsonlSource  # noqa: E402
 from noveld.daemon.embedded import CollectingEvents, FileDeadLetters  # noqa: E402
 from noveld.daemon.pipeline import Pipeline  # noqa: E402
 from noveld.daemon.settings import load_settings  # noqa: E402
-from noveld.state.redis_store import RedisStore  # noqa: E402
+from noveld.state.redis.store import RedisStore  # noqa: E402
 
 
 def run(url: str, data: Path, batch_size: int, times: int, replicas_to_ack: int = 0) -> None:

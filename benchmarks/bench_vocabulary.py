@@ -31,7 +31,7 @@ from harness import RedisServer  # noqa: E402
 from noveld.featurize import Tokenizer  # noqa: E402
 from noveld.models.vocabulary import Vocabulary  # noqa: E402
 from noveld.state.base import NamespaceState  # noqa: E402
-from noveld.state.redis_store import RedisStore  # noqa: E402
+from noveld.state.redis.store import RedisStore  # noqa: E402
 
 POSTINGS_HEAD_BYTES = 8  # MultinomialStats.head: one int64 per word id
 PROJECT_DOCS = (1_000_000, 10_000_000, 100_000_000)

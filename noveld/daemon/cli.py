@@ -35,7 +35,7 @@ from noveld.daemon.settings import (
     load_settings,
     unknown_env_names,
 )
-from noveld.state.redis_store import StoreConflict
+from noveld.state.redis.reasons import StoreConflict
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [
     ("--alpha", "alpha", float, "DP concentration α (per document of the batch when scaled)"),

@@ -110,7 +110,7 @@ class _DiscardedEvents:
 def _target(settings: Settings) -> str:
     """Where the fitted state goes; refuses a target that already holds state."""
     if settings.redis.url is not None:
-        from noveld.state.redis_store import RedisStore
+        from noveld.state.redis.store import RedisStore
 
         store = default_store(settings)
         assert isinstance(store, RedisStore)
@@ -283,7 +283,8 @@ def _write(settings: Settings, state: NamespaceState) -> None:
     it since the start."""
     uidnext = {"0": int(state.stats.ictl[kern.NEXT_UID])}
     if settings.redis.url is not None:
-        from noveld.state.redis_store import RedisStore, StoreConflict
+        from noveld.state.redis.reasons import StoreConflict
+        from noveld.state.redis.store import RedisStore
 
         store = default_store(settings)
         assert isinstance(store, RedisStore)

@@ -68,7 +68,7 @@ def _cmd_show(ns: argparse.Namespace) -> int:
 def _show_redis(ns: argparse.Namespace) -> int:
     from noveld.daemon.embedded import default_store
     from noveld.daemon.settings import load_settings
-    from noveld.state.redis_store import RedisStore
+    from noveld.state.redis.store import RedisStore
 
     overrides = {"redis": {"url": ns.redis_url}, "namespace": ns.namespace}
     store = default_store(load_settings(ns.config, overrides))
@@ -142,7 +142,7 @@ def _cmd_export(ns: argparse.Namespace) -> int:
 
 
 def _cmd_import(ns: argparse.Namespace) -> int:
-    from noveld.state.redis_store import StoreConflict
+    from noveld.state.redis.reasons import StoreConflict
 
     _resolve_target(ns)
     _need_one_target(ns, "import")

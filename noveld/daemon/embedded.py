@@ -41,7 +41,9 @@ from noveld.schema import InvalidReason, stored_json
 from noveld.state.base import CommitOutcome, FingerprintMismatch, StateStore, partition_key
 from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import MemoryStore
-from noveld.state.redis_store import RedisStore, StoreConflict, connect
+from noveld.state.redis.connect import connect
+from noveld.state.redis.reasons import StoreConflict
+from noveld.state.redis.store import RedisStore
 from noveld.state.redis_url import redacted
 
 STATE_DAMAGED_ADVICE = (

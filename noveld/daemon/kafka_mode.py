@@ -34,7 +34,8 @@ from noveld.daemon.progress import Progress
 from noveld.daemon.settings import Settings
 from noveld.models.hdp import live_clusters
 from noveld.state.base import CommitOutcome, FingerprintMismatch
-from noveld.state.redis_store import RedisStore, StoreConflict
+from noveld.state.redis.reasons import StoreConflict
+from noveld.state.redis.store import RedisStore
 
 log = logging.getLogger("noveld.kafka_mode")
 
@@ -386,9 +387,9 @@ def run_kafka(
                         refused_in_a_row = 0
                     if progress_out is not None:
                         progress_out.write(
-                            f"noveld: {store.lease_refusal}; reloaded the shared state and "
+                            f"noveld: {pipeline.lease_refusal}; reloaded the shared state and "
                             "reading on from the stored offsets\n"
-                            if stale and store.lease_refusal
+                            if stale and pipeline.lease_refusal
                             else "noveld: another replica compacted the vocabulary; reloaded the "
                             "shared state and reading on from the stored offsets\n"
                             if stale

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from noveld.daemon.outage import is_outage, outage_reason
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis.store import RedisStore
 
 log = logging.getLogger("noveld.lease")
 

@@ -94,9 +94,10 @@ class StateDiverged(RuntimeError):
     by another writer): the in-memory model no longer matches it, so this process must reload
     (or stop)."""
 
-    def __init__(self, message: str, outcome: CommitOutcome) -> None:
+    def __init__(self, message: str, outcome: CommitOutcome, lease_refusal: str = "") -> None:
         super().__init__(message)
         self.outcome = outcome
+        self.lease_refusal = lease_refusal  # why the writer lease refused, '' if it did not
 
 
 class EventSink(Protocol):
@@ -320,6 +321,7 @@ class Pipeline:
         self.pending_events = 0  # events left in the outbox by the last delivery attempt
         self._next_attempt = 0.0  # monotonic time before which pending events are not re-read
         self._next_ping = time.monotonic() + IDLE_PING_S  # next idle round trip to the store
+        self.lease_refusal = ""  # the writer lease's reason when it refused the last commit
         self.publish_pending()
 
     # ---- public ---------------------------------------------------------------------------
@@ -417,6 +419,7 @@ class Pipeline:
             return self._step(records, first_offsets, next_offsets)
         except StateDiverged as exc:
             self.refusal = exc.outcome
+            self.lease_refusal = exc.lease_refusal
             self.consecutive_invalid = invalid_run  # the batch is read again: counted once
             raise
 
@@ -523,9 +526,10 @@ class Pipeline:
         )  # fmt: skip
         if self.store.wants_batch_state:
             request = replace(request, novelty=self._novelty_json())
-        outcome = self.store.commit(self.state, request)
+        committed = self.store.commit(self.state, request)
+        outcome = committed.outcome
         self._uncommitted = False
-        moved = self.store.vocabulary_moved
+        moved = committed.vocabulary_moved
         if moved:  # another writer compacted the vocabulary just after this commit: the store
             self._adopt_state()  # loaded the namespace afresh, this batch included
         elif len(self.state.vocab) > len(self.vocab):  # words other writers added
@@ -534,7 +538,7 @@ class Pipeline:
             raise StateDiverged(
                 f"the state store answered {outcome.value!r} for offsets {first_offsets}: "
                 + (
-                    self.store.lease_refusal
+                    committed.lease_refusal
                     or (
                         "another process now owns this input"
                         if outcome is CommitOutcome.FENCED
@@ -546,15 +550,16 @@ class Pipeline:
                 )
                 + "; the in-memory model no longer matches the shared state",
                 outcome,
+                committed.lease_refusal,
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
-        rep.births -= births_among(events, self.store.suppressed)  # announced by another replica
+        rep.births -= births_among(events, committed.suppressed)  # announced by another replica
         if outcome is CommitOutcome.COMMITTED and not moved:
             rep.vocabulary_compacted |= self._check_vocabulary()
         if self.store.flush_due():
             self.flush()
         t4 = time.perf_counter()
-        suppressed = set(self.store.suppressed)
+        suppressed = set(committed.suppressed)
         rep.outbox_pending = self.publish_pending(
             sum(1 for e in events if e["event_id"] not in suppressed)
         )

@@ -1,4 +1,4 @@
-"""The state-store contract (DESIGN §6): load a namespace, commit batches atomically with offsets.
+"""The state-store contract: load a namespace, commit batches atomically with offsets.
 
 A commit carries the batch's *first* offsets (what the store must currently hold, else the batch
 was already applied: Replay) and its *next* offsets, plus the events for the outbox.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +27,21 @@ class CommitOutcome(enum.Enum):
     REPLAY = "replay"
     FENCED = "fenced"
     STALE = "stale"  # the vocabulary was compacted since this writer loaded: its ids are old
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What :meth:`StateStore.commit` did with a batch."""
+
+    outcome: CommitOutcome
+    #: ids of the batch's cluster events the store left out because another writer had already
+    #: announced that step of the cluster's life (a shared store announces each once)
+    suppressed: tuple[str, ...] = ()
+    #: the commit was followed by loading the namespace afresh with renumbered word ids
+    #: (another writer compacted the vocabulary just after it): the owner must reload
+    vocabulary_moved: bool = False
+    #: why the single writer's lease (svi) refused the commit, '' when it did not
+    lease_refusal: str = ""
 
 
 class StaleVocabulary(RuntimeError):
@@ -85,17 +101,9 @@ class CommitRequest:
 class StateStore(Protocol):
     """Durable model state; implementations: MemoryStore (+snapshot), RedisStore."""
 
-    #: ids of the last commit's cluster events the store left out because another writer had
-    #: already announced that step of the cluster's life (a shared store announces each once)
-    suppressed: list[str]
     #: whether other writers announce clusters of this namespace too (then the store, not the
     #: writer, knows which clusters were announced: see ``CommitRequest.if_announced``)
     shared_announcements: bool
-    #: the last commit was followed by loading the namespace afresh with renumbered word ids
-    #: (another writer compacted the vocabulary just after it): the owner must reload
-    vocabulary_moved: bool
-    #: why the single writer's lease (svi) refused the last commit, '' when it did not
-    lease_refusal: str
 
     def load(self, fingerprint: dict[str, Any]) -> NamespaceState | None:
         """The stored state, None if the namespace is new; FingerprintMismatch if incompatible."""
@@ -108,7 +116,7 @@ class StateStore(Protocol):
     def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
         """Prepare the statistics for a batch from these partitions (cluster uid range)."""
 
-    def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
+    def commit(self, state: NamespaceState, request: CommitRequest) -> CommitResult:
         """Apply a batch atomically (all or nothing); a shared store also applies what other
         writers committed meanwhile to ``state``."""
 
@@ -150,7 +158,7 @@ class StateStore(Protocol):
         """Drop delivered events from the outbox."""
 
 
-def births_among(events: list[dict[str, Any]], event_ids: list[str]) -> int:
+def births_among(events: list[dict[str, Any]], event_ids: Collection[str]) -> int:
     """How many of ``events`` are ``cluster.born`` events with one of these ids."""
     if not event_ids:  # the usual case: nothing was left out
         return 0

@@ -25,6 +25,7 @@ from noveld.state.base import (
     FIRST_RESERVED_SLOT,
     CommitOutcome,
     CommitRequest,
+    CommitResult,
     FingerprintMismatch,
     NamespaceState,
 )
@@ -85,10 +86,7 @@ class MemoryStore:
         self._last_snapshot = clock()
         self._outbox: list[dict[str, Any]] = []
         self.snapshots_written = 0
-        self.suppressed: list[str] = []  # one writer: no other announces its clusters
-        self.shared_announcements = False
-        self.vocabulary_moved = False  # one writer: nobody else renumbers its words
-        self.lease_refusal = ""  # one writer: no lease
+        self.shared_announcements = False  # one writer: no other announces its clusters
 
     def check_writable(self) -> None:
         """Raise ``OSError`` now, not at the first snapshot, if the state directory cannot take
@@ -142,21 +140,22 @@ class MemoryStore:
         state.vocab_checked = len(vocab)
         return True
 
-    def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
+    def commit(self, state: NamespaceState, request: CommitRequest) -> CommitResult:
         """Record offsets, counters and events (the owner snapshots when :meth:`flush_due`)."""
         replay = check_offsets(state, request.first_offsets)
         if replay is not None:
-            return replay
+            return CommitResult(replay)
         state.offsets.update(request.next_offsets)
         for k, v in request.counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
         # one writer announces every cluster itself: an end offered for a cluster it did
         # not announce was never announced
-        self.suppressed = [
+        # (and nobody else renumbers its words, and it holds no lease)
+        left_out = tuple(
             e["event_id"] for e in request.events if e["event_id"] in request.if_announced
-        ]
+        )
         self._outbox.extend(e for e in request.events if e["event_id"] not in request.if_announced)
-        return CommitOutcome.COMMITTED
+        return CommitResult(CommitOutcome.COMMITTED, left_out)
 
     @property
     def wants_batch_state(self) -> bool:

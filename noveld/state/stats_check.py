@@ -14,9 +14,8 @@ import numpy as np
 
 from noveld.models.base import StatsDelta
 from noveld.models.kernels import multinomial as kern
+from noveld.state.redis.keys import UID_SLOT_BITS as _UID_SLOT_BITS
 
-#: uid = slot << 40 | counter (``redis_store.UID_SLOT_BITS``; not imported: that pulls in redis)
-_UID_SLOT_BITS = 40
 _INT64_MAX = np.iinfo(np.int64).max
 #: the statistics arrays by the dtype kinds they may have ('b' bool, 'i'/'u' integers, 'f' float)
 _STATS_KINDS = {

@@ -19,7 +19,7 @@ import redis
 from cli_runner import NOVELD, noveld, redis_state
 from harness import RedisServer
 
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]

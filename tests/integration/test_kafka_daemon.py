@@ -22,7 +22,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from noveld.schema import ASSIGNMENTS_PER_MESSAGE, DocumentsAssigned, parse_event
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -23,7 +23,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from redis.cluster import RedisCluster
 from redis.exceptions import MovedError, RedisError
 
-from noveld.state.redis_store import RedisStore, _stream_entries, connect
+from noveld.state.redis.connect import connect
+from noveld.state.redis.store import RedisStore
+from noveld.state.redis.values import stream_entries
 from noveld.synth import SynthConfig, generate, write_jsonl
 
 
@@ -177,7 +179,7 @@ def test_cluster_transactions_give_stream_fields_as_a_mapping(
     cluster: RedisClusterServers,
 ) -> None:
     """The store reads the delta log inside a transaction, where redis-py's cluster client
-    leaves XRANGE unparsed; ``_stream_entries`` gives both clients' replies one shape."""
+    leaves XRANGE unparsed; ``stream_entries`` gives both clients' replies one shape."""
     client = connect(cluster.url)
     assert isinstance(client, RedisCluster)
     client.xadd("{t}log", {"w": b"a", "d": b"\x00\x01"})
@@ -185,8 +187,8 @@ def test_cluster_transactions_give_stream_fields_as_a_mapping(
     pipe.xrange("{t}log", "-", "+")
     (raw,) = pipe.execute()
     plain = client.xrange("{t}log", "-", "+")
-    assert _stream_entries(raw) == _stream_entries(plain)
-    assert _stream_entries(raw)[0][1] == {b"w": b"a", b"d": b"\x00\x01"}
+    assert stream_entries(raw) == stream_entries(plain)
+    assert stream_entries(raw)[0][1] == {b"w": b"a", b"d": b"\x00\x01"}
 
 
 def test_the_store_pings_the_node_that_holds_its_namespace() -> None:

@@ -21,7 +21,8 @@ from harness import RedisServer
 from noveld.daemon.settings import load_settings, model_fingerprint
 from noveld.models.base import StatsDelta
 from noveld.state.codec import decode_checkpoint_arrays, encode_delta
-from noveld.state.redis_store import CHECKPOINT_EVERY, RedisStore
+from noveld.state.redis.keys import CHECKPOINT_EVERY
+from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration

@@ -20,9 +20,10 @@ from harness import RedisClusterServers, RedisServer, start_replica
 from noveld.daemon.embedded import CollectingEvents
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import load_settings
-from noveld.state import redis_store
 from noveld.state.base import CommitOutcome, CommitRequest
-from noveld.state.redis_store import RedisStore, connect
+from noveld.state.redis import server as redis_server
+from noveld.state.redis.connect import connect
+from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -49,7 +50,7 @@ def commit_one(store: RedisStore, offset: int) -> None:
     state = Pipeline(settings, store, CollectingEvents(), NoDlq()).state
     store.claim(["f:0"])
     req = CommitRequest({"f:0": offset}, {"f:0": offset + 1}, None, [], {"docs": 1})
-    assert store.commit(state, req) is CommitOutcome.COMMITTED
+    assert store.commit(state, req).outcome is CommitOutcome.COMMITTED
 
 
 def test_replicated_waits_for_the_replica_and_holds_while_it_is_stopped(
@@ -72,7 +73,7 @@ def test_replicated_waits_for_the_replica_and_holds_while_it_is_stopped(
         assert wait_calls(client) == before + 1
     finally:
         replica.kill(signal.SIGCONT)
-    monkeypatch.setattr(redis_store, "REPLICA_HOLD_S", 0.0)
+    monkeypatch.setattr(redis_server, "REPLICA_HOLD_S", 0.0)
     store._hold_until = 0.0
     assert store.replicated()  # caught up: the commit made while it was stopped is there now
     assert replica.client().hget("noveld:{r}:offsets", "f:0") == b"2"
@@ -143,7 +144,7 @@ def test_replicated_follows_a_failover_it_was_not_told_about(
     behind, only a stale slot map: the marker write is redirected (MOVED), the store re-reads
     the map and holds the events for now, and the next check asks the new primary, whose
     replica is the old one."""
-    monkeypatch.setattr(redis_store, "REPLICA_HOLD_S", 0.0)
+    monkeypatch.setattr(redis_server, "REPLICA_HOLD_S", 0.0)
     with RedisClusterServers(3, replicas=1) as cluster:
         store = RedisStore(connect(cluster.url), "gf", replicas_to_ack=1)
         commit_one(store, 0)

@@ -14,7 +14,7 @@ import pytest
 from cli_runner import noveld, redis_state
 from harness import RedisSentinelGroup, unique_name
 
-from noveld.state.redis_store import connect
+from noveld.state.redis.connect import connect
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration

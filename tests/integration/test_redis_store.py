@@ -18,11 +18,13 @@ from noveld.schema import event_json
 from noveld.state.base import (
     CommitOutcome,
     CommitRequest,
+    CommitResult,
     FingerprintMismatch,
     NamespaceState,
     state_digest,
 )
-from noveld.state.redis_store import CHECKPOINT_EVERY, OUTBOX_ENTRY_EVENTS, RedisStore
+from noveld.state.redis.keys import CHECKPOINT_EVERY, OUTBOX_ENTRY_EVENTS
+from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -71,6 +73,20 @@ def same_digest(loaded: NamespaceState, live: NamespaceState) -> bool:
     return state_digest(loaded) == state_digest(live)
 
 
+def recorded_commits(store: RedisStore) -> list[CommitResult]:
+    """What each of ``store``'s commits from now on returned (a pipeline's commits, read after
+    its step)."""
+    results: list[CommitResult] = []
+    commit = store.commit
+
+    def recording(state: NamespaceState, request: CommitRequest) -> CommitResult:
+        results.append(commit(state, request))
+        return results[-1]
+
+    store.commit = recording  # type: ignore[method-assign]
+    return results
+
+
 def rebuilt_after_every_commit(
     client: redis.Redis,
     settings: Settings,
@@ -86,7 +102,7 @@ def rebuilt_after_every_commit(
     namespace = settings.namespace
 
     class CheckingStore(RedisStore):
-        def commit(self, state: NamespaceState, request: CommitRequest) -> CommitOutcome:
+        def commit(self, state: NamespaceState, request: CommitRequest) -> CommitResult:
             outcome = super().commit(state, request)
             pipes[0]._sync_state()
             loaded = RedisStore(client, namespace).load(model_fingerprint(settings))
@@ -194,7 +210,7 @@ def test_replay_and_fencing(redis_url: str, stream: Path, tmp_path: Path) -> Non
     store.claim([key])
     before = dict(state.counters)
     replay = CommitRequest({key: 2816}, {key: 3000}, None, [], {"docs": 184})
-    assert store.commit(state, replay) is CommitOutcome.REPLAY
+    assert store.commit(state, replay).outcome is CommitOutcome.REPLAY
     assert state.counters == before
     reloaded = RedisStore(client, "t").load(model_fingerprint(settings))
     assert reloaded is not None and reloaded.counters == before  # nothing applied twice
@@ -203,8 +219,8 @@ def test_replay_and_fencing(redis_url: str, stream: Path, tmp_path: Path) -> Non
     old_owner.claim([key])
     new_owner.claim([key])  # a rebalance moved the partition
     nxt = CommitRequest({key: 3000}, {key: 3001}, None, [], {"docs": 1})
-    assert old_owner.commit(state, nxt) is CommitOutcome.FENCED
-    assert new_owner.commit(state, nxt) is CommitOutcome.COMMITTED
+    assert old_owner.commit(state, nxt).outcome is CommitOutcome.FENCED
+    assert new_owner.commit(state, nxt).outcome is CommitOutcome.COMMITTED
     assert int(client.hget("noveld:{t}:offsets", key) or 0) == 3001
 
 
@@ -223,7 +239,7 @@ def test_outbox_keeps_events_until_acknowledged(redis_url: str, tmp_path: Path) 
     pipe_state = Pipeline(settings, store, CollectingEvents(), NoDlq()).state
     events = [{"event_id": f"e{i}", "type": "cluster.born", "n": i} for i in range(3)]
     req = CommitRequest({"f:0": 0}, {"f:0": 5}, None, events, {"docs": 5})
-    assert store.commit(pipe_state, req) is CommitOutcome.COMMITTED
+    assert store.commit(pipe_state, req).outcome is CommitOutcome.COMMITTED
     pending = RedisStore(client, "t").outbox_pending()
     assert pending == events and [e.raw for e in pending] == [event_json(e) for e in events]
     assert store.outbox_length() == 3
@@ -243,7 +259,7 @@ def test_each_replica_sends_its_own_events_and_takes_over_those_left_behind(
     pending event sent many twice); a process's first look takes everything (a restarted one
     sends what its predecessor left), and another replica's events are taken once they have
     waited ORPHANED_EVENTS_AFTER_S (their writer died or cannot reach the broker)."""
-    import noveld.state.redis_store as redis_store
+    import noveld.state.redis.outbox as outbox
 
     client = redis.Redis.from_url(redis_url)
     settings = settings_for(tmp_path)
@@ -255,10 +271,10 @@ def test_each_replica_sends_its_own_events_and_takes_over_those_left_behind(
     ev_b = [{"event_id": "b1", "type": "cluster.born"}]
     for store, state, part, ev in ((a, state_a, "f:0", ev_a), (b, state_b, "g:0", ev_b)):
         req = CommitRequest({part: 0}, {part: 5}, None, ev, {"docs": 5})
-        assert store.commit(state, req) is CommitOutcome.COMMITTED
+        assert store.commit(state, req).outcome is CommitOutcome.COMMITTED
     assert [e["event_id"] for e in b.outbox_pending()] == ["b1"]
     assert [e["event_id"] for e in RedisStore(client, "o").outbox_pending()] == ["a1", "b1"]
-    monkeypatch.setattr(redis_store, "ORPHANED_EVENTS_AFTER_S", 0.0)
+    monkeypatch.setattr(outbox, "ORPHANED_EVENTS_AFTER_S", 0.0)
     assert [e["event_id"] for e in b.outbox_pending()] == ["a1", "b1"]
     b.ack(["a1", "b1"])
     assert a.outbox_length() == 0
@@ -341,21 +357,25 @@ def test_each_cluster_is_announced_and_ended_once_across_writers(
         return {"event_id": f"{cid}-{kind}", "type": f"cluster.{kind}", "cluster_id": cid,
                 "by": writer}  # fmt: skip
 
-    def commit(store: RedisStore, key: str, offset: int, events: list[dict[str, Any]]) -> None:
+    def commit(store: RedisStore, key: str, offset: int, events: list[dict[str, Any]]) -> list[str]:
         births = sum(e["type"] == "cluster.born" for e in events)
         req = CommitRequest({key: offset}, {key: offset + 1}, None, events, {"births": births})
-        assert store.commit(state, req) is CommitOutcome.COMMITTED
+        result = store.commit(state, req)
+        assert result.outcome is CommitOutcome.COMMITTED
+        return list(result.suppressed)
 
     filler = {"event_id": "x", "type": "document.assigned", "cluster_id": "c1"}
-    commit(a, "in:0", 0, [ev("born", "c1", "a"), filler, ev("born", "c2", "a")])
-    assert a.suppressed == []
-    commit(b, "in:1", 0, [ev("born", "c1", "b"), ev("born", "c3", "b")])
-    assert b.suppressed == ["c1-born"]
+    suppressed = commit(a, "in:0", 0, [ev("born", "c1", "a"), filler, ev("born", "c2", "a")])
+    assert suppressed == []
+    suppressed = commit(b, "in:1", 0, [ev("born", "c1", "b"), ev("born", "c3", "b")])
+    assert suppressed == ["c1-born"]
     commit(b, "in:1", 1, [ev("retired", "c1", "b"), ev("merged", "c9", "b")])
-    commit(a, "in:0", 1, [ev("retired", "c1", "a"), ev("born", "c1", "a"), ev("merged", "c2", "a")])
-    assert a.suppressed == ["c1-retired", "c1-born"]
-    commit(b, "in:1", 2, [ev("merged", "c2", "b"), ev("merged", "c9", "b")])
-    assert b.suppressed == ["c2-merged"]
+    suppressed = commit(
+        a, "in:0", 1, [ev("retired", "c1", "a"), ev("born", "c1", "a"), ev("merged", "c2", "a")]
+    )
+    assert suppressed == ["c1-retired", "c1-born"]
+    suppressed = commit(b, "in:1", 2, [ev("merged", "c2", "b"), ev("merged", "c9", "b")])
+    assert suppressed == ["c2-merged"]
 
     kept = [(e["event_id"], e.get("by")) for e in RedisStore(client, "lc").outbox_pending()]
     assert kept == [
@@ -385,19 +405,23 @@ def test_an_end_offered_if_announced_is_kept_only_for_a_cluster_another_writer_a
     b.claim(["in:1"])
 
     def commit(store: RedisStore, key: str, offset: int, events: list[dict[str, Any]],
-               offered: set[str]) -> None:  # fmt: skip
+               offered: set[str]) -> list[str]:  # fmt: skip
         req = CommitRequest({key: offset}, {key: offset + 1}, None, events, {},
                             if_announced=frozenset(offered))  # fmt: skip
-        assert store.commit(state, req) is CommitOutcome.COMMITTED
+        result = store.commit(state, req)
+        assert result.outcome is CommitOutcome.COMMITTED
+        return list(result.suppressed)
 
     def ev(kind: str, cid: str) -> dict[str, Any]:
         return {"event_id": f"{cid}-{kind}", "type": f"cluster.{kind}", "cluster_id": cid}
 
     commit(a, "in:0", 0, [ev("born", "c1"), ev("born", "c2")], set())
-    commit(b, "in:1", 0, [ev("retired", "c1"), ev("retired", "c3")], {"c1-retired", "c3-retired"})
-    assert b.suppressed == ["c3-retired"]  # c3: nobody announced it
-    commit(b, "in:1", 1, [ev("retired", "c1")], {"c1-retired"})
-    assert b.suppressed == ["c1-retired"]  # c1 already ended
+    suppressed = commit(
+        b, "in:1", 0, [ev("retired", "c1"), ev("retired", "c3")], {"c1-retired", "c3-retired"}
+    )
+    assert suppressed == ["c3-retired"]  # c3: nobody announced it
+    suppressed = commit(b, "in:1", 1, [ev("retired", "c1")], {"c1-retired"})
+    assert suppressed == ["c1-retired"]  # c1 already ended
     kept = [e["event_id"] for e in RedisStore(client, "ia").outbox_pending()]
     assert kept == ["c1-born", "c2-born", "c1-retired"]
     assert client.hgetall("noveld:{ia}:lifecycle") == {b"c1": b"retired", b"c2": b"born"}

@@ -152,7 +152,7 @@ def test_export_while_a_writer_commits_is_one_instant(redis_url: str, tmp_path: 
     import redis
 
     from noveld.models.kernels import multinomial as kern
-    from noveld.state.redis_store import RedisStore
+    from noveld.state.redis.store import RedisStore
 
     path = tmp_path / "live.jsonl"
     write_jsonl(SynthConfig(n_docs=20_000, n_stories=200, seed=9), path)

@@ -14,7 +14,7 @@ import redis
 from cli_runner import NOVELD, noveld, redis_state
 from harness import unique_name
 
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = [pytest.mark.integration]

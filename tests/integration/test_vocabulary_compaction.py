@@ -17,6 +17,7 @@ import redis
 from cli_runner import noveld
 from doubles import CollectingDlq, NoDlq
 from streams import fading_stories
+from test_redis_store import recorded_commits
 
 from noveld.connectors.jsonl import Record
 from noveld.daemon.embedded import CollectingEvents
@@ -26,7 +27,7 @@ from noveld.models.vocabulary import Vocabulary
 from noveld.schema import SourcePosition
 from noveld.state.base import CommitOutcome, NamespaceState, state_digest
 from noveld.state.memory import MemoryStore, read_snapshot
-from noveld.state.redis_store import RedisStore
+from noveld.state.redis.store import RedisStore
 
 pytestmark = pytest.mark.integration
 
@@ -503,9 +504,10 @@ def test_a_compaction_right_after_the_others_commit_makes_it_reload(
         original(state, after, upto)
 
     store_b._apply_foreign = a_compacts_first  # type: ignore[method-assign]
+    commits = recorded_commits(store_b)
     feed(1, b)
     store_b._apply_foreign = original  # type: ignore[method-assign]
-    assert store_b.vocabulary_moved  # B's commit was followed by a fresh load (the race ran)
+    assert commits[-1].vocabulary_moved  # B's commit was followed by a fresh load (the race ran)
     shared = [w.decode() for w in client.lrange("noveld:{race}:vocab", 0, -1)]
     assert b.vocab.to_list() == shared  # B's ids are the renumbered ones
     for _ in range(5):

@@ -40,9 +40,9 @@ def request(first: int, nxt: int, events: list[dict[str, object]] | None = None)
 def test_commit_advances_offsets_and_detects_replay_and_gaps(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path)
     state = fitted_state()
-    assert store.commit(state, request(0, 10)) is CommitOutcome.COMMITTED
+    assert store.commit(state, request(0, 10)).outcome is CommitOutcome.COMMITTED
     assert state.offsets == {"f:0": 10} and state.counters["docs"] == 10
-    assert store.commit(state, request(0, 10)) is CommitOutcome.REPLAY
+    assert store.commit(state, request(0, 10)).outcome is CommitOutcome.REPLAY
     assert state.counters["docs"] == 10  # a replay changes nothing
     with pytest.raises(OffsetGap):
         store.commit(state, request(20, 30))
@@ -59,8 +59,9 @@ def test_an_end_offered_for_a_cluster_the_writer_did_not_announce_is_left_out(
         {"event_id": "r2", "type": "cluster.retired", "cluster_id": "c2"},
     ]
     req = CommitRequest({"f:0": 0}, {"f:0": 1}, None, events, {}, if_announced=frozenset({"r2"}))
-    assert store.commit(fitted_state(), req) is CommitOutcome.COMMITTED
-    assert store.suppressed == ["r2"]
+    result = store.commit(fitted_state(), req)
+    assert result.outcome is CommitOutcome.COMMITTED
+    assert list(result.suppressed) == ["r2"]
     assert [e["event_id"] for e in store.outbox_pending()] == ["r1"]
 
 

@@ -8,21 +8,22 @@
 -- ARGV[3..] words the caller has not seen, in first-seen order
 --
 -- Returns vocab[known:] after adding the unknown words: the caller's new words in order when it
--- is the only writer, else also the words other writers added meanwhile.
+-- is the only writer, else also the words other writers added meanwhile. Refuses with an error
+-- whose text is a code and the facts its message quotes, space separated (noveld words it for
+-- the operator: noveld/state/redis/reasons.py): NOVELD_STALE <generation> <loaded generation>,
+-- NOVELD_VOCAB <words held> <words the caller knows>.
 
 -- a vocabulary shorter than what the caller knows was deleted, evicted or cut: new ids would
 -- repeat old ones and mix words up
 -- a compaction renumbered the words since the caller loaded: its ids mean other words now
 local gen = tonumber(redis.call('HGET', KEYS[3], 'vocab_gen') or '0')
 if gen ~= tonumber(ARGV[2]) then
-  return redis.error_reply('NOVELD_STALE the vocabulary was compacted (generation ' .. gen
-    .. ', this writer loaded ' .. ARGV[2] .. ')')
+  return redis.error_reply('NOVELD_STALE ' .. gen .. ' ' .. ARGV[2])
 end
 
 local have = redis.call('LLEN', KEYS[1])
 if have < tonumber(ARGV[1]) then
-  return redis.error_reply('NOVELD_VOCAB the vocabulary holds ' .. have
-    .. ' words, this writer knows ' .. ARGV[1])
+  return redis.error_reply('NOVELD_VOCAB ' .. have .. ' ' .. ARGV[1])
 end
 
 for i = 3, #ARGV do

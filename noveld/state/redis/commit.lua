@@ -1,4 +1,4 @@
--- noveld batch commit (DESIGN §6): one atomic step per batch, O(partitions + events).
+-- noveld batch commit: one atomic step per batch, O(partitions + events).
 --
 -- KEYS[1] meta      hash: fingerprint, schema, seq (last log entry), ckpt_seq
 -- KEYS[2] counters  hash
@@ -21,10 +21,12 @@
 -- ARGV[3] novelty JSON
 -- ARGV[4..] the events' JSON, in order
 --
--- Returns {status, detail, seq, foreign, suppressed}: status "committed", "replay", "fenced",
--- "stale" (the vocabulary was compacted since the writer loaded), "conflict" or "lost" (the
--- namespace's meta is gone: flushed, evicted); seq = the log position after this commit;
--- foreign = entries other writers appended since the writer's last_seq (it must apply those to
+-- Returns {status, reason, seq, foreign, suppressed, facts}: status "committed", "replay",
+-- "fenced", "stale" (the vocabulary was compacted since the writer loaded), "conflict" or "lost"
+-- (the namespace's meta is gone: flushed, evicted); reason = a code saying why a commit was
+-- refused ('' when committed; noveld words it for the operator: noveld/state/redis/reasons.py)
+-- and facts = the values that message quotes, as strings; seq = the log position after this
+-- commit; foreign = entries other writers appended since the writer's last_seq (it must apply those to
 -- stay in step); suppressed = ids of cluster events left out because another writer already
 -- announced that step of the cluster's life, or because nobody announced the cluster an
 -- offered end belongs to (replicas confirm births from their own novelty
@@ -32,28 +34,37 @@
 
 local h = cjson.decode(ARGV[1])
 
+-- a refused commit: its status, the reason's code and the facts the operator message quotes
+local function refuse(status, reason, ...)
+  local facts = {}
+  for i, v in ipairs({...}) do
+    facts[i] = tostring(v)
+  end
+  return {status, reason, 0, 0, {}, facts}
+end
+
 -- Every check comes before the first write: a script that fails half-way is not rolled back.
 
 -- 0. the namespace must still exist (its meta carries the fingerprint every writer loaded)
 if redis.call('HEXISTS', KEYS[1], 'fingerprint') == 0 then
-  return {'lost', 'namespace meta has no fingerprint', 0, 0, {}}
+  return refuse('lost', 'meta_lost')
 end
 
 -- 0b. the vocabulary: a compaction since the writer loaded renumbered the word ids its delta uses
 local vocab_gen = tonumber(redis.call('HGET', KEYS[1], 'vocab_gen') or '0')
 if vocab_gen ~= (h.vocab_gen or 0) then
-  return {'stale', 'vocabulary generation ' .. vocab_gen .. ' ~= ' .. (h.vocab_gen or 0), 0, 0, {}}
+  return refuse('stale', 'vocab_stale', vocab_gen, h.vocab_gen or 0)
 end
 
 -- 1. fencing: every partition's epoch must be the one this writer was granted
 for key, epoch in pairs(h.epochs) do
   local current = tonumber(redis.call('HGET', KEYS[4], key) or '0')
   if current ~= epoch then
-    return {'fenced', key .. ' epoch ' .. current .. ' ~= ' .. epoch, 0, 0, {}}
+    return refuse('fenced', 'epoch_fenced', key, current, epoch)
   end
 end
 
--- 1b. the single writer (svi: its global step does not commute, DESIGN §6): a writer whose
+-- 1b. the single writer (svi: its global step does not commute): a writer whose
 --     lease lapsed (paused, cut off) must not step the model again while another holds it,
 --     nor after another stepped it meanwhile (its step would be computed on an old model and
 --     the other's entries applied after its own: the writer has to reload)
@@ -61,12 +72,11 @@ local lease_ms = tonumber(h.lease_ms or 0)
 if lease_ms > 0 then
   local holder = redis.call('GET', KEYS[10])
   if holder and holder ~= h.writer then
-    return {'fenced', 'the writer lease is held by writer ' .. holder, 0, 0, {}}
+    return refuse('fenced', 'lease_held', holder)
   end
   local stepped = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') - h.last_seq
   if stepped > 0 then
-    return {'stale', 'the writer lease lapsed and another writer stepped the model meanwhile ('
-      .. stepped .. ' log entries)', 0, 0, {}}
+    return refuse('stale', 'lease_lapsed', stepped)
   end
 end
 
@@ -74,10 +84,10 @@ end
 for key, first in pairs(h.first) do
   local stored = tonumber(redis.call('HGET', KEYS[3], key) or '0')
   if stored > first then
-    return {'replay', key .. ' stored ' .. stored .. ' > ' .. first, 0, 0, {}}
+    return refuse('replay', 'offset_replay', key, stored, first)
   end
   if stored < first then
-    return {'conflict', key .. ' gap: stored ' .. stored .. ' < ' .. first, 0, 0, {}}
+    return refuse('conflict', 'offset_gap', key, stored, first)
   end
 end
 
@@ -86,8 +96,7 @@ end
 if h.slot >= 0 then
   local uid_next = tonumber(redis.call('HGET', KEYS[7], tostring(h.slot)) or '0')
   if uid_next ~= h.uid_start then
-    return {'conflict', 'uid slot ' .. h.slot .. ' is at ' .. uid_next .. ', writer assumed '
-      .. h.uid_start .. ' (two writers share a slot?)', 0, 0, {}}
+    return refuse('conflict', 'uid_slot_shared', h.slot, uid_next, h.uid_start)
   end
 end
 
@@ -99,7 +108,7 @@ local top = redis.call('XREVRANGE', KEYS[6], '+', '-', 'COUNT', 1)
 if #top > 0 then
   local top_seq = tonumber(string.match(top[1][1], '^(%d+)'))
   if top_seq > seq then
-    return {'conflict', 'log ends at ' .. top_seq .. ' but meta says ' .. seq, 0, 0, {}}
+    return refuse('conflict', 'log_ahead', top_seq, seq)
   end
 end
 if h.slot >= 0 and h.uid_end ~= h.uid_start then
@@ -179,4 +188,4 @@ end
 if n > 0 then
   redis.call('XADD', KEYS[5], '*', unpack(fields))
 end
-return {'committed', '', seq, foreign, suppressed}
+return {'committed', '', seq, foreign, suppressed, {}}

@@ -1,0 +1,188 @@
+"""The commit path: one atomic Lua call per batch (fencing, offsets, uid slot, log entry,
+counters, outbox), then the entries other writers appended meanwhile, and periodic checkpoints."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from noveld.models.dpmm import replay_delta
+from noveld.models.kernels import multinomial as kern
+from noveld.models.vocabulary import uncounted_ids
+from noveld.schema import event_json
+from noveld.state.base import (
+    CommitOutcome,
+    CommitRequest,
+    CommitResult,
+    NamespaceState,
+    StaleVocabulary,
+    births_among,
+)
+from noveld.state.codec import encode_checkpoint, encode_delta
+from noveld.state.redis.keys import OUTBOX_ENTRY_EVENTS, UID_SLOT_BITS, uid_slot
+from noveld.state.redis.reasons import StoreConflict, lease_refusal
+from noveld.state.redis.values import text
+from noveld.state.redis.vocabulary import Vocabulary
+
+_STATUS = {
+    "committed": CommitOutcome.COMMITTED,
+    "replay": CommitOutcome.REPLAY,
+    "fenced": CommitOutcome.FENCED,
+    "stale": CommitOutcome.STALE,
+}
+
+_LIFECYCLE = {"cluster.born": "born", "cluster.retired": "retired", "cluster.merged": "merged"}
+
+
+def lifecycle_marks(
+    events: list[dict[str, Any]], if_announced: frozenset[str] = frozenset()
+) -> list[list[Any]]:
+    """``[index, cluster id, step, event id, only if announced (0/1)]`` of each cluster event
+    of a commit, for the commit script's once-per-cluster check (``lifecycle``)."""
+    return [
+        [
+            i,
+            e["cluster_id"],
+            _LIFECYCLE[e["type"]],
+            e["event_id"],
+            int(e["event_id"] in if_announced),
+        ]
+        for i, e in enumerate(events)
+        if e.get("type") in _LIFECYCLE and "cluster_id" in e
+    ]
+
+
+class _Trimmed(Exception):
+    """The log no longer holds entries a replica has to apply."""
+
+
+class Commit(Vocabulary):
+    """Commit batches and keep the in-memory statistics in step with other writers."""
+
+    def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
+        """Point the model's uid counter at this batch's uid slot."""
+        slot = uid_slot(list(first_offsets))
+        if slot != self._slot:
+            raw = self.client.hget(self.keys["uidnext"], str(slot))
+            self._uid_next = 0 if raw is None else self._count("uidnext", str(slot), raw)
+            self._slot = slot
+        state.stats.ictl[kern.NEXT_UID] = (slot << UID_SLOT_BITS) + self._uid_next
+
+    def commit(self, state: NamespaceState, request: CommitRequest) -> CommitResult:
+        """One atomic Lua call: fence, offsets check, uid slot, log entry, counters, outbox;
+        then take in what other writers appended since this writer's previous commit."""
+        if request.delta is None:
+            slot, uid_end = -1, 0  # no document was seated: no uids were handed out
+        elif self._slot is None:
+            raise StoreConflict("before_batch() was not called for this batch's partitions")
+        else:
+            slot = self._slot
+            used = int(state.stats.ictl[kern.NEXT_UID]) - (slot << UID_SLOT_BITS)
+            uid_end = max(used, self._uid_next)
+        header = {
+            "epochs": {k: self.epochs.get(k, 0) for k in request.first_offsets},
+            "first": request.first_offsets,
+            "next": request.next_offsets,
+            "counters": request.counters,
+            "slot": slot,
+            "uid_start": self._uid_next if slot >= 0 else 0,
+            "uid_end": uid_end,
+            "writer": self.writer,
+            "last_seq": self.last_seq,
+            "vocab_gen": self.vocab_gen,
+            "outbox_chunk": OUTBOX_ENTRY_EVENTS,
+            "lifecycle": lifecycle_marks(request.events, request.if_announced),
+            "lease_ms": self.lease_ms,
+        }
+        blob = b"" if request.delta is None else encode_delta(request.delta)
+        events = [event_json(e) for e in request.events]
+        status, reason, seq, foreign, suppressed, raw_facts = self._commit(
+            keys=[self.keys[n] for n in ("meta", "counters", "offsets", "epochs", "outbox")]
+            + [self.keys[n] for n in ("log", "uidnext", "novelty", "lifecycle", "lease")],
+            args=[
+                json.dumps(header, separators=(",", ":")),
+                blob,
+                json.dumps(request.novelty or {}, separators=(",", ":")),
+                *events,
+            ],
+        )
+        outcome, code = text(status), text(reason)
+        facts = [text(f) for f in raw_facts]
+        if outcome == "lost":
+            raise self._lost()
+        if outcome == "conflict":
+            raise StoreConflict.from_commit(code, facts)
+        if outcome != "committed":
+            return CommitResult(_STATUS[outcome], lease_refusal=lease_refusal(code, facts))
+        if slot >= 0:
+            self._uid_next = uid_end
+        left_out = tuple(text(e) for e in suppressed)
+        counters = dict(request.counters)
+        if left_out:  # the script did not count births another writer announced
+            births = counters.get("births", 0) - births_among(request.events, left_out)
+            counters["births"] = births
+        state.offsets.update(request.next_offsets)
+        for k, v in counters.items():
+            state.counters[k] = state.counters.get(k, 0) + v
+        seq, foreign = int(seq), int(foreign)
+        own = seq if blob else None
+        if foreign > 0:
+            gen = self.vocab_gen
+            self._apply_foreign(state, self.last_seq, seq if own is None else seq - 1)
+            if self.last_seq >= seq:  # reloaded: already includes everything up to seq
+                # another writer compacted the vocabulary just after this commit, and the
+                # namespace was loaded afresh: the caller's word ids and novelty state are old
+                moved = self.vocab_gen != gen
+                return CommitResult(CommitOutcome.COMMITTED, left_out, vocabulary_moved=moved)
+        self.last_seq = seq
+        if own is not None and seq % self.checkpoint_every == 0:
+            self.checkpoint(state)
+        return CommitResult(CommitOutcome.COMMITTED, left_out)
+
+    def _apply_foreign(self, state: NamespaceState, after: int, upto: int) -> None:
+        """Apply other writers' log entries (after, upto] to the in-memory statistics. If a
+        checkpoint trimmed some of them, or another writer compacted the vocabulary since
+        this writer's commit, load the namespace afresh instead (after a compaction with all
+        of its state: :attr:`vocab_gen` moves on and the caller rebuilds from it)."""
+        gen = self.vocab_gen
+        entries = self.client.xrange(self.keys["log"], f"{after + 1}-0", f"{upto}-1")
+        seqs = [int(text(i).split("-")[0]) for i, _ in entries]
+        try:
+            if seqs != list(range(after + 1, upto + 1)):
+                raise _Trimmed  # a checkpoint trimmed entries this replica had not read
+            deltas = [self._delta(sid, fields) for sid, fields in entries]
+            width = max(
+                (int(d.word_ids.max()) + 1 for d in deltas if d.word_ids.shape[0]), default=0
+            )
+            if width > len(state.vocab):
+                self.intern(state, len(state.vocab), [])
+            for (sid, _), d in zip(entries, deltas, strict=True):
+                self._check_delta(sid, d, len(state.vocab))
+        except (_Trimmed, StaleVocabulary):
+            fresh = self._read_state(state.fingerprint)
+            if fresh is None:
+                raise StoreConflict(
+                    f"namespace {self.namespace!r} vanished while running"
+                ) from None
+            state.stats, state.vocab, state.vocab_gone = fresh.stats, fresh.vocab, fresh.vocab_gone
+            state.vocab_checked = fresh.vocab_checked
+            self.reloads += 1
+            if self.vocab_gen != gen:  # the caller rebuilds from it: all of it, as a load
+                state.novelty, state.offsets, state.counters = (
+                    fresh.novelty, fresh.offsets, fresh.counters,
+                )  # fmt: skip
+            return
+        for d in deltas:
+            replay_delta(
+                state.stats, d, self.half_life_docs, uncounted=lambda: uncounted_ids(state.vocab)
+            )
+
+    def checkpoint(self, state: NamespaceState) -> bool:
+        """Store the in-memory statistics as of ``last_seq`` and trim the log behind the
+        previous checkpoint; False if someone already checkpointed at or after it."""
+        blob = encode_checkpoint(state.stats, {"seq": self.last_seq, "vocab": len(state.vocab)})
+        written = self._checkpoint(
+            keys=[self.keys["meta"], self.keys["ckpt"], self.keys["log"]],
+            args=[self.last_seq, blob, self.vocab_gen],
+        )
+        return bool(int(written))
