@@ -11,9 +11,11 @@ import time
 
 import pytest
 from cli_runner import redis_state
-from harness import KafkaBroker, RedisClusterServers, unique_name
 from kafka_daemon import committed_docs, produce, start, stop, wait_until
 from redis.exceptions import RedisError
+from servers.kafka_broker import KafkaBroker
+from servers.ports import unique_name
+from servers.redis_cluster import RedisClusterServers
 
 from noveld.synth import SynthConfig, generate
 

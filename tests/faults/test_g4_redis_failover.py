@@ -20,10 +20,12 @@ from collections import defaultdict
 import pytest
 import redis
 from cli_runner import redis_state
-from harness import KafkaBroker, failover_topology, unique_name
 from kafka import KafkaProducer
 from kafka_daemon import committed_docs, consume_all, produce, start, stop, wait_until
 from redis.exceptions import RedisError
+from servers.kafka_broker import KafkaBroker
+from servers.ports import unique_name
+from servers.redis_cluster import failover_topology
 
 from noveld.synth import SynthConfig, generate
 

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 from cli_runner import NOVELD, redis_state
-from harness import KafkaBroker, RedisServer, free_port, unique_name
 from kafka_daemon import committed_docs, produce, start, stop, tracked, wait_until
+from servers.kafka_broker import KafkaBroker
+from servers.ports import free_port, unique_name
+from servers.redis_server import RedisServer
 
 from noveld.synth import SynthConfig, generate
 

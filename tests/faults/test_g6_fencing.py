@@ -14,8 +14,9 @@ import urllib.request
 import pytest
 import redis
 from cli_runner import redis_state
-from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port, unique_name
 from kafka_daemon import SteadyFeed, start, wait_until
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from servers.ports import free_port, unique_name
 
 from noveld.synth import SynthConfig, generate
 

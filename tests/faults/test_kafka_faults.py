@@ -11,7 +11,6 @@ import time
 
 import pytest
 from cli_runner import redis_state
-from harness import KafkaBroker, unique_name
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from kafka_daemon import (
@@ -22,6 +21,8 @@ from kafka_daemon import (
     stop,
     wait_until,
 )
+from servers.kafka_broker import KafkaBroker
+from servers.ports import unique_name
 
 from noveld.synth import SynthConfig, generate
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 from cli_runner import NOVELD, noveld, redis_state
-from harness import RedisServer
+from servers.redis_server import RedisServer
 
 from noveld.state.redis_store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl

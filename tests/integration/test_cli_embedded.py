@@ -806,7 +806,7 @@ def test_run_with_redis_state_resumes_and_fences(
 
 
 def test_unreachable_redis_is_a_clear_error(tmp_path: Path) -> None:
-    from harness import free_port
+    from servers.ports import free_port
 
     out = noveld(
         "run",
@@ -844,7 +844,7 @@ def test_metrics_health_and_check_on_a_live_daemon(tmp_path: Path) -> None:
     import select
     import urllib.request
 
-    from harness import free_port
+    from servers.ports import free_port
 
     port = free_port()
     proc = subprocess.Popen(

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import redis
 from cli_runner import NOVELD
-from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from servers.ports import free_port
 
 from noveld.schema import ASSIGNMENTS_PER_MESSAGE, DocumentsAssigned, parse_event
 from noveld.state.redis_store import RedisStore

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from cli_runner import noveld, redis_state
-from harness import RedisSentinelGroup, unique_name
+from servers.ports import unique_name
+from servers.sentinel import RedisSentinelGroup
 
 from noveld.state.redis_store import connect
 from noveld.synth import SynthConfig, write_jsonl
