@@ -1,4 +1,4 @@
-"""G6 fencing (DESIGN §6): two replicas in one consumer group share one namespace; one is
+"""Fencing of a stale writer: two replicas in one consumer group share one namespace; one is
 SIGSTOPped past its session timeout while documents keep arriving, then resumed. The other takes
 over its partition (bumping the fencing epoch); the stopped one's stale batch, if it had one,
 is refused, it reloads the shared state and carries on. Nothing is lost or counted twice."""
@@ -47,7 +47,7 @@ def committed_docs(redis_url: str, ns: str) -> int:
     return int(redis.Redis.from_url(redis_url).hget(f"noveld:{{{ns}}}:counters", "docs") or 0)
 
 
-def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
+def test_a_paused_replica_is_fenced_and_nothing_counts_twice(
     kafka_broker: KafkaBroker, redis_url: str
 ) -> None:
     ns = unique_name("g6")

@@ -1,4 +1,4 @@
-"""G4 with a failover: Redis whose primary has a replica that takes over, as managed services
+"""Recovery from a failover: Redis whose primary has a replica that takes over, as managed services
 (a Redis Cluster with replicas) and self-hosted Sentinel deployments run it. The namespace's
 primary is SIGKILLed while its replica lags behind (SIGSTOPped and its link cut, so the last
 commits exist only on the primary). The cluster, or the sentinels, promote the replica, which
@@ -68,7 +68,7 @@ def trickle(bootstrap: str, topic: str, values: list[bytes], chunk: int = 7) -> 
     ("kind", "cut"),
     [("cluster", "mid-stream"), ("cluster", "before-start"), ("sentinel", "mid-stream")],
 )
-def test_g4_failover_to_a_replica_without_the_last_commits(
+def test_failover_to_a_replica_without_the_last_commits(
     kafka_broker: KafkaBroker, kind: str, cut: str
 ) -> None:
     """``mid-stream``: the replica has the daemon's claim and first commits. ``before-start``:
