@@ -102,10 +102,18 @@ class PartitionProxy(ByteProxy):
         super().__init__(target_port)
         self._open = threading.Event()
         self._open.set()
+        self._marker: bytes | None = None
+        self.holding = threading.Event()  # set once :meth:`partition_at` partitioned
 
     def partition(self) -> None:
         """Stop forwarding bytes, both ways, on every connection."""
         self._open.clear()
+
+    def partition_at(self, marker: bytes) -> None:
+        """Partition just before forwarding the first chunk that contains ``marker`` (a
+        request the test wants caught in flight); :attr:`holding` is set then."""
+        self.holding.clear()
+        self._marker = marker
 
     def heal(self) -> None:
         """Forward again, what was held first."""
@@ -114,6 +122,10 @@ class PartitionProxy(ByteProxy):
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while data := await reader.read(65536):
+                if self._marker is not None and self._marker in data:
+                    self._marker = None
+                    self._open.clear()
+                    self.holding.set()
                 while not self._open.is_set():
                     await asyncio.sleep(0.05)
                 writer.write(data)
