@@ -657,8 +657,17 @@ def test_config_errors_are_one_line_not_tracebacks(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
+QUALITY_FLOORS = {
+    "dpmm": {"nmi": 0.970, "novelty_recall": 0.82, "novelty_precision": 0.98},
+    "svi": {"nmi": 0.954, "novelty_recall": 0.82, "novelty_precision": 0.774},
+}
+"""0.02 under what each model scores on the seeded stream (dpmm: NMI 0.990, recall 0.84,
+precision 1.0; svi: 0.974, 0.84, 0.794): the run is deterministic, so a drop fails."""
+
+
 @pytest.mark.parametrize("model", ["dpmm", "svi"])
 def test_evaluate_reports_quality_on_generated_stream(stream: Path, model: str) -> None:
+    floors = QUALITY_FLOORS[model]
     out = noveld("evaluate", str(stream), "--json", "--model", model)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
@@ -679,9 +688,9 @@ def test_evaluate_reports_quality_on_generated_stream(stream: Path, model: str) 
     ]:
         assert key in report
     assert report["docs"] == 6000
-    assert report["nmi"] >= 0.85
-    assert report["novelty_recall"] >= 0.7
-    assert report["novelty_precision"] >= 0.5
+    assert report["nmi"] >= floors["nmi"]
+    assert report["novelty_recall"] >= floors["novelty_recall"]
+    assert report["novelty_precision"] >= floors["novelty_precision"]
 
 
 def test_demo_runs_end_to_end() -> None:
@@ -694,7 +703,7 @@ def test_vmf_demo_brings_its_own_embeddings() -> None:
     out = noveld("demo", "--docs", "2000", "--stories", "10", "--likelihood", "vmf")
     assert out.returncode == 0, out.stderr
     nmi = float(out.stdout.split("NMI ")[1].split()[0])
-    assert nmi > 0.8, out.stdout[-300:]  # every document alone scored 0.39 before
+    assert nmi > 0.973, out.stdout[-300:]  # scores 0.993; every document alone scored 0.39
 
 
 def test_help_explains_commands() -> None:
@@ -933,9 +942,10 @@ def test_evaluate_with_known_labels_reports_known_f1(stream: Path) -> None:
     r = json.loads(out.stdout)
     assert r["known_classes"] >= 1 and r["revealed_docs"] > 0
     assert r["scored_docs"] == r["docs"] - r["revealed_docs"]
-    assert r["known_f1"] >= 0.8
-    assert r["nmi"] >= 0.8
-    assert r["novelty_recall"] >= 0.5
+    # 0.02 under the seeded stream's deterministic scores (0.929, 0.992, 0.846)
+    assert r["known_f1"] >= 0.908
+    assert r["nmi"] >= 0.972
+    assert r["novelty_recall"] >= 0.826
     bad = noveld("evaluate", str(stream), "--known-fraction", "1.5")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
