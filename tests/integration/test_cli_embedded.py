@@ -176,16 +176,20 @@ def seeded_runs(
 ) -> list[tuple[str, list[str]]]:
     """G11: run ``source`` twice, sampled seating with ``seed`` (and ``extra`` flags), into two
     fresh state directories; returns each run's (state digest, event ids)."""
-    runs = []
-    for name in ("a", "b"):
-        out = noveld(
-            "run", "--input", str(source), "--state-dir", str(tmp_path / name), "--seed",
-            str(seed), "--sampled", *extra,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr
-        ids = [e["event_id"] for e in events_of(out.stdout)]
-        runs.append((state_show(tmp_path / name)["digest"], ids))
-    return runs
+    return [seeded_run(source, tmp_path / name, seed, extra) for name in ("a", "b")]
+
+
+def seeded_run(
+    source: Path, state_dir: Path, seed: int, extra: tuple[str, ...] = ()
+) -> tuple[str, list[str]]:
+    """One sampled-seating run of ``source`` with ``seed`` into a fresh ``state_dir``: its
+    (state digest, event ids)."""
+    out = noveld(
+        "run", "--input", str(source), "--state-dir", str(state_dir), "--seed", str(seed),
+        "--sampled", *extra,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return state_show(state_dir)["digest"], [e["event_id"] for e in events_of(out.stdout)]
 
 
 @pytest.mark.parametrize("model", ["dpmm", "svi", "hdp"])
@@ -193,6 +197,16 @@ def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: st
     """G11: same input, seed and settings → same state hash and event ids (sampled seating)."""
     runs = seeded_runs(stream, tmp_path, 11, ("--model", model))
     assert runs[0] == runs[1]
+    # the controls: the digest follows the run. dpmm samples: another seed, another state.
+    # svi draws no random numbers (a variational step; the seed does not change its state),
+    # so its control is another concentration α.
+    if model == "dpmm":
+        other_digest, _ = seeded_run(stream, tmp_path / "other", 12, ("--model", model))
+        assert other_digest != runs[0][0]
+    elif model == "svi":
+        other = ("--model", model, "--alpha", "0.05")
+        other_digest, _ = seeded_run(stream, tmp_path / "other", 11, other)
+        assert other_digest != runs[0][0]
 
 
 def test_the_snapshot_timing_does_not_change_a_seeded_run(stream: Path, tmp_path: Path) -> None:
