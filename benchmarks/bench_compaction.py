@@ -141,7 +141,7 @@ def main() -> None:
         return
     at = int(a.compact_at)
     if a.redis:
-        from harness import RedisServer
+        from servers.redis_server import RedisServer
 
         with RedisServer() as server:
             run(a.docs, at, a.half_life, server.url, a.batch_size)

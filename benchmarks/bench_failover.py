@@ -5,7 +5,7 @@
 
 A live feed (``--rate`` documents a second, from ``--data``, in chunks every 50 ms) runs through
 ``noveld run`` (a subprocess) on a private tansu broker with Redis in the given topology
-(tests/harness.py): ``cluster``, three shards with a replica each (cluster-node-timeout 2 s);
+(tests/servers/): ``cluster``, three shards with a replica each (cluster-node-timeout 2 s);
 ``sentinel``, a primary, its replica and three sentinels (down-after-milliseconds 1 s). Once the
 daemon has committed for a few seconds, the namespace's primary is SIGKILLed. Per run, seconds
 after the SIGKILL:
@@ -35,13 +35,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import add_data_option, machine  # noqa: E402
-from harness import (  # noqa: E402
-    TEST_SESSION_TIMEOUT_MS,
-    KafkaBroker,
-    RedisServer,
-    failover_topology,
-    unique_name,
-)
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker  # noqa: E402
+from servers.ports import unique_name  # noqa: E402
+from servers.redis_cluster import failover_topology  # noqa: E402
+from servers.redis_server import RedisServer  # noqa: E402
 
 NOVELD = [sys.executable, "-m", "noveld.daemon.cli"]
 

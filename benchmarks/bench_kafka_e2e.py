@@ -3,7 +3,7 @@
     python benchmarks/bench_kafka_e2e.py [--data FILE] [--times 5] [--batch-size 500]
                                          [--emit-assignments [batch]]
 
-Starts a private tansu broker and Redis-protocol server (tests/harness.py), produces the data,
+Starts a private tansu broker and Redis-protocol server (tests/servers/), produces the data,
 starts the daemon and measures the time from its first committed batch until the topic is
 drained (so consumer-group join time is excluded and reported separately). The commit-stage p99
 is read from the daemon's own ``noveld_stage_duration_seconds`` histogram (an upper bucket
@@ -30,7 +30,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import ASSIGNMENT_FLAGS, add_assignment_option, add_data_option, machine  # noqa: E402
-from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, RedisServer, free_port  # noqa: E402
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker  # noqa: E402
+from servers.ports import free_port  # noqa: E402
+from servers.redis_server import RedisServer  # noqa: E402
 
 
 def commit_p99_bound(port: int) -> float:

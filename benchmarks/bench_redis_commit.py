@@ -4,7 +4,7 @@
                                              [--redis-url URL] [--replica [--replicas-to-ack 1]]
                                              [--appendfsync everysec|always]
 
-Without --redis-url a private Redis-protocol server is started (tests/harness.py), with
+Without --redis-url a private Redis-protocol server is started (tests/servers/), with
 --replica also a replica of it. Runs the real pipeline with the RedisStore and reports the
 commit stage per batch (p50/p99), the publish stage (where ``--replicas-to-ack`` waits for the
 replica) and throughput. ``--appendfsync always`` runs the private server with an fsync per
@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import add_data_option, machine  # noqa: E402
-from harness import RedisServer, start_replica  # noqa: E402
+from servers.redis_server import RedisServer, start_replica  # noqa: E402
 
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource  # noqa: E402
 from noveld.daemon.embedded import CollectingEvents, FileDeadLetters  # noqa: E402

@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import add_data_option, load_texts, machine  # noqa: E402
-from harness import RedisServer  # noqa: E402
+from servers.redis_server import RedisServer  # noqa: E402
 
 from noveld.featurize import Tokenizer  # noqa: E402
 from noveld.models.vocabulary import Vocabulary  # noqa: E402

@@ -1,4 +1,4 @@
-"""Shared fixtures: real servers from tests/harness.py, or existing ones named by
+"""Shared fixtures: real servers from tests/servers/, or existing ones named by
 NOVELD_TEST_REDIS / NOVELD_TEST_KAFKA (DESIGN §10)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import KAFKA_ENV, REDIS_ENV, KafkaBroker, RedisServer
+from servers.kafka_broker import KAFKA_ENV, KafkaBroker
+from servers.redis_server import REDIS_ENV, RedisServer
 
 
 def _flushall(url: str) -> None:
@@ -55,7 +56,7 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[KafkaBroker]:
     """A session-wide Kafka-protocol broker (tansu, in memory), or NOVELD_TEST_KAFKA's.
-    Shared: tests use their own topic and group names (``harness.unique_name``)."""
+    Shared: tests use their own topic and group names (``servers.ports.unique_name``)."""
     external = os.environ.get(KAFKA_ENV)
     if external:
         yield KafkaBroker.external(external).start()

@@ -1,4 +1,4 @@
-"""Test doubles shared by the unit and integration tests (servers live in harness.py)."""
+"""Test doubles shared by the unit and integration tests (servers live in tests/servers/)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import redis
 from cli_runner import NOVELD
-from harness import TEST_SESSION_TIMEOUT_MS
 from kafka import KafkaConsumer, KafkaProducer
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS
 
 STARTED: list[subprocess.Popen[str]] = []
 """Every daemon a fault test started; ``conftest.reap_daemons`` kills those still running when

@@ -10,8 +10,7 @@ import signal
 import time
 
 import pytest
-from cli_runner import redis_state
-from harness import KafkaBroker, unique_name
+from cli_runner import redis_state, wait_for_output
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from kafka_daemon import (
@@ -22,6 +21,8 @@ from kafka_daemon import (
     stop,
     wait_until,
 )
+from servers.kafka_broker import KafkaBroker
+from servers.ports import unique_name
 
 from noveld.synth import SynthConfig, generate
 
@@ -117,7 +118,9 @@ def test_g2_lagging_kafka_offsets_replay_nothing(
     assert rewind.committed(tp) == 0
     rewind.close()
     proc = start(kafka_broker.bootstrap, redis_url, ns, stream)
-    time.sleep(8)  # group join and a few empty polls
+    assert proc.stderr is not None
+    wait_for_output(proc.stderr, f"noveld: assigned partitions {stream}[0]", 60)
+    time.sleep(2)  # polls after the seek: a re-read from offset 0 would commit a batch by now
     stop(proc)
     after = redis_state(redis_url, ns)
     assert after["docs"] == before["docs"] == N

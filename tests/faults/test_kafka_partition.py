@@ -19,9 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import KafkaBroker, PartitionProxy, _skip_not_owned, free_port
 from kafka import KafkaConsumer
 from kafka_daemon import produce, start, stop, wait_until
+from servers.kafka_broker import KafkaBroker
+from servers.ports import free_port
+from servers.process import skip_not_owned
+from servers.proxies import PartitionProxy
 
 from noveld.connectors import kafka_sinks
 from noveld.connectors.errors import DeliveryFailed
@@ -38,7 +41,7 @@ the delivery timeout: the batches in flight expire, which is what wedged the pro
 def partitionable() -> Iterator[tuple[KafkaBroker, PartitionProxy]]:
     """A broker that advertises a PartitionProxy's port, so every client goes through it."""
     if os.environ.get("NOVELD_TEST_KAFKA"):
-        _skip_not_owned("Kafka broker", "NOVELD_TEST_KAFKA", "put behind a proxy")
+        skip_not_owned("Kafka broker", "NOVELD_TEST_KAFKA", "put behind a proxy")
     broker_port = free_port()
     with PartitionProxy(broker_port) as proxy, KafkaBroker(broker_port, proxy.port) as broker:
         yield broker, proxy

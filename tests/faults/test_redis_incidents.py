@@ -11,13 +11,14 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from cli_runner import NOVELD, noveld, redis_state
-from harness import RedisServer
+from servers.redis_server import RedisServer
 
 from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl
@@ -200,7 +201,9 @@ def test_a_redis_flapping_at_its_maxmemory_is_retried_with_a_backoff_kept_across
     commit (OOM), outage after outage. Each outage used to start its backoff again at 0.1 s,
     so the whole namespace was reloaded ten times a second for as long as it flapped (the
     Redis audit counted 15 reloads in 6 s). The run's backoff now grows across outages until a
-    commit lands, and nothing is lost or counted twice."""
+    commit lands, and nothing is lost or counted twice. The flapping is the server's own: its
+    maxmemory is lifted while the daemon waits and set again as soon as the probe got through
+    (seen on MONITOR), so the next write is refused, six times; then it stays lifted."""
     from noveld.daemon import outage
     from noveld.daemon.embedded import CollectingEvents, run_file
     from noveld.daemon.settings import load_settings
@@ -208,31 +211,59 @@ def test_a_redis_flapping_at_its_maxmemory_is_retried_with_a_backoff_kept_across
     path = tmp_path / "s.jsonl"
     write_jsonl(SynthConfig(n_docs=2_000, n_stories=20, seed=5), path)
     delays: list[float] = []
-    real_delay, real_commit = outage.Backoff.delay, RedisStore.commit
-    commits = {"n": 0}
+    real_delay = outage.Backoff.delay
+    full_after_probe = threading.Event()
 
-    def recorded(self: outage.Backoff) -> float:
-        delays.append(real_delay(self))
-        return delays[-1]
-
-    def flapping(self: RedisStore, *args: object, **kwargs: object) -> object:
-        commits["n"] += 1
-        if 3 <= commits["n"] <= 8:  # the probe goes through, the commit is refused
-            raise redis.exceptions.OutOfMemoryError(
-                "command not allowed when used memory > 'maxmemory'."
-            )
-        return real_commit(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(outage.Backoff, "delay", recorded)
-    monkeypatch.setattr(RedisStore, "commit", flapping)
     with RedisServer() as server:
+        admin = redis.Redis.from_url(server.url)
+        watching = threading.Event()
+
+        def fill_up_after_the_probe() -> None:
+            """At maxmemory again right after the daemon's write probe went through."""
+            watcher = redis.Redis.from_url(server.url)
+            try:
+                with redis.Redis.from_url(server.url).monitor() as monitor:
+                    watching.set()
+                    for seen in monitor.listen():
+                        command = str(seen["command"])
+                        if (
+                            full_after_probe.is_set()
+                            and command.startswith("SET ")
+                            and (":probe" in command)
+                        ):
+                            watcher.config_set("maxmemory", 1)  # noeviction: writes refused
+                            full_after_probe.clear()
+            except redis.ConnectionError:  # the server stopped: the test is over
+                pass
+
+        def recorded(self: outage.Backoff) -> float:
+            delays.append(real_delay(self))
+            admin.config_set("maxmemory", 0)  # room again: the probe gets through
+            if len(delays) < 6:
+                full_after_probe.set()
+            return delays[-1]
+
+        class FullAfterTheFirstCommit(CollectingEvents):
+            """Fills Redis up once the first commit's events are out."""
+
+            def publish(self, events: Sequence[dict[str, Any]]) -> None:
+                if not self.events:
+                    admin.config_set("maxmemory", 1)
+                super().publish(events)
+
+        threading.Thread(target=fill_up_after_the_probe, daemon=True).start()
+        assert watching.wait(10)
+        monkeypatch.setattr(outage.Backoff, "delay", recorded)
         settings = load_settings(
             None,
             {"redis": {"url": server.url}, "namespace": "flap", "batch": {"max_docs": 200}},
         )  # fmt: skip
-        code, _, pipeline = run_file(settings, str(path), events_sink=CollectingEvents())
+        sink = FullAfterTheFirstCommit()
+        code, _, pipeline = run_file(settings, str(path), events_sink=sink)
         assert code == 0
         assert delays == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]  # one wait per outage, growing
+        errors = admin.info("errorstats")
+        assert errors["errorstat_OOM"]["count"] == 6, errors  # each one a refused write
         info = redis_state(server.url, "flap")
         assert info["docs"] == 2_000 and info["mass"] == pytest.approx(2_000)
         assert pipeline.state.counters["docs"] == 2_000

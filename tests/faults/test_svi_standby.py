@@ -14,8 +14,9 @@ import urllib.request
 
 import pytest
 import redis
-from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port, unique_name
 from kafka_daemon import committed_docs, produce, start, stop, wait_until
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from servers.ports import free_port, unique_name
 
 from noveld.synth import SynthConfig, generate
 

@@ -13,8 +13,9 @@ import urllib.request
 import pytest
 import redis
 from cli_runner import redis_state
-from harness import KafkaBroker, free_port, unique_name
 from kafka_daemon import SteadyFeed, start, wait_until
+from servers.kafka_broker import KafkaBroker
+from servers.ports import free_port, unique_name
 from streams import fading_stories
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]

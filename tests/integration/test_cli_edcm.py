@@ -75,8 +75,9 @@ def test_evaluate_reaches_a_quality_floor(stream: Path) -> None:
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["docs"] == 4000
-    assert report["nmi"] >= 0.85
-    assert report["novelty_recall"] >= 0.5
+    # 0.02 under the seeded stream's deterministic scores (NMI 0.990, recall 0.80)
+    assert report["nmi"] >= 0.969
+    assert report["novelty_recall"] >= 0.78
 
 
 def test_same_seed_same_state_and_events_with_sampled_seating(stream: Path, tmp_path: Path) -> None:

@@ -176,16 +176,20 @@ def seeded_runs(
 ) -> list[tuple[str, list[str]]]:
     """G11: run ``source`` twice, sampled seating with ``seed`` (and ``extra`` flags), into two
     fresh state directories; returns each run's (state digest, event ids)."""
-    runs = []
-    for name in ("a", "b"):
-        out = noveld(
-            "run", "--input", str(source), "--state-dir", str(tmp_path / name), "--seed",
-            str(seed), "--sampled", *extra,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr
-        ids = [e["event_id"] for e in events_of(out.stdout)]
-        runs.append((state_show(tmp_path / name)["digest"], ids))
-    return runs
+    return [seeded_run(source, tmp_path / name, seed, extra) for name in ("a", "b")]
+
+
+def seeded_run(
+    source: Path, state_dir: Path, seed: int, extra: tuple[str, ...] = ()
+) -> tuple[str, list[str]]:
+    """One sampled-seating run of ``source`` with ``seed`` into a fresh ``state_dir``: its
+    (state digest, event ids)."""
+    out = noveld(
+        "run", "--input", str(source), "--state-dir", str(state_dir), "--seed", str(seed),
+        "--sampled", *extra,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return state_show(state_dir)["digest"], [e["event_id"] for e in events_of(out.stdout)]
 
 
 @pytest.mark.parametrize("model", ["dpmm", "svi", "hdp"])
@@ -193,6 +197,16 @@ def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: st
     """G11: same input, seed and settings → same state hash and event ids (sampled seating)."""
     runs = seeded_runs(stream, tmp_path, 11, ("--model", model))
     assert runs[0] == runs[1]
+    # the controls: the digest follows the run. dpmm samples: another seed, another state.
+    # svi draws no random numbers (a variational step; the seed does not change its state),
+    # so its control is another concentration α.
+    if model == "dpmm":
+        other_digest, _ = seeded_run(stream, tmp_path / "other", 12, ("--model", model))
+        assert other_digest != runs[0][0]
+    elif model == "svi":
+        other = ("--model", model, "--alpha", "0.05")
+        other_digest, _ = seeded_run(stream, tmp_path / "other", 11, other)
+        assert other_digest != runs[0][0]
 
 
 def test_the_snapshot_timing_does_not_change_a_seeded_run(stream: Path, tmp_path: Path) -> None:
@@ -657,8 +671,17 @@ def test_config_errors_are_one_line_not_tracebacks(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
+QUALITY_FLOORS = {
+    "dpmm": {"nmi": 0.970, "novelty_recall": 0.82, "novelty_precision": 0.98},
+    "svi": {"nmi": 0.954, "novelty_recall": 0.82, "novelty_precision": 0.774},
+}
+"""0.02 under what each model scores on the seeded stream (dpmm: NMI 0.990, recall 0.84,
+precision 1.0; svi: 0.974, 0.84, 0.794): the run is deterministic, so a drop fails."""
+
+
 @pytest.mark.parametrize("model", ["dpmm", "svi"])
 def test_evaluate_reports_quality_on_generated_stream(stream: Path, model: str) -> None:
+    floors = QUALITY_FLOORS[model]
     out = noveld("evaluate", str(stream), "--json", "--model", model)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
@@ -679,9 +702,9 @@ def test_evaluate_reports_quality_on_generated_stream(stream: Path, model: str) 
     ]:
         assert key in report
     assert report["docs"] == 6000
-    assert report["nmi"] >= 0.85
-    assert report["novelty_recall"] >= 0.7
-    assert report["novelty_precision"] >= 0.5
+    assert report["nmi"] >= floors["nmi"]
+    assert report["novelty_recall"] >= floors["novelty_recall"]
+    assert report["novelty_precision"] >= floors["novelty_precision"]
 
 
 def test_demo_runs_end_to_end() -> None:
@@ -694,7 +717,7 @@ def test_vmf_demo_brings_its_own_embeddings() -> None:
     out = noveld("demo", "--docs", "2000", "--stories", "10", "--likelihood", "vmf")
     assert out.returncode == 0, out.stderr
     nmi = float(out.stdout.split("NMI ")[1].split()[0])
-    assert nmi > 0.8, out.stdout[-300:]  # every document alone scored 0.39 before
+    assert nmi > 0.973, out.stdout[-300:]  # scores 0.993; every document alone scored 0.39
 
 
 def test_help_explains_commands() -> None:
@@ -806,7 +829,7 @@ def test_run_with_redis_state_resumes_and_fences(
 
 
 def test_unreachable_redis_is_a_clear_error(tmp_path: Path) -> None:
-    from harness import free_port
+    from servers.ports import free_port
 
     out = noveld(
         "run",
@@ -844,7 +867,7 @@ def test_metrics_health_and_check_on_a_live_daemon(tmp_path: Path) -> None:
     import select
     import urllib.request
 
-    from harness import free_port
+    from servers.ports import free_port
 
     port = free_port()
     proc = subprocess.Popen(
@@ -933,9 +956,10 @@ def test_evaluate_with_known_labels_reports_known_f1(stream: Path) -> None:
     r = json.loads(out.stdout)
     assert r["known_classes"] >= 1 and r["revealed_docs"] > 0
     assert r["scored_docs"] == r["docs"] - r["revealed_docs"]
-    assert r["known_f1"] >= 0.8
-    assert r["nmi"] >= 0.8
-    assert r["novelty_recall"] >= 0.5
+    # 0.02 under the seeded stream's deterministic scores (0.929, 0.992, 0.846)
+    assert r["known_f1"] >= 0.908
+    assert r["nmi"] >= 0.972
+    assert r["novelty_recall"] >= 0.826
     bad = noveld("evaluate", str(stream), "--known-fraction", "1.5")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 

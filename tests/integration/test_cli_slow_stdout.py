@@ -25,6 +25,16 @@ def blocked_writing(pid: int) -> bool:
         return False
 
 
+def signal_pending(pid: int, sig: int) -> bool:
+    """Whether ``sig`` still waits to be delivered to the process (its /proc status masks)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    masks = [ln.split()[1] for ln in status.splitlines() if ln.startswith(("SigPnd", "ShdPnd"))]
+    return any(int(mask, 16) >> (sig - 1) & 1 for mask in masks)
+
+
 def test_sigterm_while_the_reader_is_slow_delivers_every_committed_event(tmp_path: Path) -> None:
     docs = tmp_path / "docs.jsonl"
     n = write_jsonl(SynthConfig(n_docs=3000, n_stories=20, seed=5), docs)
@@ -38,7 +48,9 @@ def test_sigterm_while_the_reader_is_slow_delivers_every_committed_event(tmp_pat
         assert proc.poll() is None and time.monotonic() < deadline, "never blocked on stdout"
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    time.sleep(0.5)  # the handler has run; the interrupted write has returned short
+    while signal_pending(proc.pid, signal.SIGTERM):  # delivered: the blocked write returns short
+        assert time.monotonic() < deadline, "SIGTERM never delivered"
+        time.sleep(0.01)
     first = proc.stdout.read()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()

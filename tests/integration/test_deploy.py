@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 from cli_runner import NOVELD
-from harness import free_port
 from prometheus_client import generate_latest
+from servers.ports import free_port
 
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.settings import Settings

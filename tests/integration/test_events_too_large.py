@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from harness import KafkaBroker
+from servers.kafka_broker import KafkaBroker
 from test_kafka_daemon import consume_all
 
 from noveld.connectors.errors import EventsRefused

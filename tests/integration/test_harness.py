@@ -1,5 +1,5 @@
-"""The harness's servers are real: Redis runs Lua and keeps fsynced writes across SIGKILL;
-the Kafka broker does topics, produce, group consume and committed offsets."""
+"""The test servers (tests/servers/) are real: Redis runs Lua and keeps fsynced writes across
+SIGKILL; the Kafka broker does topics, produce, group consume and committed offsets."""
 
 from __future__ import annotations
 
@@ -9,16 +9,11 @@ import time
 
 import pytest
 import redis
-from harness import (
-    TEST_HEARTBEAT_INTERVAL_MS,
-    TEST_SESSION_TIMEOUT_MS,
-    KafkaBroker,
-    RedisServer,
-    supports_waitaof,
-    unique_name,
-)
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from servers.kafka_broker import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from servers.ports import unique_name
+from servers.redis_server import RedisServer, supports_waitaof
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 import redis
-from cli_runner import NOVELD
-from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port
+from cli_runner import NOVELD, wait_for_output
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from servers.ports import free_port
 
 from noveld.schema import ASSIGNMENTS_PER_MESSAGE, DocumentsAssigned, parse_event
 from noveld.state.redis.store import RedisStore
@@ -170,7 +171,9 @@ def test_daemon_drains_topic_commits_to_redis_and_publishes(
 
     # a restart resumes from Redis: nothing is read twice
     proc = start_daemon(kafka_bootstrap, redis_url, ns, topics)
-    time.sleep(TEST_SESSION_TIMEOUT_MS / 1000 + 2)
+    assert proc.stderr is not None
+    wait_for_output(proc.stderr, f"noveld: assigned partitions {topics['in']}[0]", 60)
+    time.sleep(2)  # polls after the seek: a re-read from offset 0 would commit a batch by now
     stop(proc)
     again = RedisStore(client, ns).read()
     assert again is not None and again.counters == state.counters

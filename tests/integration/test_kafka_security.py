@@ -1,4 +1,4 @@
-"""Kafka and Redis over TLS, and SASL, against real servers (tests/harness.py).
+"""Kafka and Redis over TLS, and SASL, against real servers (tests/servers/).
 
 The daemon's TLS clients talk to the real broker and the real Redis-protocol server through
 ``TLSProxy`` (TLS termination, as a load balancer does in production): the broker advertises
@@ -26,16 +26,13 @@ import pytest
 import redis
 import trustme
 from cli_runner import NOVELD
-from harness import (
-    TEST_SESSION_TIMEOUT_MS,
-    KafkaBroker,
-    KafkaSASLProxy,
-    RedisServer,
-    TLSProxy,
-    free_port,
-)
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from servers.kafka_sasl import KafkaSASLProxy
+from servers.ports import free_port
+from servers.proxies import TLSProxy
+from servers.redis_server import RedisServer
 
 from noveld.synth import SynthConfig, write_jsonl
 

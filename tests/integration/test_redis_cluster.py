@@ -1,4 +1,4 @@
-"""The state on a real Redis Cluster (three primaries, tests/harness.py): the URL of any node
+"""The state on a real Redis Cluster (three primaries, tests/servers/): the URL of any node
 is enough, each namespace lives whole on the node that holds its hash slot, and the state is
 the one a single server holds for the same input."""
 
@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 import redis
 from cli_runner import NOVELD, noveld, redis_state
-from harness import TEST_SESSION_TIMEOUT_MS, RedisClusterServers, RedisServer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from redis.cluster import RedisCluster
 from redis.exceptions import MovedError, RedisError
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS
+from servers.redis_cluster import RedisClusterServers
+from servers.redis_server import RedisServer
 
 from noveld.state.redis.connect import connect
 from noveld.state.redis.store import RedisStore

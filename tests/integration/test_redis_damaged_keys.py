@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import redis
 from cli_runner import noveld
-from harness import RedisServer
+from servers.redis_server import RedisServer
 
 from noveld.daemon.settings import load_settings, model_fingerprint
 from noveld.models.base import StatsDelta

@@ -15,7 +15,8 @@ import pytest
 import redis
 from cli_runner import NOVELD
 from doubles import NoDlq
-from harness import RedisClusterServers, RedisServer, start_replica
+from servers.redis_cluster import RedisClusterServers
+from servers.redis_server import RedisServer, start_replica
 
 from noveld.daemon.embedded import CollectingEvents
 from noveld.daemon.pipeline import Pipeline

@@ -2,7 +2,7 @@
 sentinels: the daemon finds the primary through the sentinels (any of them that answers),
 with the data nodes' and the sentinels' own passwords; a wrong service or password is a clear
 error, never a traceback. The failover itself is a fault test
-(``tests/faults/test_g4_redis_failover.py``, case ``sentinel``)."""
+(``tests/faults/test_redis_failover_to_lagging_replica.py``, case ``sentinel``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from cli_runner import noveld, redis_state
-from harness import RedisSentinelGroup, unique_name
+from servers.ports import unique_name
+from servers.sentinel import RedisSentinelGroup
 
 from noveld.state.redis.connect import connect
 from noveld.synth import SynthConfig, write_jsonl

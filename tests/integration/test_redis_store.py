@@ -1,4 +1,4 @@
-"""RedisStore against a real Redis-protocol server started by the harness."""
+"""RedisStore against a real Redis-protocol server started by tests/servers/."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 from cli_runner import NOVELD, noveld, redis_state
-from harness import unique_name
+from servers.ports import unique_name
 
 from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, write_jsonl

@@ -1,4 +1,4 @@
-"""G4 with a failover: Redis whose primary has a replica that takes over, as managed services
+"""Recovery from a failover: Redis whose primary has a replica that takes over, as managed services
 (a Redis Cluster with replicas) and self-hosted Sentinel deployments run it. The namespace's
 primary is SIGKILLed while its replica lags behind (SIGSTOPped and its link cut, so the last
 commits exist only on the primary). The cluster, or the sentinels, promote the replica, which
@@ -20,10 +20,12 @@ from collections import defaultdict
 import pytest
 import redis
 from cli_runner import redis_state
-from harness import KafkaBroker, failover_topology, unique_name
 from kafka import KafkaProducer
 from kafka_daemon import committed_docs, consume_all, produce, start, stop, wait_until
 from redis.exceptions import RedisError
+from servers.kafka_broker import KafkaBroker
+from servers.ports import unique_name
+from servers.redis_cluster import failover_topology
 
 from noveld.synth import SynthConfig, generate
 
@@ -66,7 +68,7 @@ def trickle(bootstrap: str, topic: str, values: list[bytes], chunk: int = 7) -> 
     ("kind", "cut"),
     [("cluster", "mid-stream"), ("cluster", "before-start"), ("sentinel", "mid-stream")],
 )
-def test_g4_failover_to_a_replica_without_the_last_commits(
+def test_failover_to_a_replica_without_the_last_commits(
     kafka_broker: KafkaBroker, kind: str, cut: str
 ) -> None:
     """``mid-stream``: the replica has the daemon's claim and first commits. ``before-start``:

@@ -1,22 +1,32 @@
-"""G6 fencing (DESIGN §6): two replicas in one consumer group share one namespace; one is
+"""Fencing of a stale writer: two replicas in one consumer group share one namespace; one is
 SIGSTOPped past its session timeout while documents keep arriving, then resumed. The other takes
-over its partition (bumping the fencing epoch); the stopped one's stale batch, if it had one,
-is refused, it reloads the shared state and carries on. Nothing is lost or counted twice."""
+over its partition (bumping the fencing epoch); the stopped one's stale batch is refused, it
+reloads the shared state and carries on. Nothing is lost or counted twice. The paused replica
+reaches Redis through a proxy that holds its next commit in flight, so it is always paused with
+a batch it read before the takeover: the stale commit happens on every run."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
-import time
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
 from cli_runner import redis_state
-from harness import TEST_SESSION_TIMEOUT_MS, KafkaBroker, free_port, unique_name
 from kafka_daemon import SteadyFeed, start, wait_until
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from servers.ports import free_port, unique_name
+from servers.process import skip_not_owned
+from servers.proxies import PartitionProxy
+from servers.redis_server import REDIS_ENV
 
+import noveld
 from noveld.synth import SynthConfig, generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]
@@ -46,9 +56,29 @@ def committed_docs(redis_url: str, ns: str) -> int:
     return int(redis.Redis.from_url(redis_url).hget(f"noveld:{{{ns}}}:counters", "docs") or 0)
 
 
-def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
-    kafka_broker: KafkaBroker, redis_url: str
+def commit_script_sha() -> bytes:
+    """The SHA1 that names the store's commit script in EVALSHA (found wherever it lives)."""
+    script = next(Path(noveld.__file__).parent.rglob("commit.lua"))
+    return hashlib.sha1(script.read_bytes()).hexdigest().encode()
+
+
+@pytest.fixture
+def proxied_redis(redis_url: str) -> Iterator[tuple[str, PartitionProxy]]:
+    """The test's Redis behind a :class:`PartitionProxy`: its URL through the proxy, and the
+    proxy."""
+    parts = urlsplit(redis_url)
+    if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+        skip_not_owned("Redis server", REDIS_ENV, "put behind a proxy")
+    with PartitionProxy(parts.port) as proxy:
+        netloc = f"{parts.netloc.rsplit(':', 1)[0]}:{proxy.port}"
+        yield urlunsplit(parts._replace(netloc=netloc)), proxy
+        proxy.heal()
+
+
+def test_a_paused_replica_is_fenced_and_nothing_counts_twice(
+    kafka_broker: KafkaBroker, redis_url: str, proxied_redis: tuple[str, PartitionProxy]
 ) -> None:
+    a_redis_url, proxy = proxied_redis
     ns = unique_name("g6")
     for suffix, parts in (("in", 2), ("events", 1), ("dlq", 1)):
         kafka_broker.create_topic(f"{ns}.{suffix}", partitions=parts)
@@ -57,7 +87,7 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
     # seen: a partition that no longer grows could not show the other replica moving it forward
     feeder = SteadyFeed(kafka_broker.bootstrap, f"{ns}.in", docs)
     ports = [free_port(), free_port()]
-    a = replica(kafka_broker.bootstrap, redis_url, ns, ports[0])
+    a = replica(kafka_broker.bootstrap, a_redis_url, ns, ports[0])
     b = replica(kafka_broker.bootstrap, redis_url, ns, ports[1])
     feeder.start()
     try:
@@ -65,6 +95,10 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
         # below still has to hand everything to the other)
         wait_until(lambda: len(offsets(redis_url, ns)) == 2, 60, "both partitions committed")
         epochs_before = redis.Redis.from_url(redis_url).hgetall(f"noveld:{{{ns}}}:epochs")
+        # A's next commit stays in the proxy: A is paused holding a batch it read before the
+        # takeover (once the group is balanced, A owns a partition and commits within seconds)
+        proxy.partition_at(commit_script_sha())
+        assert proxy.holding.wait(TEST_SESSION_TIMEOUT_MS / 1000 + 60), "A never committed"
         a.send_signal(signal.SIGSTOP)
         before = offsets(redis_url, ns)
         # past A's session timeout B must own both partitions and move both forward
@@ -76,8 +110,13 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
         feeder.enough.set()
         epochs_after = redis.Redis.from_url(redis_url).hgetall(f"noveld:{{{ns}}}:epochs")
         assert any(int(epochs_after[k]) > int(v) for k, v in epochs_before.items())
+        proxy.heal()  # the held commit reaches Redis now, with A's superseded epoch
         a.send_signal(signal.SIGCONT)
-        time.sleep(TEST_SESSION_TIMEOUT_MS / 1000)  # A wakes up, is refused or rejoins
+        wait_until(
+            lambda: a.poll() is not None or fenced_total(ports[0]) > 0,
+            TEST_SESSION_TIMEOUT_MS / 1000 + 30,
+            "A's stale commit to be refused",
+        )
         if a.poll() is not None or b.poll() is not None:  # nobody crashed
             crashed = a if a.poll() is not None else b
             raise AssertionError(
@@ -93,6 +132,7 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
     finally:
         feeder.halt.set()
         feeder.join()
+        proxy.heal()
         for p in (a, b):
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)
@@ -106,5 +146,5 @@ def test_g6_a_paused_replica_is_fenced_and_nothing_counts_twice(
     final = redis_state(redis_url, ns)
     assert final["docs"] == feeder.sent  # nothing lost, nothing counted twice
     assert sum(offsets(redis_url, ns).values()) == feeder.sent
-    if fenced:  # A's stale batch was refused: it said so and reloaded
-        assert "reloaded the shared state" in errs[0]
+    assert fenced  # A's stale batch was refused: it said so and reloaded
+    assert "reloaded the shared state" in errs[0]

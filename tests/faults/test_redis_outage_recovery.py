@@ -1,5 +1,5 @@
-"""G4 (DESIGN §6): redis-server (AOF everysec) lost mid-stream, two ways. ``killed``: SIGKILL,
-then a restart on the same port. ``hung``: SIGSTOP, then SIGCONT — a server that stops
+"""Recovery from a Redis outage: redis-server (AOF everysec) lost mid-stream, two ways. ``killed``:
+SIGKILL, then a restart on the same port. ``hung``: SIGSTOP, then SIGCONT — a server that stops
 answering without closing its connections, as a network that drops packets looks; only the
 socket timeout (``--redis-socket-timeout``) can tell, and without it the daemon blocks for as
 long as TCP keeps the connection. Either way the daemon goes unready and pauses, does not crash
@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 from cli_runner import NOVELD, redis_state
-from harness import KafkaBroker, RedisServer, free_port, unique_name
 from kafka_daemon import committed_docs, produce, start, stop, tracked, wait_until
+from servers.kafka_broker import KafkaBroker
+from servers.ports import free_port, unique_name
+from servers.redis_server import RedisServer
 
 from noveld.synth import SynthConfig, generate
 
@@ -51,7 +53,7 @@ def healthy(port: int) -> bool:
 
 
 @pytest.mark.parametrize("loss", ["killed", "hung"])
-def test_g4_redis_lost_and_back_mid_stream(kafka_broker: KafkaBroker, loss: str) -> None:
+def test_redis_lost_and_back_mid_stream(kafka_broker: KafkaBroker, loss: str) -> None:
     topic, ns = unique_name("g4-in"), unique_name("g4")
     for t in (topic, f"{ns}.events", f"{ns}.dlq"):
         kafka_broker.create_topic(t)
@@ -86,7 +88,7 @@ def test_g4_redis_lost_and_back_mid_stream(kafka_broker: KafkaBroker, loss: str)
     assert err.count("Redis unreachable") == 1  # one outage, reported once
 
 
-def test_g4_an_idle_daemon_notices_redis_gone(kafka_broker: KafkaBroker) -> None:
+def test_an_idle_daemon_notices_redis_gone(kafka_broker: KafkaBroker) -> None:
     """With no input arriving the loop never touched Redis: /readyz said "ready" through a
     Redis outage until the next document came. An idle turn now reaches Redis every 5 s."""
     topic, ns = unique_name("g4i-in"), unique_name("g4i")
@@ -123,7 +125,7 @@ def feed(proc: subprocess.Popen[str], lines: list[str], close: bool = False) -> 
         proc.stdin.close()
 
 
-def test_g4_redis_killed_under_a_stdin_run_is_waited_for() -> None:
+def test_redis_killed_under_a_stdin_run_is_waited_for() -> None:
     """A ``noveld run --input -`` whose Redis dies waits for it (more input piling up in the
     pipe), reloads the state and goes on: every document counted once. Whether the batch in
     flight was committed or not, the stored offset says which (it is stepped again if not)."""
@@ -147,7 +149,7 @@ def test_g4_redis_killed_under_a_stdin_run_is_waited_for() -> None:
     assert info["offsets"] == {"-:0": 2000}
 
 
-def test_g4_redis_back_without_the_commits_of_a_stdin_run_stops_and_resumes() -> None:
+def test_redis_back_without_the_commits_of_a_stdin_run_stops_and_resumes() -> None:
     """Redis comes back *without* the run's commits (no persistence: it restarts empty). A file
     could be read again from the start; stdin cannot, so the run stops with exit 5 and says from
     where the input must come again. Piping it again resumes there: every document counted
@@ -180,7 +182,7 @@ def test_g4_redis_back_without_the_commits_of_a_stdin_run_stops_and_resumes() ->
     assert info["offsets"] == {"-:0": 2000}
 
 
-def test_g4_a_file_run_whose_redis_comes_back_empty_stops(tmp_path: Path) -> None:
+def test_a_file_run_whose_redis_comes_back_empty_stops(tmp_path: Path) -> None:
     """Redis without persistence restarted under a file run into a namespace that also held
     an archive (a warm start): the run reloaded an empty namespace and went on from line 0 —
     the archive's state gone without an error, its cluster ids handed out again under event
@@ -217,7 +219,7 @@ def test_g4_a_file_run_whose_redis_comes_back_empty_stops(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("then", ["restart", "sigterm"])
-def test_g4_redis_killed_under_a_file_run(tmp_path: Path, then: str) -> None:
+def test_redis_killed_under_a_file_run(tmp_path: Path, then: str) -> None:
     """A file run whose Redis dies (AOF everysec: the restarted server may lack its last
     second of commits) waits for it, reloads and reads the file again from the stored offset:
     every document counted once. SIGTERM while it waits stops it with exit 5 and where to
@@ -261,7 +263,7 @@ def test_g4_redis_killed_under_a_file_run(tmp_path: Path, then: str) -> None:
     assert info["offsets"] == {f"{path}:0": n}
 
 
-def test_g4_a_rebalance_during_the_outage_waits_for_redis(kafka_broker: KafkaBroker) -> None:
+def test_a_rebalance_during_the_outage_waits_for_redis(kafka_broker: KafkaBroker) -> None:
     """Another member joins and leaves the group while Redis is down: the daemon's assignment
     callback cannot claim its partitions or read their offsets then. It must not die (an
     exception in a rebalance callback broke kafka-python's poll: traceback, exit 1); the
@@ -298,7 +300,7 @@ def test_g4_a_rebalance_during_the_outage_waits_for_redis(kafka_broker: KafkaBro
     assert "Traceback" not in err and "Redis is back" in err
 
 
-def test_g4_a_namespace_emptied_by_an_outage_stops_the_daemon_and_its_restarts(
+def test_a_namespace_emptied_by_an_outage_stops_the_daemon_and_its_restarts(
     kafka_broker: KafkaBroker,
 ) -> None:
     """Redis comes back without persistence, empty. The daemon used to reload "nothing", seek

@@ -1,7 +1,7 @@
-"""G4 on a Redis Cluster: SIGKILL of the node that holds the namespace's hash slot, mid-stream.
-The daemon pauses and does not crash; when the node is back (same port, its AOF and cluster
-config) and the cluster answers again, it reloads and re-seeks: every document counted exactly
-once, as on a single server (test_g4_redis_outage.py)."""
+"""Recovery on a Redis Cluster: SIGKILL of the node that holds the namespace's hash slot,
+mid-stream. The daemon pauses and does not crash; when the node is back (same port, its AOF and
+cluster config) and the cluster answers again, it reloads and re-seeks: every document counted
+exactly once, as on a single server (test_redis_outage_recovery.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import time
 
 import pytest
 from cli_runner import redis_state
-from harness import KafkaBroker, RedisClusterServers, unique_name
 from kafka_daemon import committed_docs, produce, start, stop, wait_until
 from redis.exceptions import RedisError
+from servers.kafka_broker import KafkaBroker
+from servers.ports import unique_name
+from servers.redis_cluster import RedisClusterServers
 
 from noveld.synth import SynthConfig, generate
 
@@ -29,7 +31,7 @@ def committed_on(url: str, ns: str) -> int:
         return 0
 
 
-def test_g4_the_namespaces_cluster_node_killed_and_restarted(kafka_broker: KafkaBroker) -> None:
+def test_the_namespaces_cluster_node_killed_and_restarted(kafka_broker: KafkaBroker) -> None:
     topic, ns = unique_name("g4c-in"), unique_name("g4c")
     for t in (topic, f"{ns}.events", f"{ns}.dlq"):
         kafka_broker.create_topic(t)
