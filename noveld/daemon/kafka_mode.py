@@ -326,7 +326,7 @@ def run_kafka(
                         )
                         refresh_lag(metrics, source)  # idle or stuck: the backlog still shows
                     continue
-                first, nxt = source.offsets_of(records)
+                first, nxt = source.positions(records)
                 try:
                     code = step_or_stop(
                         pipeline,
@@ -400,7 +400,7 @@ def run_kafka(
                 if code != EXIT_OK:
                     break
                 refused_in_a_row = 0
-                source.advance(nxt)
+                source.acknowledge(nxt)
                 if metrics is not None:
                     refresh_lag(metrics, source)
             progress.stopped = stop.is_set()
