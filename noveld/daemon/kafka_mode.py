@@ -15,23 +15,18 @@ import redis
 from noveld.connectors.errors import DeadLettersFailed, kafka_unreachable
 from noveld.connectors.kafka_sinks import KafkaDeadLetters, KafkaEvents
 from noveld.connectors.kafka_source import KafkaSource
-from noveld.daemon.embedded import (
-    UserError,
-    default_store,
-    graceful_stop,
-    refuse_emptied,
-    say_persistence_risk,
-    start_metrics,
-    step_or_stop,
-    wait_for_redis,
-)
+from noveld.daemon.errors import UserError
 from noveld.daemon.exits import EXIT_OK, EXIT_STATE_DIVERGED
 from noveld.daemon.lease import WriterLease
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.outage import Backoff, is_outage, outage_reason
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
+from noveld.daemon.redis_wait import refuse_emptied, wait_for_redis
 from noveld.daemon.settings import Settings
+from noveld.daemon.signals import graceful_stop
+from noveld.daemon.startup import default_store, say_persistence_risk, start_metrics
+from noveld.daemon.stepping import step_or_stop
 from noveld.models.hdp import live_clusters
 from noveld.state.base import CommitOutcome, FingerprintMismatch
 from noveld.state.redis_store import RedisStore, StoreConflict

@@ -17,9 +17,9 @@ from cli_runner import NOVELD
 from doubles import NoDlq
 from harness import RedisClusterServers, RedisServer, start_replica
 
-from noveld.daemon.embedded import CollectingEvents
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import load_settings
+from noveld.daemon.sinks import CollectingEvents
 from noveld.state import redis_store
 from noveld.state.base import CommitOutcome, CommitRequest
 from noveld.state.redis_store import RedisStore, connect
