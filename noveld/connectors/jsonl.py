@@ -232,6 +232,11 @@ class JsonlSource:
         """The state holds the lines before ``nxt``: the next batch's first offset."""
         self._acked = nxt[position_key(self.path, 0)]
 
+    @property
+    def acknowledged(self) -> int:
+        """The line offset last acknowledged (at first, the resume point)."""
+        return self._acked
+
     def __iter__(self) -> Iterator[Record]:
         """Iterate all remaining records."""
         while True:
@@ -494,6 +499,11 @@ class TimedSource:
     def acknowledge(self, nxt: Mapping[str, int]) -> None:
         """The state holds the lines before ``nxt``: the next batch's first offset."""
         self._acked = nxt[position_key(self._source.path, 0)]
+
+    @property
+    def acknowledged(self) -> int:
+        """The line offset last acknowledged (at first, the resume point)."""
+        return self._acked
 
     def close(self) -> None:
         """Nothing to release: stdin stays open; the reader thread is a daemon."""

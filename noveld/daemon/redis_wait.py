@@ -10,6 +10,7 @@ from typing import IO
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.outage import Backoff, outage_reason, retry_until_back
 from noveld.daemon.pipeline import Pipeline
+from noveld.daemon.reporter import Reporter
 from noveld.state.redis_store import RedisStore
 
 
@@ -33,8 +34,7 @@ def wait_for_redis(
     reason = outage_reason(exc)
     if metrics is not None:
         metrics.set_ready(False, reason)
-    if progress_out is not None:
-        progress_out.write(f"noveld: {reason}; pausing input, retrying\n")
+    Reporter(progress_out).say(f"{reason}; pausing input, retrying")
 
     def wait(seconds: float) -> None:
         (idle or stop.wait)(seconds)

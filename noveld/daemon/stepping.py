@@ -18,6 +18,7 @@ from noveld.daemon.exits import (
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.pipeline import CircuitOpen, Pipeline, StateDiverged
 from noveld.daemon.progress import Progress
+from noveld.daemon.reporter import Reporter
 from noveld.state.base import CommitOutcome
 from noveld.state.redis_store import StoreConflict
 
@@ -59,6 +60,7 @@ def step_or_stop(
     """One pipeline step; EXIT_OK to go on, or the exit code after explaining why to stop
     (EXIT_STATE_DIVERGED unexplained for a stale vocabulary when the caller ``reloads_stale``:
     reading on after a reload is the normal course there, not an error)."""
+    report = Reporter(progress_out)
     try:
         rep = pipeline.step(records, first, nxt)
         progress.update(rep)
@@ -74,22 +76,19 @@ def step_or_stop(
                 metrics.stale.inc()
             else:
                 metrics.fenced.inc()
-        if progress_out is not None and not (reloads_stale and exc.outcome is CommitOutcome.STALE):
-            progress_out.write(f"noveld: error: {exc}\n")
+        if not (reloads_stale and exc.outcome is CommitOutcome.STALE):
+            report.error(f"{exc}")
         return EXIT_STATE_DIVERGED
     except StoreConflict as exc:
-        if progress_out is not None:
-            progress_out.write(f"noveld: error: {state_damaged(exc)}. Stopping.\n")
+        report.error(f"{state_damaged(exc)}. Stopping.")
         return EXIT_STATE_DAMAGED
     except DeadLettersFailed as exc:
-        if progress_out is not None:
-            progress_out.write(
-                f"noveld: error: cannot write dead letters ({exc}); stopping without committing "
-                "this batch, which the next start reads again. Does the DLQ topic exist?\n"
-            )
+        report.error(
+            f"cannot write dead letters ({exc}); stopping without committing this batch, which "
+            "the next start reads again. Does the DLQ topic exist?"
+        )
         return EXIT_IO
     except CircuitOpen as exc:
         progress.update(exc.report)
-        if progress_out is not None:
-            progress_out.write(f"noveld: circuit breaker open: {exc}. {breaker_advice}\n")
+        report.say(f"circuit breaker open: {exc}. {breaker_advice}")
         return EXIT_CIRCUIT_OPEN
