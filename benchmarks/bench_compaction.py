@@ -29,9 +29,9 @@ from bench_memory import rss_mib  # noqa: E402
 from streams import iter_fading_stories  # noqa: E402
 
 from noveld.connectors.jsonl import Record  # noqa: E402
-from noveld.daemon.embedded import CollectingEvents  # noqa: E402
 from noveld.daemon.pipeline import Pipeline  # noqa: E402
 from noveld.daemon.settings import load_settings  # noqa: E402
+from noveld.daemon.sinks import CollectingEvents  # noqa: E402
 from noveld.schema import SourcePosition  # noqa: E402
 from noveld.state.base import StateStore  # noqa: E402
 from noveld.state.memory import MemoryStore  # noqa: E402

@@ -17,8 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 
-from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.embedded import run_file
 from noveld.daemon.settings import load_settings
+from noveld.daemon.sinks import CollectingEvents
 from noveld.synth import SynthConfig, write_jsonl
 
 

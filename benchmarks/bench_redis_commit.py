@@ -29,9 +29,9 @@ from _common import add_data_option, machine  # noqa: E402
 from servers.redis_server import RedisServer, start_replica  # noqa: E402
 
 from noveld.connectors.jsonl import DlqFileSink, JsonlSource  # noqa: E402
-from noveld.daemon.embedded import CollectingEvents, FileDeadLetters  # noqa: E402
 from noveld.daemon.pipeline import Pipeline  # noqa: E402
 from noveld.daemon.settings import load_settings  # noqa: E402
+from noveld.daemon.sinks import CollectingEvents, FileDeadLetters  # noqa: E402
 from noveld.state.redis.store import RedisStore  # noqa: E402
 
 

@@ -24,9 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_data_option, load_texts, machine
 
 from noveld.daemon.cli_fit import fit_archive
-from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.embedded import run_file
 from noveld.daemon.evaluate import StreamRecorder
 from noveld.daemon.settings import load_settings
+from noveld.daemon.sinks import CollectingEvents
 from noveld.eval.metrics import clustering_scores
 
 WINDOW = 5

@@ -16,8 +16,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -25,21 +24,12 @@ from typing import IO, Any
 from pydantic import BaseModel
 
 from noveld.connectors.decode import Invalid
+from noveld.connectors.source import Positions, position_key
+from noveld.connectors.source import Record as Record
 from noveld.schema import SourcePosition, trusted
 
 STDIN = "-"
 """Path meaning standard input."""
-
-
-@dataclass(frozen=True)
-class Record:
-    """One raw input record (undecoded bytes) and where it came from; a Kafka record also
-    keeps its key and headers, which its dead letter carries on."""
-
-    raw: bytes
-    position: SourcePosition
-    key: bytes | None = None
-    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def _content(line: bytes) -> bytes:
@@ -113,6 +103,7 @@ class JsonlSource:
         #: :meth:`checksum_at` (deque ends are thread-safe)
         self._crcs: deque[tuple[int, int]] = deque()
         self.skip_to(start_offset)
+        self._acked = self._next  # where the batch read next begins (:meth:`positions`)
 
     def skip_to(self, offset: int) -> bool:
         """Read past the lines before ``offset`` without returning them (the resume point's
@@ -204,8 +195,10 @@ class JsonlSource:
                 return crc, ended
             chunk = self._stream.readline(1 << 16)
 
-    def read_batch(self, max_docs: int) -> list[Record]:
-        """Up to ``max_docs`` records; fewer (possibly none) only when the input is exhausted."""
+    def read_batch(self, max_docs: int, max_wait_ms: int = 0) -> list[Record]:
+        """Up to ``max_docs`` records; fewer (possibly none) only when the input is exhausted.
+        A read blocks until a line or the end of the input comes (``max_wait_ms`` is not used:
+        a pipe is read through :class:`TimedSource`)."""
         if max_docs < 1:
             raise ValueError(f"max_docs must be >= 1, got {max_docs}")
         out: list[Record] = []
@@ -227,6 +220,22 @@ class JsonlSource:
                     )
                 )
         return out
+
+    def positions(self, records: Sequence[Record]) -> tuple[Positions, Positions]:
+        """(first, next) line offsets of the batch just read: where the last acknowledged
+        batch ended, and the line after the batch (blank lines after its last record
+        included)."""
+        key = position_key(self.path, 0)
+        return {key: self._acked}, {key: self._next}
+
+    def acknowledge(self, nxt: Mapping[str, int]) -> None:
+        """The state holds the lines before ``nxt``: the next batch's first offset."""
+        self._acked = nxt[position_key(self.path, 0)]
+
+    @property
+    def acknowledged(self) -> int:
+        """The line offset last acknowledged (at first, the resume point)."""
+        return self._acked
 
     def __iter__(self) -> Iterator[Record]:
         """Iterate all remaining records."""
@@ -395,6 +404,7 @@ class TimedSource:
         self.max_wait_s = max_wait_s
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
         self._next = source.next_offset
+        self._acked = self._next  # where the batch read next begins (:meth:`positions`)
         self.exhausted = False
         self._stopping = False
         self._in_hand = False  # the reader holds a record it has read and not queued yet
@@ -454,10 +464,12 @@ class TimedSource:
         """The held line's length."""
         return self._source.held_tail_bytes
 
-    def read_batch(self, max_docs: int, poll_s: float = 0.2) -> list[Record]:
-        """Up to ``max_docs`` records; may return [] after ``poll_s`` with nothing to read."""
+    def read_batch(self, max_docs: int, max_wait_ms: int = 200) -> list[Record]:
+        """Up to ``max_docs`` records; may return [] after ``max_wait_ms`` with nothing to
+        read. Once a record is there, the batch closes ``max_wait_s`` later at the latest."""
         out: list[Record] = []
         deadline: float | None = None
+        poll_s = max_wait_ms / 1000
         while len(out) < max_docs and not self.exhausted:
             timeout = poll_s if deadline is None else deadline - time.monotonic()
             if timeout <= 0:
@@ -478,6 +490,20 @@ class TimedSource:
             if deadline is None:
                 deadline = time.monotonic() + self.max_wait_s
         return out
+
+    def positions(self, records: Sequence[Record]) -> tuple[Positions, Positions]:
+        """(first, next) line offsets of the batch just read (:meth:`JsonlSource.positions`)."""
+        key = position_key(self._source.path, 0)
+        return {key: self._acked}, {key: self._next}
+
+    def acknowledge(self, nxt: Mapping[str, int]) -> None:
+        """The state holds the lines before ``nxt``: the next batch's first offset."""
+        self._acked = nxt[position_key(self._source.path, 0)]
+
+    @property
+    def acknowledged(self) -> int:
+        """The line offset last acknowledged (at first, the resume point)."""
+        return self._acked
 
     def close(self) -> None:
         """Nothing to release: stdin stays open; the reader thread is a daemon."""

@@ -18,7 +18,6 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from noveld.connectors.jsonl import Record
 from noveld.connectors.kafka_client import (
     BOOTSTRAP_TIMEOUT_MS,
     START_TIMEOUT_S,
@@ -26,6 +25,7 @@ from noveld.connectors.kafka_client import (
     partition_name,
     start_within,
 )
+from noveld.connectors.source import Positions, Record
 from noveld.schema import SourcePosition, format_rfc3339, trusted
 
 log = logging.getLogger("noveld.kafka")
@@ -310,7 +310,7 @@ class KafkaSource:
             return None
         return {key: int(off) for key, off in read.items() if off}
 
-    def offsets_of(self, records: Sequence[Record]) -> tuple[dict[str, int], dict[str, int]]:
+    def positions(self, records: Sequence[Record]) -> tuple[Positions, Positions]:
         """(first, next) offsets of a batch per partition; first is where the last batch ended
         (or the seek), so gaps in Kafka offsets (compaction, transactions) are harmless."""
         nxt: dict[str, int] = {}
@@ -320,7 +320,9 @@ class KafkaSource:
         first = {k: self.expected.get(k, 0) for k in nxt}
         return first, nxt
 
-    def advance(self, nxt: dict[str, int]) -> None:
+    offsets_of = positions
+
+    def acknowledge(self, nxt: Mapping[str, int]) -> None:
         """After a state commit: remember the next offsets and commit them to Kafka (advisory)."""
         self.expected.update(nxt)
         offsets = {}

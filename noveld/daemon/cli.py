@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from noveld import __version__
 from noveld.daemon import check as health
-from noveld.daemon.embedded import UserError, run_file, state_damaged
+from noveld.daemon.embedded import run_file
+from noveld.daemon.errors import UserError
 from noveld.daemon.exits import EXIT_INTERRUPTED, EXIT_IO, EXIT_STATE_DAMAGED, EXIT_USAGE
 from noveld.daemon.kafka_flags import (
     KAFKA_SECURITY_FLAGS,
@@ -35,6 +36,7 @@ from noveld.daemon.settings import (
     load_settings,
     unknown_env_names,
 )
+from noveld.daemon.stepping import state_damaged
 from noveld.state.redis.reasons import StoreConflict
 
 _MODEL_FLAGS: list[tuple[str, str, type, str]] = [

@@ -17,10 +17,13 @@ from typing import IO, Any
 
 import numpy as np
 
-from noveld.daemon.embedded import UserError, default_store, graceful_stop, run_file
+from noveld.daemon.embedded import run_file
+from noveld.daemon.errors import UserError
 from noveld.daemon.exits import EXIT_INTERRUPTED, EXIT_OK
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings
+from noveld.daemon.signals import graceful_stop
+from noveld.daemon.startup import default_store
 from noveld.eval.metrics import clustering_scores
 from noveld.models.base import BatchResult, DocBatch
 from noveld.models.dpmm import DPMM

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from noveld.connectors.errors import BrokerSilent, kafka_unreachable
-from noveld.daemon.embedded import UserError
+from noveld.daemon.errors import UserError
 from noveld.daemon.kafka_flags import add_kafka_security_flags, kafka_security_overrides
 from noveld.daemon.settings import KafkaSettings, load_settings
 

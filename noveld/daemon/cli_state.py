@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-from noveld.daemon.embedded import UserError
+from noveld.daemon.errors import UserError
 from noveld.models.hdp import live_clusters
 from noveld.models.vocabulary import Vocabulary
 from noveld.state.base import NamespaceState, state_digest
@@ -66,8 +66,8 @@ def _cmd_show(ns: argparse.Namespace) -> int:
 
 
 def _show_redis(ns: argparse.Namespace) -> int:
-    from noveld.daemon.embedded import default_store
     from noveld.daemon.settings import load_settings
+    from noveld.daemon.startup import default_store
     from noveld.state.redis.store import RedisStore
 
     overrides = {"redis": {"url": ns.redis_url}, "namespace": ns.namespace}
@@ -81,8 +81,8 @@ def _show_redis(ns: argparse.Namespace) -> int:
 
 
 def _redis_store(ns: argparse.Namespace) -> Any:
-    from noveld.daemon.embedded import default_store
     from noveld.daemon.settings import load_settings
+    from noveld.daemon.startup import default_store
 
     overrides = {"redis": {"url": ns.redis_url}, "namespace": ns.namespace}
     return default_store(load_settings(ns.config, overrides))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from noveld.daemon.embedded import UserError
+from noveld.daemon.errors import UserError
 from noveld.daemon.exits import EXIT_INTERRUPTED
 from noveld.daemon.settings import Settings
 from noveld.synth import SynthConfig

@@ -13,9 +13,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.embedded import run_file
 from noveld.daemon.exits import EXIT_CIRCUIT_OPEN, EXIT_INTERRUPTED, EXIT_OK
 from noveld.daemon.settings import Settings
+from noveld.daemon.sinks import CollectingEvents
 from noveld.eval.metrics import clustering_scores
 from noveld.eval.novelty import novelty_scores
 from noveld.models.dpmm import warm_up

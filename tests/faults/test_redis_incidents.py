@@ -205,8 +205,9 @@ def test_a_redis_flapping_at_its_maxmemory_is_retried_with_a_backoff_kept_across
     maxmemory is lifted while the daemon waits and set again as soon as the probe got through
     (seen on MONITOR), so the next write is refused, six times; then it stays lifted."""
     from noveld.daemon import outage
-    from noveld.daemon.embedded import CollectingEvents, run_file
+    from noveld.daemon.embedded import run_file
     from noveld.daemon.settings import load_settings
+    from noveld.daemon.sinks import CollectingEvents
 
     path = tmp_path / "s.jsonl"
     write_jsonl(SynthConfig(n_docs=2_000, n_stories=20, seed=5), path)

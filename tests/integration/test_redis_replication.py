@@ -18,9 +18,9 @@ from doubles import NoDlq
 from servers.redis_cluster import RedisClusterServers
 from servers.redis_server import RedisServer, start_replica
 
-from noveld.daemon.embedded import CollectingEvents
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import load_settings
+from noveld.daemon.sinks import CollectingEvents
 from noveld.state.base import CommitOutcome, CommitRequest
 from noveld.state.redis import server as redis_server
 from noveld.state.redis.connect import connect

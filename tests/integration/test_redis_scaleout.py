@@ -13,9 +13,9 @@ from doubles import NoDlq
 from test_redis_store import recorded_commits
 
 from noveld.connectors.jsonl import Record
-from noveld.daemon.embedded import CollectingEvents
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings, load_settings, model_fingerprint
+from noveld.daemon.sinks import CollectingEvents
 from noveld.schema import SourcePosition
 from noveld.state.base import state_digest
 from noveld.state.redis.keys import UID_SLOT_BITS

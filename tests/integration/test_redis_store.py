@@ -11,9 +11,10 @@ import pytest
 import redis
 from doubles import NoDlq
 
-from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.embedded import run_file
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings, load_settings, model_fingerprint
+from noveld.daemon.sinks import CollectingEvents
 from noveld.schema import event_json
 from noveld.state.base import (
     CommitOutcome,

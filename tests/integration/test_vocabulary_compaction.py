@@ -20,9 +20,9 @@ from streams import fading_stories
 from test_redis_store import recorded_commits
 
 from noveld.connectors.jsonl import Record
-from noveld.daemon.embedded import CollectingEvents
 from noveld.daemon.pipeline import Pipeline, StateDiverged
 from noveld.daemon.settings import Settings, load_settings, model_fingerprint
+from noveld.daemon.sinks import CollectingEvents
 from noveld.models.vocabulary import Vocabulary
 from noveld.schema import SourcePosition
 from noveld.state.base import CommitOutcome, NamespaceState, state_digest

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.embedded import run_file
 from noveld.daemon.settings import load_settings
+from noveld.daemon.sinks import CollectingEvents
 from noveld.schema import Document, SourcePosition
 from noveld.state.memory import read_snapshot
 

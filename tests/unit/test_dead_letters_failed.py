@@ -14,11 +14,12 @@ from kafka.errors import KafkaTimeoutError
 from noveld.connectors.errors import DeadLettersFailed
 from noveld.connectors.jsonl import Record
 from noveld.connectors.kafka_sinks import KafkaDeadLetters
-from noveld.daemon.embedded import CollectingEvents, step_or_stop
 from noveld.daemon.exits import EXIT_IO
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
 from noveld.daemon.settings import load_settings
+from noveld.daemon.sinks import CollectingEvents
+from noveld.daemon.stepping import step_or_stop
 from noveld.schema import InvalidReason, SourcePosition
 from noveld.state.memory import MemoryStore
 

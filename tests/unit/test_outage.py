@@ -98,7 +98,7 @@ def test_a_redis_that_answers_but_refuses_writes_is_not_back_yet() -> None:
     not reload the state (and fail the next commit, and reload again) until writes go through."""
     import io
 
-    from noveld.daemon.embedded import wait_for_redis
+    from noveld.daemon.redis_wait import wait_for_redis
 
     class Store:
         probes = 0

@@ -12,9 +12,10 @@ import pytest
 from pydantic import ValidationError
 
 import noveld.daemon.pipeline as pipeline_module
-from noveld.daemon.embedded import CollectingEvents, run_file
+from noveld.daemon.embedded import run_file
 from noveld.daemon.evaluate import StreamRecorder
 from noveld.daemon.settings import Settings, load_settings
+from noveld.daemon.sinks import CollectingEvents
 from noveld.schema import (
     DocumentAssigned,
     DocumentsAssigned,

@@ -51,7 +51,7 @@ def test_a_broker_that_stops_answering_for_the_lag_is_said_once(
     """A dead broker was silent (kafka-python's own logs reach no one): the first failed lag
     request says so, later ones do not repeat it, an answer says it is back; the last lag
     values stay exported meanwhile."""
-    from noveld.daemon.kafka_mode import refresh_lag
+    from noveld.daemon.kafka_health import refresh_lag
 
     class Source:
         def __init__(self) -> None:

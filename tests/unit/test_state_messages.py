@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from noveld.daemon.embedded import state_damaged
+from noveld.daemon.stepping import state_damaged
 from noveld.state.redis.reasons import StoreConflict
 
 
