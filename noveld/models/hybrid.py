@@ -1,0 +1,159 @@
+"""The ``dpmm`` model on words and a dense vector at once: a cluster's seating weight is the CRP
+prior × the collapsed Dirichlet–multinomial predictive of the document's words × (the collapsed
+von Mises–Fisher predictive of its unit vector)^w.
+
+Both views live in the one count store, as they do in their own models: the words as the words
+model counts them, the vectors' resultants on the reserved dimension entries exactly as
+:class:`~noveld.models.vmf.VMFMixture` keeps them, so deltas, replay, forgetting and retirement
+carry both. A document without a vector is scored on its words only, one without words on its
+vector only. The view weight ``w`` tempers the vMF factor (w = 0 is the words model, without
+its burst splits and merges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from noveld.models.base import BatchResult, DocBatch
+from noveld.models.dpmm import advance_documents, apply_additions, decay_factor, ensure_clusters
+from noveld.models.kernels import hybrid as hkern
+from noveld.models.kernels import multinomial as kern
+from noveld.models.suffstats import MultinomialStats
+from noveld.models.vmf import VMFConfig, VMFMixture
+
+
+@dataclass(frozen=True)
+class HybridConfig(VMFConfig):
+    """``dpmm`` with both likelihoods: the vmf settings (dimension, typical cosine → κ) plus
+    the weight of the vector view against the words."""
+
+    view_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.view_weight >= 0.0:
+            raise ValueError("the view weight must be >= 0")
+
+
+@dataclass
+class SeatingState:
+    """The batch's working copy of the clusters the kernel reads and updates: existing slots
+    first (true units), then room for one new cluster per document."""
+
+    mass: np.ndarray
+    ntok: np.ndarray
+    rn2: np.ndarray
+    live: np.ndarray
+    tie_uid: np.ndarray
+    dots: np.ndarray
+    gram: np.ndarray
+
+
+def seating_state(
+    stats: MultinomialStats, resultants: np.ndarray, emb: np.ndarray, f: float
+) -> SeatingState:
+    """The working copy for a batch with unit vectors ``emb`` (zero rows: none), the clusters'
+    ``resultants`` already decayed by ``f``, the batch's pending decay."""
+    kmax = stats.kmax
+    nb = emb.shape[0]
+    g = stats.scale * f
+    alive = stats.alive[:kmax]
+    mass = np.zeros(kmax + nb)
+    mass[:kmax] = np.where(alive, stats.m[:kmax] * g, 0.0)
+    ntok = np.zeros(kmax + nb)
+    ntok[:kmax] = np.where(alive, stats.ntok[:kmax] * g, 0.0)
+    rn2 = np.zeros(kmax + nb)
+    rn2[:kmax] = np.einsum("kj,kj->k", resultants, resultants)
+    live = np.zeros(kmax + nb, dtype=np.bool_)
+    live[:kmax] = alive
+    tie_uid = np.zeros(kmax + nb, dtype=np.int64)
+    tie_uid[:kmax] = stats.uid[:kmax]
+    dots = np.zeros((nb, kmax + nb))
+    dots[:, :kmax] = emb @ resultants.T
+    return SeatingState(mass, ntok, rn2, live, tie_uid, dots, emb @ emb.T)
+
+
+def births_in_order(
+    assign: np.ndarray, n_old: int, margin: np.ndarray, stats: MultinomialStats
+) -> tuple[np.ndarray, list[tuple[int, int, float]]]:
+    """Cluster uid per document and the births: new slots (``≥ n_old``) become uids in order
+    of their first document, each born with that document's novelty margin."""
+    next_uid = int(stats.ictl[kern.NEXT_UID])
+    uid_of: dict[int, int] = {}
+    born: list[tuple[int, int, float]] = []
+    for d, k in enumerate(assign.tolist()):
+        if k >= n_old and k not in uid_of:
+            uid_of[k] = next_uid + len(uid_of)
+            born.append((uid_of[k], d, float(min(margin[d], kern.MARGIN_CAP))))
+    uids = np.array(
+        [uid_of[k] if k >= n_old else int(stats.uid[k]) for k in assign.tolist()],
+        dtype=np.int64,
+    )
+    return uids, born
+
+
+class HybridMixture(VMFMixture):
+    """CRP seating under words × vectors, with Gibbs rejuvenation of the batch, forgetting,
+    retirement and known labels as in :class:`~noveld.models.vmf.VMFMixture`."""
+
+    kind = "dpmm"
+    likelihood = "hybrid"
+    config: HybridConfig
+
+    def __init__(self, config: HybridConfig) -> None:
+        super().__init__(config)
+
+    def partial_fit(
+        self,
+        batch: DocBatch,
+        stats: MultinomialStats,
+        rng: np.random.Generator,
+        known: np.ndarray | None = None,
+        pinned: Collection[int] = (),
+    ) -> BatchResult:
+        """Seat a batch under both views, rejuvenate it, forget, retire; the step is applied
+        through :func:`apply_additions` (the code replicas use), so the writer equals any
+        replay. ``batch.emb`` may be None (no document has a vector) or hold zero rows."""
+        cfg = self.config
+        nb = len(batch)
+        emb = batch.emb
+        if emb is None:
+            emb = np.zeros((nb, cfg.dimension))
+        if emb.shape != (nb, cfg.dimension):
+            raise ValueError(f"hybrid: the batch's vectors must be ({nb}, {cfg.dimension})")
+        pos, neg = self._dimension_ids()
+        forced = ensure_clusters(stats, known, nb)
+        self._pinned = pinned
+        stats.fresh[:] = False
+        f = decay_factor(cfg.half_life_docs, nb)
+        kmax = stats.kmax
+        s = seating_state(stats, self.resultants(stats, f), emb, f)
+        local, loc = np.unique(batch.words, return_inverse=True)
+        sweeps = cfg.rejuvenation_sweeps
+        uniforms = rng.random(nb * (1 + sweeps))
+        assign = np.empty(nb, dtype=np.int64)
+        log_norm = np.empty(nb)
+        margin = np.empty(nb)
+        hkern.seat_batch(
+            batch.ptr, batch.words, batch.counts, batch.lengths, loc.astype(np.int64),
+            local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, kmax,
+            stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
+            batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
+            cfg.kappa, cfg.view_weight, cfg.deterministic, uniforms, sweeps, forced, assign,
+            log_norm, margin,
+        )  # fmt: skip
+        uids, born = births_in_order(assign, kmax, margin, stats)
+        delta = self._embedding_delta(replace(batch, emb=emb), uids, pos, neg, f, born, stats)
+        apply_additions(stats, delta)
+        slot_of = {int(u): k for k, u in enumerate(stats.uid[: stats.kmax].tolist())}
+        for u, _, _ in born:
+            stats.fresh[slot_of[u]] = True
+        retired = self._retire(stats)
+        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
+        delta = replace(
+            delta, retired_uids=np.array([u for u, _, _ in retired], dtype=np.int64), n_docs=nb
+        )
+        return BatchResult(uids, born, retired, delta, float("nan"))
