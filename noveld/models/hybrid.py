@@ -12,17 +12,18 @@ its burst splits and merges).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from noveld.models.base import BatchResult, DocBatch
+from noveld.models.base import BatchResult, DocBatch, FitTest
 from noveld.models.dpmm import advance_documents, apply_additions, decay_factor, ensure_clusters
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
+from noveld.models.kernels import vmf as vkern
 from noveld.models.suffstats import MultinomialStats
-from noveld.models.vmf import VMFConfig, VMFMixture
+from noveld.models.vmf import FEATURE_SCALE, VMFConfig, VMFMixture
 
 
 @dataclass(frozen=True)
@@ -157,3 +158,94 @@ class HybridMixture(VMFMixture):
             delta, retired_uids=np.array([u for u, _, _ in retired], dtype=np.int64), n_docs=nb
         )
         return BatchResult(uids, born, retired, delta, float("nan"))
+
+    def member_features(self, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
+        """What the novelty tracker keeps of a member for re-founding: its words and counts,
+        then its vector as the dimensions' reserved entries with integer values x_j · 2^20."""
+        pos, neg = self._dimension_ids()
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for d in range(len(batch)):
+            w, c = batch.doc(d)
+            x = np.zeros(0) if batch.emb is None else batch.emb[d]
+            on = np.flatnonzero(x)
+            ids = np.where(x[on] > 0.0, pos[on], neg[on])
+            values = np.rint(np.abs(x[on]) * FEATURE_SCALE).astype(np.int64)
+            out.append((np.concatenate([w, ids]), np.concatenate([c.astype(np.int64), values])))
+        return out
+
+    def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
+        """:meth:`still_belongs_both` on the live statistics, for members kept as
+        :meth:`member_features`; the resultants are gathered once, at the first question."""
+        pos, neg = self._dimension_ids()
+        sign = np.zeros(int(max(pos.max(), neg.max())) + 1)
+        sign[pos], sign[neg] = 1.0, -1.0
+        dim_of = np.zeros(sign.shape[0], dtype=np.int64)
+        dim_of[pos] = dim_of[neg] = np.arange(pos.shape[0])
+        size, n_words = len(batch), batch.n_words
+        cache: list[np.ndarray] = []
+
+        def fits(uid: int, ids: np.ndarray, values: np.ndarray) -> bool:
+            if not cache:
+                cache.append(self.resultants(stats))
+            is_dim = np.zeros(ids.shape[0], dtype=np.bool_)
+            inside = ids < sign.shape[0]
+            is_dim[inside] = sign[ids[inside]] != 0.0
+            x = np.zeros(self.config.dimension)
+            dims = ids[is_dim]
+            x[dim_of[dims]] = sign[dims] * values[is_dim] / FEATURE_SCALE
+            words, counts = ids[~is_dim], values[~is_dim]
+            return self.still_belongs_both(words, counts, x, uid, stats, cache[0], n_words, size)
+
+        return fits
+
+    def still_belongs_both(
+        self,
+        words: np.ndarray,
+        counts: np.ndarray,
+        x: np.ndarray,
+        uid: int,
+        stats: MultinomialStats,
+        resultants: np.ndarray,
+        n_words: int,
+        batch_size: int = 1,
+    ) -> bool:
+        """Would a member (words, unit vector x or zeros) of cluster ``uid`` be seated there
+        again, taken out of it (one MAP collapsed Gibbs step under both views, the seating
+        kernel's own scores)? Read-only."""
+        cfg = self.config
+        k = stats.slot_of(uid)
+        if k < 0:
+            return False
+        if stats.m[k] * stats.scale - 1.0 <= 0.0:
+            return True  # its only member
+        x = x.reshape(1, -1)
+        s = seating_state(stats, resultants, x, 1.0)
+        nd = int(counts.sum())
+        # the member taken out of slot k: its mass, tokens, vector, and its words (a negative
+        # overlay on the pool's counts)
+        s.mass[k] -= 1.0
+        s.ntok[k] = max(s.ntok[k] - nd, 0.0)
+        if x.any():
+            s.dots[0, k] -= 1.0
+            s.rn2[k] = max(s.rn2[k] - 2.0 * s.dots[0, k] - 1.0, 0.0)
+        n = words.shape[0]
+        kmax = stats.kmax
+        lp = np.empty(kmax + 1)
+        lp_new = hkern.word_scores(
+            0, np.array([0, n]), words.astype(np.int64), counts.astype(np.int64),
+            np.arange(n, dtype=np.int64), nd, kmax, kmax, s.mass, s.ntok, s.live, stats.head,
+            stats.nxt, stats.pk, stats.pc, stats.scale, cfg.beta, n_words * cfg.beta,
+            cfg.discount, self.log_alpha(batch_size), np.arange(n + 1, dtype=np.int64),
+            np.full(n, k, dtype=np.int64), -counts.astype(np.int64), np.ones(n, dtype=np.int64),
+            np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), lp,
+        )  # fmt: skip
+        if x.any() and cfg.view_weight:
+            p, kappa = cfg.dimension, cfg.kappa
+            logc_r = np.array(
+                [vkern.log_vmf_normalizer(p, kappa * float(np.sqrt(v))) for v in s.rn2]
+            )
+            lp_new += hkern.add_vector_scores(
+                0, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa,
+                vkern.log_vmf_normalizer(p, kappa), cfg.view_weight, lp,
+            )  # fmt: skip
+        return kern.keeps_its_seat(lp, kmax, k, float(lp[k]), lp_new, stats.uid)

@@ -354,3 +354,80 @@ def test_config_errors_are_clear() -> None:
                      batch.reserved, emb=np.zeros((3, P + 1)))  # fmt: skip
     with pytest.raises(ValueError, match="vectors"):
         model.partial_fit(wrong, model.new_state(), np.random.default_rng(0))
+
+
+# ---- re-founding --------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5, 1.0]))
+def test_refound_test_equals_the_oracle_with_the_member_taken_out(seed: int, w: float) -> None:
+    rng = np.random.default_rng(seed)
+    model = hybrid(w, rejuvenation_sweeps=1, discount=0.5)
+    stats = model.new_state()
+    for _ in range(2):
+        model.partial_fit(make_batch(rng, 12, 0.9, 0.8), stats, rng)
+    batch = make_batch(rng, 8, 0.9, 0.8)
+    res = model.partial_fit(batch, stats, rng)
+    fits = model.refound_test(stats, batch)
+    feats = model.member_features(batch)
+    cfg = model.config
+    res_k = model.resultants(stats)
+    kmax = stats.kmax
+    for d, uid in enumerate(res.assignments.tolist()):
+        ids, values = feats[d]
+        # the oracle: dense statistics without the member, every weight from scratch
+        k = stats.slot_of(uid)
+        m = [float(stats.m[j] * stats.scale) if stats.alive[j] else 0.0 for j in range(kmax)]
+        live = [bool(stats.alive[j]) for j in range(kmax)]
+        n = []
+        for j in range(kmax):
+            counts = np.zeros(V)
+            if live[j]:
+                ws, cs = model.term_weights(stats, int(stats.uid[j]))
+                counts[ws - 2 * P] = cs
+            n.append(counts)
+        r = [res_k[j].copy() for j in range(kmax)]
+        words, cw = batch.doc(d)
+        xw = np.zeros(V)
+        xw[words - 2 * P] = cw
+        dims = ids[ids < 2 * P]
+        x = np.zeros(P)
+        x[dims // 2] = np.where(dims % 2 == 0, 1.0, -1.0) * values[ids < 2 * P] / 2.0**20
+        vec = x if x.any() else None
+        if m[k] - 1.0 <= 0.0:
+            assert fits(uid, ids, values)
+            continue
+        m[k] -= 1.0
+        n[k] = n[k] - xw
+        if vec is not None:
+            r[k] = r[k] - vec
+        s, new = oracle_weights(xw, vec, m, n, r, live, cfg, batch.n_words * cfg.beta,
+                                model.log_alpha(len(batch)))  # fmt: skip
+        others = [j for j in range(kmax) if live[j] and j != k]
+        expected = s[k] > new + kern.TIE_TOL and all(
+            s[j] < s[k] - kern.TIE_TOL or (s[j] <= s[k] + kern.TIE_TOL and stats.uid[j] > uid)
+            for j in others
+        )
+        assert fits(uid, ids, values) == expected
+
+
+def test_a_stray_member_no_longer_fits_its_cluster() -> None:
+    rng = np.random.default_rng(0)
+    model = hybrid(1.0, cosine=0.8)
+    # one story (words 0–5, vectors near e0) whose first member is a stray: other words, and a
+    # vector far from the story's
+    docs = [[2 * P + V - 1, 2 * P + V - 2]] + [
+        (2 * P + rng.choice(6, 4)).tolist() for _ in range(8)
+    ]
+    emb = np.eye(P)[0] + 0.3 * rng.standard_normal((9, P))
+    emb[0] = -np.ones(P)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    batch = DocBatch.from_docs(docs, 2 * P + V)
+    batch = DocBatch(batch.ptr, batch.words, batch.counts, batch.lengths, 2 * P + V, 2 * P,
+                     emb=emb)  # fmt: skip
+    stats = model.new_state()
+    res = model.partial_fit(batch, stats, rng, known=np.full(9, 5))  # all in one cluster
+    assert res.assignments.tolist() == [5] * 9
+    fits = model.refound_test(stats, batch)
+    feats = model.member_features(batch)
+    assert not fits(5, *feats[0])  # the stray would open its own cluster
+    assert all(fits(5, *feats[d]) for d in range(1, 9))  # the story's members sit back
