@@ -12,13 +12,20 @@ its burst splits and merges).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from noveld.models.base import BatchResult, DocBatch, FitTest
-from noveld.models.dpmm import advance_documents, apply_additions, decay_factor, ensure_clusters
+from noveld.models.dpmm import (
+    advance_documents,
+    apply_additions,
+    decay_factor,
+    ensure_clusters,
+    move_counts,
+)
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
@@ -152,12 +159,97 @@ class HybridMixture(VMFMixture):
         slot_of = {int(u): k for k, u in enumerate(stats.uid[: stats.kmax].tolist())}
         for u, _, _ in born:
             stats.fresh[slot_of[u]] = True
+        pairs = self._merge_young(batch, uids, born, stats) if cfg.merge else []
+        own = {u for u, _, _ in born}
+        merged = [(src, dst, src in own) for src, dst in pairs]
+        final = uids.copy()
+        for src, dst in pairs:
+            final[final == src] = dst
+        if pairs:
+            born = self._merge_births(born, pairs)
         retired = self._retire(stats)
         advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
         delta = replace(
-            delta, retired_uids=np.array([u for u, _, _ in retired], dtype=np.int64), n_docs=nb
+            delta,
+            retired_uids=np.array([s for s, _ in pairs] + [u for u, _, _ in retired], np.int64),
+            merges=np.array(pairs, dtype=np.int64).reshape(-1, 2),
+            born_uids=np.array([u for u, _, _ in born], dtype=np.int64),
+            n_docs=nb,
         )
-        return BatchResult(uids, born, retired, delta, float("nan"))
+        return BatchResult(final, born, retired, delta, float("nan"), merged=merged)
+
+    def _merge_young(
+        self,
+        batch: DocBatch,
+        uids: np.ndarray,
+        born: list[tuple[int, int, float]],
+        stats: MultinomialStats,
+    ) -> list[tuple[int, int]]:
+        """Merge the clusters born in this batch into another cluster when that raises the
+        collapsed posterior under both views (the words' merge gain of
+        :func:`~noveld.models.kernels.multinomial.merge_gains` + w × the vectors'); greedy,
+        best gain first, each cluster in one merge at most, the lighter one merged away.
+        Applied to ``stats`` at once; returns (source uid, survivor uid) pairs."""
+        cfg = self.config
+        kmax = stats.kmax
+        born_uids = [u for u, _, _ in born]
+        young = np.array([stats.slot_of(u) for u in born_uids], dtype=np.int64)
+        if young.shape[0] == 0:
+            return []
+        in_born = np.isin(uids, np.array(born_uids, dtype=np.int64))
+        scan = np.unique(batch.words[np.repeat(in_born, np.diff(batch.ptr))]).astype(np.int64)
+        n_live = int(stats.alive[:kmax].sum())
+        log_new = math.log(math.exp(self.log_alpha(len(batch))) + cfg.discount * (n_live - 1))
+        gains = np.empty((young.shape[0], kmax))
+        kern.merge_gains(
+            young, scan, stats.m, stats.ntok, stats.alive, stats.head, stats.nxt, stats.pk,
+            stats.pc, kmax, stats.scale, cfg.beta, batch.n_words * cfg.beta, log_new,
+            cfg.discount, gains,
+        )  # fmt: skip
+        if cfg.view_weight:
+            gains += cfg.view_weight * self.vector_merge_gains(stats, young)
+        if cfg.merge_scope == "births":
+            others = np.ones(kmax, dtype=np.bool_)
+            others[young] = False
+            gains[:, others] = -np.inf
+        best = gains.argmax(axis=1)
+        order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
+        used: set[int] = set()
+        pairs: list[tuple[int, int]] = []
+        for i in order.tolist():
+            y, k = int(young[i]), int(best[i])
+            if gains[i, k] <= 0.0:
+                break
+            if y in used or k in used:
+                continue
+            src, dst = (
+                (y, k) if (stats.m[y], -stats.uid[y]) <= (stats.m[k], -stats.uid[k]) else (k, y)
+            )
+            if src not in young or int(stats.uid[src]) in self._pinned:
+                continue
+            move_counts(stats, src, dst)
+            stats.retire(np.array([src], dtype=np.int64))
+            stats.fresh[src] = False
+            pairs.append((int(stats.uid[src]), int(stats.uid[dst])))
+            used.update((y, k))
+        return pairs
+
+    def vector_merge_gains(self, stats: MultinomialStats, young: np.ndarray) -> np.ndarray:
+        """``out[i, k]``: the log ratio of the vectors' collapsed marginal with clusters
+        ``young[i]`` and k together over apart. Under a uniform prior on the mean direction a
+        cluster of resultant r has marginal ``C_p(κ)^n · C_p(0) / C_p(κ‖r‖)``, so the ratio is
+        ``log C_p(κ‖r_a‖) + log C_p(κ‖r_b‖) − log C_p(κ‖r_a + r_b‖) − log C_p(0)``."""
+        p, kappa = self.config.dimension, self.config.kappa
+        r = self.resultants(stats)
+        rn2 = np.einsum("kj,kj->k", r, r)
+        logc = hkern.log_normalizers(p, kappa * np.sqrt(rn2))
+        both = rn2[young, None] + rn2[None, :] + 2.0 * (r[young] @ r.T)
+        logc_both = hkern.log_normalizers(p, kappa * np.sqrt(np.maximum(both, 0.0)).ravel())
+        out: np.ndarray = (
+            logc[young, None] + logc[None, :] - logc_both.reshape(both.shape)
+            - vkern.log_sphere_density_at_zero(p)
+        )  # fmt: skip
+        return out
 
     def member_features(self, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
         """What the novelty tracker keeps of a member for re-founding: its words and counts,
@@ -241,9 +333,7 @@ class HybridMixture(VMFMixture):
         )  # fmt: skip
         if x.any() and cfg.view_weight:
             p, kappa = cfg.dimension, cfg.kappa
-            logc_r = np.array(
-                [vkern.log_vmf_normalizer(p, kappa * float(np.sqrt(v))) for v in s.rn2]
-            )
+            logc_r = hkern.log_normalizers(p, kappa * np.sqrt(s.rn2))
             lp_new += hkern.add_vector_scores(
                 0, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa,
                 vkern.log_vmf_normalizer(p, kappa), cfg.view_weight, lp,

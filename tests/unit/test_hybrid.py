@@ -320,19 +320,26 @@ def test_a_document_without_a_vector_is_seated_by_its_words() -> None:
 
 
 @pytest.mark.parametrize("half_life", [0.0, 40.0])
-def test_deltas_replay_to_the_writer_state(half_life: float) -> None:
+@pytest.mark.parametrize("merge", [False, True])
+def test_deltas_replay_to_the_writer_state(half_life: float, merge: bool) -> None:
     rng = np.random.default_rng(3)
-    model = hybrid(1.0, half_life_docs=half_life, retire_min_mass=0.3, deterministic=False)
+    model = hybrid(1.0, half_life_docs=half_life, retire_min_mass=0.3, deterministic=False,
+                   merge=merge, merge_scope="all", alpha=2.0)  # fmt: skip
     stats, replica = model.new_state(), model.new_state()
-    retired = 0
+    retired = merges = 0
     for i in range(8):
         res = model.partial_fit(make_batch(rng, 20, 0.9, 0.9), stats, np.random.default_rng(i))
         retired += len(res.retired)
+        merges += len(res.merged)
+        live = {int(u) for u in stats.uid[stats.active_slots()].tolist()}
+        assert set(res.assignments.tolist()) <= live  # merged-away clusters are named no more
+        assert {u for u, _, _ in res.born} <= live
         replay_delta(replica, res.delta, half_life, uncounted=model.uncounted_words)
     assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, stats))
     np.testing.assert_allclose(model.resultants(replica), model.resultants(stats), atol=1e-12)
     if half_life:
         assert retired > 0
+    assert (merges > 0) == merge
 
 
 def test_known_labels_are_kept() -> None:
@@ -431,3 +438,38 @@ def test_a_stray_member_no_longer_fits_its_cluster() -> None:
     feats = model.member_features(batch)
     assert not fits(5, *feats[0])  # the stray would open its own cluster
     assert all(fits(5, *feats[d]) for d in range(1, 9))  # the story's members sit back
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_vector_merge_gain_is_the_chain_rule_of_the_predictive(seed: int) -> None:
+    """log p(X_a ∪ X_b) − log p(X_a) − log p(X_b), each marginal the product of the collapsed
+    predictive of its vectors one at a time (from the uniform density for the first)."""
+    rng = np.random.default_rng(seed)
+    model = hybrid(1.0, rejuvenation_sweeps=0)
+    stats = model.new_state()
+    batch = make_batch(rng, 12, 0.0, 1.0)
+    known = np.arange(12) % 3
+    model.partial_fit(batch, stats, rng, known=known)
+    assert batch.emb is not None
+    cfg = model.config
+    logc = vkern.log_vmf_normalizer
+
+    def marginal(xs: np.ndarray) -> float:
+        r, total = np.zeros(P), 0.0
+        for x in xs:
+            before = float(np.linalg.norm(r))
+            r = r + x
+            if before == 0.0:
+                total += vkern.log_sphere_density_at_zero(P)
+            else:
+                total += (logc(P, cfg.kappa) + logc(P, cfg.kappa * before)
+                          - logc(P, cfg.kappa * float(np.linalg.norm(r))))  # fmt: skip
+        return total
+
+    slots = np.array([stats.slot_of(u) for u in range(3)])
+    gains = model.vector_merge_gains(stats, slots[:1])
+    for b in (1, 2):
+        xa, xb = batch.emb[known == 0], batch.emb[known == b]
+        ref = marginal(np.vstack([xa, xb])) - marginal(xa) - marginal(xb)
+        assert gains[0, slots[b]] == pytest.approx(ref, rel=1e-9, abs=1e-9)

@@ -288,3 +288,12 @@ def seat_batch(
                 ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa,
             )  # fmt: skip
     return n_slots
+
+
+@njit(cache=True)
+def log_normalizers(p: int, kappa_r: np.ndarray) -> np.ndarray:
+    """``log C_p`` at every entry of a flat array (the merge test's many resultants)."""
+    out = np.empty(kappa_r.shape[0])
+    for i in range(kappa_r.shape[0]):
+        out[i] = log_vmf_normalizer(p, kappa_r[i])
+    return out
