@@ -7,8 +7,8 @@ order over labelled JSONL files.
 Texts become words through the featurizer (as ``noveld run`` does) and unit vectors through the
 built-in encoder (:class:`~noveld.featurize.encoder.StaticVectors`), both up front. Each row is
 one pass in batches of 256 with the defaults of the settings; it prints NMI (and ARI, clusters)
-for: the words model (its defaults: burst splits and merges on), the vmf model on the vectors,
-and the hybrid at every view weight × typical cosine asked for.
+for: the words model (its defaults: burst splits and merges on), the hybrid's defaults, the vmf
+model on the vectors, and the hybrid at every view weight × typical cosine asked for.
 """
 
 from __future__ import annotations
@@ -98,6 +98,9 @@ def main() -> None:
         print(f"\n{Path(path).name}: {len(labels):,} documents ({dropped} without words left "
               f"out), {len(set(labels))} stories, vectors p = {a.dim}")  # fmt: skip
         runs: list[tuple[str, DPMM]] = [("words (defaults)", DPMM(base))]
+        default = HybridConfig(**moveless.__dict__, dimension=a.dim)
+        runs.append((f"hybrid defaults (w {default.weight:g} cos {default.cosine})",
+                     HybridMixture(default)))  # fmt: skip
         for c in a.cosines:
             vmf = VMFMixture(VMFConfig(**moveless.__dict__, dimension=a.dim, cosine=c))
             runs.append((f"vectors (vmf) cos {c}", vmf))

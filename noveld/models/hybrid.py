@@ -32,18 +32,34 @@ from noveld.models.kernels import vmf as vkern
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vmf import FEATURE_SCALE, VMFConfig, VMFMixture
 
+#: how many independent dimensions the vector view counts as (the default view weight is
+#: this over the vector's dimension, at most 1): measured best on news / news-t at p = 64,
+#: 128 and 256 alike (``benchmarks/quality_hybrid.py``)
+EFFECTIVE_DIMENSION = 64
+
 
 @dataclass(frozen=True)
 class HybridConfig(VMFConfig):
     """``dpmm`` with both likelihoods: the vmf settings (dimension, typical cosine → κ) plus
-    the weight of the vector view against the words."""
+    the weight w of the vector view against the words (None: :data:`EFFECTIVE_DIMENSION` / p,
+    at most 1)."""
 
-    view_weight: float = 1.0
+    cosine: float = 0.4
+    view_weight: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.view_weight >= 0.0:
+        if self.view_weight is not None and not self.view_weight >= 0.0:
             raise ValueError("the view weight must be >= 0")
+
+    @property
+    def weight(self) -> float:
+        """w: the vMF factor's exponent. Tempering it by d/p makes the tempered exponent
+        w·κ_p(ρ) ≈ κ_d(ρ): the vector counts as a d-dimensional one with the same typical
+        cosine, whatever dimension it is written in."""
+        if self.view_weight is not None:
+            return self.view_weight
+        return min(1.0, EFFECTIVE_DIMENSION / self.dimension)
 
 
 @dataclass
@@ -150,7 +166,7 @@ class HybridMixture(VMFMixture):
             local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, kmax,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
-            cfg.kappa, cfg.view_weight, cfg.deterministic, uniforms, sweeps, forced, assign,
+            cfg.kappa, cfg.weight, cfg.deterministic, uniforms, sweeps, forced, assign,
             log_norm, margin,
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
@@ -206,8 +222,8 @@ class HybridMixture(VMFMixture):
             stats.pc, kmax, stats.scale, cfg.beta, batch.n_words * cfg.beta, log_new,
             cfg.discount, gains,
         )  # fmt: skip
-        if cfg.view_weight:
-            gains += cfg.view_weight * self.vector_merge_gains(stats, young)
+        if cfg.weight:
+            gains += cfg.weight * self.vector_merge_gains(stats, young)
         if cfg.merge_scope == "births":
             others = np.ones(kmax, dtype=np.bool_)
             others[young] = False
@@ -331,11 +347,11 @@ class HybridMixture(VMFMixture):
             np.full(n, k, dtype=np.int64), -counts.astype(np.int64), np.ones(n, dtype=np.int64),
             np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), lp,
         )  # fmt: skip
-        if x.any() and cfg.view_weight:
+        if x.any() and cfg.weight:
             p, kappa = cfg.dimension, cfg.kappa
             logc_r = hkern.log_normalizers(p, kappa * np.sqrt(s.rn2))
             lp_new += hkern.add_vector_scores(
                 0, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa,
-                vkern.log_vmf_normalizer(p, kappa), cfg.view_weight, lp,
+                vkern.log_vmf_normalizer(p, kappa), cfg.weight, lp,
             )  # fmt: skip
         return kern.keeps_its_seat(lp, kmax, k, float(lp[k]), lp_new, stats.uid)

@@ -67,7 +67,7 @@ def oracle_weights(
 ) -> tuple[np.ndarray, float]:  # fmt: skip
     """Log seating weights of one document (word counts over V, unit vector or None) from
     scratch with gammaln: CRP prior × DM predictive relative to the empty cluster × vMF^w."""
-    beta, d, p, kappa, w = cfg.beta, cfg.discount, cfg.dimension, cfg.kappa, cfg.view_weight
+    beta, d, p, kappa, w = cfg.beta, cfg.discount, cfg.dimension, cfg.kappa, cfg.weight
     nd = float(x_words.sum())
     logc = vkern.log_vmf_normalizer
     base = float((gammaln(beta + x_words) - gammaln(beta)).sum())
@@ -182,7 +182,7 @@ def run_kernel(
         local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, stats.kmax,
         stats.head, stats.nxt, stats.pk, stats.pc, stats.scale, cfg.beta,
         batch.n_words * cfg.beta, cfg.discount, model.log_alpha(nb), cfg.dimension, cfg.kappa,
-        cfg.view_weight, True, np.zeros(nb * (1 + sweeps)), sweeps, np.full(nb, -1), assign,
+        cfg.weight, True, np.zeros(nb * (1 + sweeps)), sweeps, np.full(nb, -1), assign,
         log_norm, margin,
     )  # fmt: skip
     return assign, log_norm, margin
@@ -350,6 +350,14 @@ def test_known_labels_are_kept() -> None:
     known = np.array([-1, 9, -1, 9, -1, -1, 9, -1])
     res = model.partial_fit(batch, stats, rng, known=known, pinned={9})
     assert [u for u, k in zip(res.assignments.tolist(), known, strict=True) if k >= 0] == [9] * 3
+
+
+def test_the_default_weight_counts_the_vector_as_64_dimensions() -> None:
+    assert HybridConfig(dimension=256).weight == 0.25
+    assert HybridConfig(dimension=128).weight == 0.5
+    assert HybridConfig(dimension=32).weight == 1.0
+    assert HybridConfig(dimension=256, view_weight=0.0).weight == 0.0
+    assert HybridConfig(dimension=256).cosine == 0.4
 
 
 def test_config_errors_are_clear() -> None:
