@@ -320,7 +320,6 @@ class HybridMixture(VMFMixture):
         """Would a member (words, unit vector x or zeros) of cluster ``uid`` be seated there
         again, taken out of it (one MAP collapsed Gibbs step under both views, the seating
         kernel's own scores)? Read-only."""
-        cfg = self.config
         k = stats.slot_of(uid)
         if k < 0:
             return False
@@ -336,22 +335,62 @@ class HybridMixture(VMFMixture):
         if x.any():
             s.dots[0, k] -= 1.0
             s.rn2[k] = max(s.rn2[k] - 2.0 * s.dots[0, k] - 1.0, 0.0)
+        lp, lp_new = self._document_scores(
+            s, 0, words, counts, stats, n_words, batch_size, bool(x.any()), out_of=k
+        )
+        return kern.keeps_its_seat(lp, stats.kmax, k, float(lp[k]), lp_new, stats.uid)
+
+    def predict(self, batch: DocBatch, stats: MultinomialStats) -> np.ndarray:
+        """MAP cluster uid of each document under both views (−1 = new), each against the
+        statistics alone (not the batch's other documents); read-only."""
+        nb = len(batch)
+        emb = batch.emb if batch.emb is not None else np.zeros((nb, self.config.dimension))
+        s = seating_state(stats, self.resultants(stats), emb, 1.0)
+        kmax = stats.kmax
+        out = np.empty(2)
+        res = np.empty(nb, dtype=np.int64)
+        for d in range(nb):
+            w, c = batch.doc(d)
+            lp, lp_new = self._document_scores(
+                s, d, w, c, stats, batch.n_words, nb, s.gram[d, d] > 0
+            )
+            k = kern.choose(lp, kmax, lp_new, 0.0, True, out, stats.uid)
+            res[d] = -1 if k < 0 else stats.uid[k]
+        return res
+
+    def _document_scores(
+        self,
+        s: SeatingState,
+        d: int,
+        words: np.ndarray,
+        counts: np.ndarray,
+        stats: MultinomialStats,
+        n_words: int,
+        batch_size: int,
+        has_vector: bool,
+        out_of: int = -1,
+    ) -> tuple[np.ndarray, float]:
+        """The seating kernel's log weights of one document (row ``d`` of the working copy
+        ``s``) into the existing clusters, and the new cluster's; ``out_of``: the slot its words
+        are counted in and must be taken out of (a negative overlay on the pool's counts)."""
+        cfg = self.config
         n = words.shape[0]
         kmax = stats.kmax
+        counts = counts.astype(np.int64)
         lp = np.empty(kmax + 1)
         lp_new = hkern.word_scores(
-            0, np.array([0, n]), words.astype(np.int64), counts.astype(np.int64),
-            np.arange(n, dtype=np.int64), nd, kmax, kmax, s.mass, s.ntok, s.live, stats.head,
-            stats.nxt, stats.pk, stats.pc, stats.scale, cfg.beta, n_words * cfg.beta,
-            cfg.discount, self.log_alpha(batch_size), np.arange(n + 1, dtype=np.int64),
-            np.full(n, k, dtype=np.int64), -counts.astype(np.int64), np.ones(n, dtype=np.int64),
+            0, np.array([0, n]), words.astype(np.int64), counts, np.arange(n, dtype=np.int64),
+            int(counts.sum()), kmax, kmax, s.mass, s.ntok, s.live, stats.head, stats.nxt,
+            stats.pk, stats.pc, stats.scale, cfg.beta, n_words * cfg.beta, cfg.discount,
+            self.log_alpha(batch_size), np.arange(n + 1, dtype=np.int64),
+            np.full(n, out_of, dtype=np.int64), -counts, np.full(n, int(out_of >= 0)),
             np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), lp,
         )  # fmt: skip
-        if x.any() and cfg.weight:
+        if has_vector and cfg.weight:
             p, kappa = cfg.dimension, cfg.kappa
             logc_r = hkern.log_normalizers(p, kappa * np.sqrt(s.rn2))
             lp_new += hkern.add_vector_scores(
-                0, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa,
+                d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa,
                 vkern.log_vmf_normalizer(p, kappa), cfg.weight, lp,
             )  # fmt: skip
-        return kern.keeps_its_seat(lp, kmax, k, float(lp[k]), lp_new, stats.uid)
+        return lp, lp_new

@@ -481,3 +481,23 @@ def test_vector_merge_gain_is_the_chain_rule_of_the_predictive(seed: int) -> Non
         xa, xb = batch.emb[known == 0], batch.emb[known == b]
         ref = marginal(np.vstack([xa, xb])) - marginal(xa) - marginal(xb)
         assert gains[0, slots[b]] == pytest.approx(ref, rel=1e-9, abs=1e-9)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.25, 1.0]))
+def test_predict_is_the_first_seating_of_each_document_alone(seed: int, w: float) -> None:
+    rng = np.random.default_rng(seed)
+    model = hybrid(w)
+    stats = model.new_state()
+    for _ in range(2):
+        model.partial_fit(make_batch(rng, 12, 0.9, 0.8), stats, rng)
+    batch = make_batch(rng, 6, 0.8, 0.7)
+    got = model.predict(batch, stats)
+    assert batch.emb is not None
+    for d in range(len(batch)):
+        w_d, c_d = batch.doc(d)
+        one = DocBatch(np.array([0, w_d.shape[0]]), w_d, c_d, batch.lengths[d : d + 1],
+                       batch.vocab_size, batch.reserved, emb=batch.emb[d : d + 1])  # fmt: skip
+        assign, _, _ = run_kernel(model, stats, one, 0)
+        k = int(assign[0])
+        assert got[d] == (int(stats.uid[k]) if k < stats.kmax else -1)
