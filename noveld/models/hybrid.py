@@ -1,0 +1,396 @@
+"""The ``dpmm`` model on words and a dense vector at once: a cluster's seating weight is the CRP
+prior × the collapsed Dirichlet–multinomial predictive of the document's words × (the collapsed
+von Mises–Fisher predictive of its unit vector)^w.
+
+Both views live in the one count store, as they do in their own models: the words as the words
+model counts them, the vectors' resultants on the reserved dimension entries exactly as
+:class:`~noveld.models.vmf.VMFMixture` keeps them, so deltas, replay, forgetting and retirement
+carry both. A document without a vector is scored on its words only, one without words on its
+vector only. The view weight ``w`` tempers the vMF factor (w = 0 is the words model, without
+its burst splits and merges).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from noveld.models.base import BatchResult, DocBatch, FitTest
+from noveld.models.dpmm import (
+    advance_documents,
+    apply_additions,
+    decay_factor,
+    ensure_clusters,
+    move_counts,
+)
+from noveld.models.kernels import hybrid as hkern
+from noveld.models.kernels import multinomial as kern
+from noveld.models.kernels import vmf as vkern
+from noveld.models.suffstats import MultinomialStats
+from noveld.models.vmf import FEATURE_SCALE, VMFConfig, VMFMixture
+
+#: how many independent dimensions the vector view counts as (the default view weight is
+#: this over the vector's dimension, at most 1): measured best on news / news-t at p = 64,
+#: 128 and 256 alike (``benchmarks/quality_hybrid.py``)
+EFFECTIVE_DIMENSION = 64
+
+
+@dataclass(frozen=True)
+class HybridConfig(VMFConfig):
+    """``dpmm`` with both likelihoods: the vmf settings (dimension, typical cosine → κ) plus
+    the weight w of the vector view against the words (None: :data:`EFFECTIVE_DIMENSION` / p,
+    at most 1)."""
+
+    cosine: float = 0.4
+    view_weight: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.view_weight is not None and not self.view_weight >= 0.0:
+            raise ValueError("the view weight must be >= 0")
+
+    @property
+    def weight(self) -> float:
+        """w: the vMF factor's exponent. Tempering it by d/p makes the tempered exponent
+        w·κ_p(ρ) ≈ κ_d(ρ): the vector counts as a d-dimensional one with the same typical
+        cosine, whatever dimension it is written in."""
+        if self.view_weight is not None:
+            return self.view_weight
+        return min(1.0, EFFECTIVE_DIMENSION / self.dimension)
+
+
+@dataclass
+class SeatingState:
+    """The batch's working copy of the clusters the kernel reads and updates: existing slots
+    first (true units), then room for one new cluster per document."""
+
+    mass: np.ndarray
+    ntok: np.ndarray
+    rn2: np.ndarray
+    live: np.ndarray
+    tie_uid: np.ndarray
+    dots: np.ndarray
+    gram: np.ndarray
+
+
+def seating_state(
+    stats: MultinomialStats, resultants: np.ndarray, emb: np.ndarray, f: float
+) -> SeatingState:
+    """The working copy for a batch with unit vectors ``emb`` (zero rows: none), the clusters'
+    ``resultants`` already decayed by ``f``, the batch's pending decay."""
+    kmax = stats.kmax
+    nb = emb.shape[0]
+    g = stats.scale * f
+    alive = stats.alive[:kmax]
+    mass = np.zeros(kmax + nb)
+    mass[:kmax] = np.where(alive, stats.m[:kmax] * g, 0.0)
+    ntok = np.zeros(kmax + nb)
+    ntok[:kmax] = np.where(alive, stats.ntok[:kmax] * g, 0.0)
+    rn2 = np.zeros(kmax + nb)
+    rn2[:kmax] = np.einsum("kj,kj->k", resultants, resultants)
+    live = np.zeros(kmax + nb, dtype=np.bool_)
+    live[:kmax] = alive
+    tie_uid = np.zeros(kmax + nb, dtype=np.int64)
+    tie_uid[:kmax] = stats.uid[:kmax]
+    dots = np.zeros((nb, kmax + nb))
+    dots[:, :kmax] = emb @ resultants.T
+    return SeatingState(mass, ntok, rn2, live, tie_uid, dots, emb @ emb.T)
+
+
+def births_in_order(
+    assign: np.ndarray, n_old: int, margin: np.ndarray, stats: MultinomialStats
+) -> tuple[np.ndarray, list[tuple[int, int, float]]]:
+    """Cluster uid per document and the births: new slots (``≥ n_old``) become uids in order
+    of their first document, each born with that document's novelty margin."""
+    next_uid = int(stats.ictl[kern.NEXT_UID])
+    uid_of: dict[int, int] = {}
+    born: list[tuple[int, int, float]] = []
+    for d, k in enumerate(assign.tolist()):
+        if k >= n_old and k not in uid_of:
+            uid_of[k] = next_uid + len(uid_of)
+            born.append((uid_of[k], d, float(min(margin[d], kern.MARGIN_CAP))))
+    uids = np.array(
+        [uid_of[k] if k >= n_old else int(stats.uid[k]) for k in assign.tolist()],
+        dtype=np.int64,
+    )
+    return uids, born
+
+
+class HybridMixture(VMFMixture):
+    """CRP seating under words × vectors, with Gibbs rejuvenation of the batch, forgetting,
+    retirement and known labels as in :class:`~noveld.models.vmf.VMFMixture`."""
+
+    kind = "dpmm"
+    likelihood = "hybrid"
+    config: HybridConfig
+
+    def __init__(self, config: HybridConfig) -> None:
+        super().__init__(config)
+
+    def partial_fit(
+        self,
+        batch: DocBatch,
+        stats: MultinomialStats,
+        rng: np.random.Generator,
+        known: np.ndarray | None = None,
+        pinned: Collection[int] = (),
+    ) -> BatchResult:
+        """Seat a batch under both views, rejuvenate it, forget, retire; the step is applied
+        through :func:`apply_additions` (the code replicas use), so the writer equals any
+        replay. ``batch.emb`` may be None (no document has a vector) or hold zero rows."""
+        cfg = self.config
+        nb = len(batch)
+        emb = batch.emb
+        if emb is None:
+            emb = np.zeros((nb, cfg.dimension))
+        if emb.shape != (nb, cfg.dimension):
+            raise ValueError(f"hybrid: the batch's vectors must be ({nb}, {cfg.dimension})")
+        pos, neg = self._dimension_ids()
+        forced = ensure_clusters(stats, known, nb)
+        self._pinned = pinned
+        stats.fresh[:] = False
+        f = decay_factor(cfg.half_life_docs, nb)
+        kmax = stats.kmax
+        s = seating_state(stats, self.resultants(stats, f), emb, f)
+        local, loc = np.unique(batch.words, return_inverse=True)
+        sweeps = cfg.rejuvenation_sweeps
+        uniforms = rng.random(nb * (1 + sweeps))
+        assign = np.empty(nb, dtype=np.int64)
+        log_norm = np.empty(nb)
+        margin = np.empty(nb)
+        hkern.seat_batch(
+            batch.ptr, batch.words, batch.counts, batch.lengths, loc.astype(np.int64),
+            local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, kmax,
+            stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
+            batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
+            cfg.kappa, cfg.weight, cfg.deterministic, uniforms, sweeps, forced, assign,
+            log_norm, margin,
+        )  # fmt: skip
+        uids, born = births_in_order(assign, kmax, margin, stats)
+        delta = self._embedding_delta(replace(batch, emb=emb), uids, pos, neg, f, born, stats)
+        apply_additions(stats, delta)
+        slot_of = {int(u): k for k, u in enumerate(stats.uid[: stats.kmax].tolist())}
+        for u, _, _ in born:
+            stats.fresh[slot_of[u]] = True
+        pairs = self._merge_young(batch, uids, born, stats) if cfg.merge else []
+        own = {u for u, _, _ in born}
+        merged = [(src, dst, src in own) for src, dst in pairs]
+        final = uids.copy()
+        for src, dst in pairs:
+            final[final == src] = dst
+        if pairs:
+            born = self._merge_births(born, pairs)
+        retired = self._retire(stats)
+        advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
+        delta = replace(
+            delta,
+            retired_uids=np.array([s for s, _ in pairs] + [u for u, _, _ in retired], np.int64),
+            merges=np.array(pairs, dtype=np.int64).reshape(-1, 2),
+            born_uids=np.array([u for u, _, _ in born], dtype=np.int64),
+            n_docs=nb,
+        )
+        return BatchResult(final, born, retired, delta, float("nan"), merged=merged)
+
+    def _merge_young(
+        self,
+        batch: DocBatch,
+        uids: np.ndarray,
+        born: list[tuple[int, int, float]],
+        stats: MultinomialStats,
+    ) -> list[tuple[int, int]]:
+        """Merge the clusters born in this batch into another cluster when that raises the
+        collapsed posterior under both views (the words' merge gain of
+        :func:`~noveld.models.kernels.multinomial.merge_gains` + w × the vectors'); greedy,
+        best gain first, each cluster in one merge at most, the lighter one merged away.
+        Applied to ``stats`` at once; returns (source uid, survivor uid) pairs."""
+        cfg = self.config
+        kmax = stats.kmax
+        born_uids = [u for u, _, _ in born]
+        young = np.array([stats.slot_of(u) for u in born_uids], dtype=np.int64)
+        if young.shape[0] == 0:
+            return []
+        in_born = np.isin(uids, np.array(born_uids, dtype=np.int64))
+        scan = np.unique(batch.words[np.repeat(in_born, np.diff(batch.ptr))]).astype(np.int64)
+        n_live = int(stats.alive[:kmax].sum())
+        log_new = math.log(math.exp(self.log_alpha(len(batch))) + cfg.discount * (n_live - 1))
+        gains = np.empty((young.shape[0], kmax))
+        kern.merge_gains(
+            young, scan, stats.m, stats.ntok, stats.alive, stats.head, stats.nxt, stats.pk,
+            stats.pc, kmax, stats.scale, cfg.beta, batch.n_words * cfg.beta, log_new,
+            cfg.discount, gains,
+        )  # fmt: skip
+        if cfg.weight:
+            gains += cfg.weight * self.vector_merge_gains(stats, young)
+        if cfg.merge_scope == "births":
+            others = np.ones(kmax, dtype=np.bool_)
+            others[young] = False
+            gains[:, others] = -np.inf
+        best = gains.argmax(axis=1)
+        order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
+        used: set[int] = set()
+        pairs: list[tuple[int, int]] = []
+        for i in order.tolist():
+            y, k = int(young[i]), int(best[i])
+            if gains[i, k] <= 0.0:
+                break
+            if y in used or k in used:
+                continue
+            src, dst = (
+                (y, k) if (stats.m[y], -stats.uid[y]) <= (stats.m[k], -stats.uid[k]) else (k, y)
+            )
+            if src not in young or int(stats.uid[src]) in self._pinned:
+                continue
+            move_counts(stats, src, dst)
+            stats.retire(np.array([src], dtype=np.int64))
+            stats.fresh[src] = False
+            pairs.append((int(stats.uid[src]), int(stats.uid[dst])))
+            used.update((y, k))
+        return pairs
+
+    def vector_merge_gains(self, stats: MultinomialStats, young: np.ndarray) -> np.ndarray:
+        """``out[i, k]``: the log ratio of the vectors' collapsed marginal with clusters
+        ``young[i]`` and k together over apart. Under a uniform prior on the mean direction a
+        cluster of resultant r has marginal ``C_p(κ)^n · C_p(0) / C_p(κ‖r‖)``, so the ratio is
+        ``log C_p(κ‖r_a‖) + log C_p(κ‖r_b‖) − log C_p(κ‖r_a + r_b‖) − log C_p(0)``."""
+        p, kappa = self.config.dimension, self.config.kappa
+        r = self.resultants(stats)
+        rn2 = np.einsum("kj,kj->k", r, r)
+        logc = hkern.log_normalizers(p, kappa * np.sqrt(rn2))
+        both = rn2[young, None] + rn2[None, :] + 2.0 * (r[young] @ r.T)
+        logc_both = hkern.log_normalizers(p, kappa * np.sqrt(np.maximum(both, 0.0)).ravel())
+        out: np.ndarray = (
+            logc[young, None] + logc[None, :] - logc_both.reshape(both.shape)
+            - vkern.log_sphere_density_at_zero(p)
+        )  # fmt: skip
+        return out
+
+    def member_features(self, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
+        """What the novelty tracker keeps of a member for re-founding: its words and counts,
+        then its vector as the dimensions' reserved entries with integer values x_j · 2^20."""
+        pos, neg = self._dimension_ids()
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for d in range(len(batch)):
+            w, c = batch.doc(d)
+            x = np.zeros(0) if batch.emb is None else batch.emb[d]
+            on = np.flatnonzero(x)
+            ids = np.where(x[on] > 0.0, pos[on], neg[on])
+            values = np.rint(np.abs(x[on]) * FEATURE_SCALE).astype(np.int64)
+            out.append((np.concatenate([w, ids]), np.concatenate([c.astype(np.int64), values])))
+        return out
+
+    def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
+        """:meth:`still_belongs_both` on the live statistics, for members kept as
+        :meth:`member_features`; the resultants are gathered once, at the first question."""
+        pos, neg = self._dimension_ids()
+        sign = np.zeros(int(max(pos.max(), neg.max())) + 1)
+        sign[pos], sign[neg] = 1.0, -1.0
+        dim_of = np.zeros(sign.shape[0], dtype=np.int64)
+        dim_of[pos] = dim_of[neg] = np.arange(pos.shape[0])
+        size, n_words = len(batch), batch.n_words
+        cache: list[np.ndarray] = []
+
+        def fits(uid: int, ids: np.ndarray, values: np.ndarray) -> bool:
+            if not cache:
+                cache.append(self.resultants(stats))
+            is_dim = np.zeros(ids.shape[0], dtype=np.bool_)
+            inside = ids < sign.shape[0]
+            is_dim[inside] = sign[ids[inside]] != 0.0
+            x = np.zeros(self.config.dimension)
+            dims = ids[is_dim]
+            x[dim_of[dims]] = sign[dims] * values[is_dim] / FEATURE_SCALE
+            words, counts = ids[~is_dim], values[~is_dim]
+            return self.still_belongs_both(words, counts, x, uid, stats, cache[0], n_words, size)
+
+        return fits
+
+    def still_belongs_both(
+        self,
+        words: np.ndarray,
+        counts: np.ndarray,
+        x: np.ndarray,
+        uid: int,
+        stats: MultinomialStats,
+        resultants: np.ndarray,
+        n_words: int,
+        batch_size: int = 1,
+    ) -> bool:
+        """Would a member (words, unit vector x or zeros) of cluster ``uid`` be seated there
+        again, taken out of it (one MAP collapsed Gibbs step under both views, the seating
+        kernel's own scores)? Read-only."""
+        k = stats.slot_of(uid)
+        if k < 0:
+            return False
+        if stats.m[k] * stats.scale - 1.0 <= 0.0:
+            return True  # its only member
+        x = x.reshape(1, -1)
+        s = seating_state(stats, resultants, x, 1.0)
+        nd = int(counts.sum())
+        # the member taken out of slot k: its mass, tokens, vector, and its words (a negative
+        # overlay on the pool's counts)
+        s.mass[k] -= 1.0
+        s.ntok[k] = max(s.ntok[k] - nd, 0.0)
+        if x.any():
+            s.dots[0, k] -= 1.0
+            s.rn2[k] = max(s.rn2[k] - 2.0 * s.dots[0, k] - 1.0, 0.0)
+        lp, lp_new = self._document_scores(
+            s, 0, words, counts, stats, n_words, batch_size, bool(x.any()), out_of=k
+        )
+        return kern.keeps_its_seat(lp, stats.kmax, k, float(lp[k]), lp_new, stats.uid)
+
+    def predict(self, batch: DocBatch, stats: MultinomialStats) -> np.ndarray:
+        """MAP cluster uid of each document under both views (−1 = new), each against the
+        statistics alone (not the batch's other documents); read-only."""
+        nb = len(batch)
+        emb = batch.emb if batch.emb is not None else np.zeros((nb, self.config.dimension))
+        s = seating_state(stats, self.resultants(stats), emb, 1.0)
+        kmax = stats.kmax
+        out = np.empty(2)
+        res = np.empty(nb, dtype=np.int64)
+        for d in range(nb):
+            w, c = batch.doc(d)
+            lp, lp_new = self._document_scores(
+                s, d, w, c, stats, batch.n_words, nb, s.gram[d, d] > 0
+            )
+            k = kern.choose(lp, kmax, lp_new, 0.0, True, out, stats.uid)
+            res[d] = -1 if k < 0 else stats.uid[k]
+        return res
+
+    def _document_scores(
+        self,
+        s: SeatingState,
+        d: int,
+        words: np.ndarray,
+        counts: np.ndarray,
+        stats: MultinomialStats,
+        n_words: int,
+        batch_size: int,
+        has_vector: bool,
+        out_of: int = -1,
+    ) -> tuple[np.ndarray, float]:
+        """The seating kernel's log weights of one document (row ``d`` of the working copy
+        ``s``) into the existing clusters, and the new cluster's; ``out_of``: the slot its words
+        are counted in and must be taken out of (a negative overlay on the pool's counts)."""
+        cfg = self.config
+        n = words.shape[0]
+        kmax = stats.kmax
+        counts = counts.astype(np.int64)
+        lp = np.empty(kmax + 1)
+        lp_new = hkern.word_scores(
+            0, np.array([0, n]), words.astype(np.int64), counts, np.arange(n, dtype=np.int64),
+            int(counts.sum()), kmax, kmax, s.mass, s.ntok, s.live, stats.head, stats.nxt,
+            stats.pk, stats.pc, stats.scale, cfg.beta, n_words * cfg.beta, cfg.discount,
+            self.log_alpha(batch_size), np.arange(n + 1, dtype=np.int64),
+            np.full(n, out_of, dtype=np.int64), -counts, np.full(n, int(out_of >= 0)),
+            np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), lp,
+        )  # fmt: skip
+        if has_vector and cfg.weight:
+            p, kappa = cfg.dimension, cfg.kappa
+            logc_r = hkern.log_normalizers(p, kappa * np.sqrt(s.rn2))
+            lp_new += hkern.add_vector_scores(
+                d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa,
+                vkern.log_vmf_normalizer(p, kappa), cfg.weight, lp,
+            )  # fmt: skip
+        return lp, lp_new

@@ -1,0 +1,299 @@
+"""numba kernel seating a batch under two views at once: CRP prior × the collapsed
+Dirichlet–multinomial predictive of a document's words × (the collapsed vMF predictive of its
+unit vector)^w.
+
+The statistics are read, never written: the clusters' word counts come from the postings pool
+(read-only, times the scale ``g``) plus a small overlay of the batch's own documents, the
+vectors' resultants from dense arrays, so the model can apply the batch afterwards through the
+same delta every replica applies. A document without a vector (a zero row) is scored on its
+words only; one without words on its vector only (its Dirichlet–multinomial factor is 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from noveld.models.kernels.multinomial import MARGIN_CAP, choose, log_rising
+from noveld.models.kernels.vmf import log_sphere_density_at_zero, log_vmf_normalizer
+
+#: a new slot whose mass falls below this (its documents all left) is closed
+_EMPTY = 0.5
+
+
+@njit(cache=True)
+def _overlay_add(
+    u: int, k: int, c: int, ov_ptr: np.ndarray, ov_slot: np.ndarray, ov_cnt: np.ndarray,
+    ov_n: np.ndarray,
+) -> None:  # fmt: skip
+    """Add ``c`` (negative removes) to the batch's count of local word ``u`` in slot ``k``."""
+    s = ov_ptr[u]
+    n = ov_n[u]
+    for e in range(s, s + n):
+        if ov_slot[e] == k:
+            ov_cnt[e] += c
+            if ov_cnt[e] == 0:  # counts are integers: exactly zero when the last one leaves
+                ov_slot[e] = ov_slot[s + n - 1]
+                ov_cnt[e] = ov_cnt[s + n - 1]
+                ov_n[u] = n - 1
+            return
+    ov_slot[s + n] = k
+    ov_cnt[s + n] = c
+    ov_n[u] = n + 1
+
+
+@njit(cache=True)
+def word_scores(
+    i: int,
+    doc_ptr: np.ndarray,
+    doc_words: np.ndarray,
+    doc_counts: np.ndarray,
+    doc_loc: np.ndarray,
+    nd: int,
+    n_old: int,
+    n_slots: int,
+    mass: np.ndarray,
+    ntok: np.ndarray,
+    live: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    g: float,
+    beta: float,
+    vbeta: float,
+    discount: float,
+    log_alpha: float,
+    ov_ptr: np.ndarray,
+    ov_slot: np.ndarray,
+    ov_cnt: np.ndarray,
+    ov_n: np.ndarray,
+    tmp: np.ndarray,
+    touched: np.ndarray,
+    lp: np.ndarray,
+) -> float:
+    """CRP prior × Dirichlet–multinomial predictive of batch document ``i`` into
+    ``lp[:n_slots]`` (−inf where not live); returns the new-cluster weight. The terms are
+    :func:`noveld.models.kernels.multinomial.score_document`'s, with a cluster's count of a
+    word = pool count × g (old slots) + the batch's documents seated there (the overlay)."""
+    n_live = 0
+    for k in range(n_slots):
+        if live[k]:
+            n_live += 1
+            lp[k] = math.log(max(mass[k] - discount, 1e-3)) - log_rising(ntok[k] + vbeta, nd)
+        else:
+            lp[k] = -np.inf
+    nv = head.shape[0]
+    for j in range(doc_ptr[i], doc_ptr[i + 1]):
+        w = doc_words[j]
+        c = doc_counts[j]
+        nt = 0
+        if w < nv:
+            e = head[w]
+            while e >= 0:
+                k = pk[e]
+                if k < n_old and live[k] and pc[e] > 0.0:
+                    if tmp[k] == 0.0:
+                        touched[nt] = k
+                        nt += 1
+                    tmp[k] += pc[e] * g
+                e = nxt[e]
+        u = doc_loc[j]
+        for e in range(ov_ptr[u], ov_ptr[u] + ov_n[u]):
+            k = ov_slot[e]
+            if tmp[k] == 0.0:
+                touched[nt] = k
+                nt += 1
+            tmp[k] += ov_cnt[e]
+        base = log_rising(beta, c) if c > 1 else 0.0
+        for t in range(nt):
+            k = touched[t]
+            x = tmp[k]
+            tmp[k] = 0.0
+            if x > 0.0 and live[k]:
+                if c == 1:
+                    lp[k] += math.log1p(x / beta)
+                else:
+                    lp[k] += log_rising(x + beta, c) - base
+    return math.log(math.exp(log_alpha) + discount * n_live) - log_rising(vbeta, nd)
+
+
+@njit(cache=True)
+def add_vector_scores(
+    i: int, n_slots: int, live: np.ndarray, rn2: np.ndarray, logc_r: np.ndarray,
+    dots: np.ndarray, p: int, kappa: float, logc_kappa: float, weight: float, lp: np.ndarray,
+) -> float:  # fmt: skip
+    """Add ``weight`` × the collapsed vMF log predictive of document ``i``'s unit vector to
+    ``lp[:n_slots]``; returns what the new cluster gets (``weight · log C_p(0)``)::
+
+        existing: log C_p(κ) + log C_p(κ‖r_k‖) − log C_p(κ‖r_k + x‖)
+    """
+    for k in range(n_slots):
+        if live[k]:
+            r_new = math.sqrt(max(rn2[k] + 2.0 * dots[i, k] + 1.0, 0.0))
+            lp[k] += weight * (logc_kappa + logc_r[k] - log_vmf_normalizer(p, kappa * r_new))
+    return weight * log_sphere_density_at_zero(p)
+
+
+@njit(cache=True)
+def _move(
+    i: int, k: int, sign: float, doc_ptr: np.ndarray, doc_counts: np.ndarray,
+    doc_loc: np.ndarray, nd: int, mass: np.ndarray, ntok: np.ndarray, ov_ptr: np.ndarray,
+    ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray, rn2: np.ndarray,
+    logc_r: np.ndarray, dots: np.ndarray, gram: np.ndarray, p: int, kappa: float,
+) -> None:  # fmt: skip
+    """Add (sign = +1) or remove (−1) batch document ``i`` to/from slot ``k``: its mass, tokens,
+    words (overlay) and vector (‖r ± x‖² = ‖r‖² ± 2 r·x + x·x; x·x = 0 without a vector)."""
+    mass[k] += sign
+    ntok[k] += sign * nd
+    c_sign = 1 if sign > 0 else -1
+    for j in range(doc_ptr[i], doc_ptr[i + 1]):
+        _overlay_add(doc_loc[j], k, c_sign * doc_counts[j], ov_ptr, ov_slot, ov_cnt, ov_n)
+    xx = gram[i, i]
+    if xx > 0.0:
+        rn2[k] = max(rn2[k] + sign * 2.0 * dots[i, k] + xx, 0.0)
+        for j in range(gram.shape[0]):
+            dots[j, k] += sign * gram[j, i]
+        logc_r[k] = log_vmf_normalizer(p, kappa * math.sqrt(rn2[k]))
+
+
+@njit(cache=True)
+def seat_batch(
+    doc_ptr: np.ndarray,
+    doc_words: np.ndarray,
+    doc_counts: np.ndarray,
+    doc_len: np.ndarray,
+    doc_loc: np.ndarray,
+    n_local: int,
+    gram: np.ndarray,
+    dots: np.ndarray,
+    mass: np.ndarray,
+    ntok: np.ndarray,
+    rn2: np.ndarray,
+    live: np.ndarray,
+    tie_uid: np.ndarray,
+    n_old: int,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    g: float,
+    beta: float,
+    vbeta: float,
+    discount: float,
+    log_alpha: float,
+    p: int,
+    kappa: float,
+    weight: float,
+    deterministic: bool,
+    uniforms: np.ndarray,
+    sweeps: int,
+    forced: np.ndarray,
+    assign: np.ndarray,
+    log_norm: np.ndarray,
+    margin: np.ndarray,
+) -> int:
+    """Sequential CRP seating of a batch under both views, then ``sweeps`` collapsed Gibbs
+    sweeps over it (remove, reseat); returns the number of slots used.
+
+    Slots ``0 .. n_old−1`` are the existing clusters (true ``mass``, ``ntok``, ‖r‖² in ``rn2``,
+    ``live`` = alive); slots ``n_old ..`` open for new clusters, in order, and close when their
+    last document leaves. ``doc_loc`` numbers each (document, word) entry's word among the
+    batch's ``n_local`` distinct words. ``gram`` is X·Xᵀ (a zero row: no vector) and
+    ``dots[:, k]`` starts as X·r_k; both stay current. ``tie_uid`` orders MAP ties as
+    :func:`~noveld.models.kernels.multinomial.choose` does (the oldest wins); new slots get
+    increasing values after the old ones'. ``forced[i] ≥ 0`` seats document i there for good.
+    Writes ``assign`` (slot), ``log_norm`` and ``margin`` (first pass) as the words kernel does;
+    ``uniforms`` holds ``nb · (1 + sweeps)`` draws, document i of sweep s using ``s·nb + i``.
+    """
+    nb = doc_len.shape[0]
+    cap = mass.shape[0]
+    # the overlay: for each distinct batch word, (slot, count) of the batch documents seated
+    ov_ptr = np.zeros(n_local + 1, dtype=np.int64)
+    for j in range(doc_loc.shape[0]):
+        ov_ptr[doc_loc[j] + 1] += 1
+    for u in range(n_local):
+        ov_ptr[u + 1] += ov_ptr[u]
+    ov_slot = np.empty(doc_loc.shape[0], dtype=np.int64)
+    ov_cnt = np.empty(doc_loc.shape[0], dtype=np.int64)
+    ov_n = np.zeros(n_local, dtype=np.int64)
+    tmp = np.zeros(cap)
+    touched = np.empty(cap, dtype=np.int64)
+    lp = np.empty(cap)
+    out = np.empty(2)
+    logc_kappa = log_vmf_normalizer(p, kappa)
+    logc_r = np.empty(cap)
+    for k in range(cap):
+        logc_r[k] = log_vmf_normalizer(p, kappa * math.sqrt(max(rn2[k], 0.0)))
+    use_vectors = weight != 0.0
+    next_tie = 0
+    for k in range(n_old):
+        next_tie = max(next_tie, tie_uid[k] + 1)
+    n_slots = n_old
+    for sweep in range(sweeps + 1):
+        for i in range(nb):
+            if forced[i] >= 0 and sweep > 0:
+                continue
+            nd = doc_len[i]
+            k_old = -1
+            if sweep > 0:
+                k_old = assign[i]
+                _move(
+                    i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, ntok, ov_ptr,
+                    ov_slot, ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa,
+                )  # fmt: skip
+                if k_old >= n_old and mass[k_old] < _EMPTY:
+                    live[k_old] = False
+            lp_new = word_scores(
+                i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, mass, ntok,
+                live, head, nxt, pk, pc, g, beta, vbeta, discount, log_alpha, ov_ptr, ov_slot,
+                ov_cnt, ov_n, tmp, touched, lp,
+            )  # fmt: skip
+            if use_vectors and gram[i, i] > 0.0:
+                lp_new += add_vector_scores(
+                    i, n_slots, live, rn2, logc_r, dots, p, kappa, logc_kappa, weight, lp
+                )
+            k = choose(lp, n_slots, lp_new, uniforms[sweep * nb + i], deterministic, out, tie_uid)
+            if sweep == 0:
+                log_norm[i] = out[0]
+                margin[i] = out[1]
+            if forced[i] >= 0:
+                k = forced[i]
+                margin[i] = -MARGIN_CAP
+            elif k < 0 and k_old >= n_old and not live[k_old]:
+                k = k_old  # alone, and better alone: its own slot (and tie order) again
+                live[k] = True
+            elif k < 0:
+                k = n_slots
+                for j in range(n_old, n_slots):
+                    if not live[j]:
+                        k = j
+                        break
+                if k == n_slots:
+                    n_slots += 1
+                live[k] = True
+                tie_uid[k] = next_tie
+                next_tie += 1
+                mass[k] = 0.0
+                ntok[k] = 0.0
+                rn2[k] = 0.0
+                logc_r[k] = log_vmf_normalizer(p, 0.0)
+                for j in range(nb):
+                    dots[j, k] = 0.0
+            assign[i] = k
+            _move(
+                i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, ntok, ov_ptr, ov_slot,
+                ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa,
+            )  # fmt: skip
+    return n_slots
+
+
+@njit(cache=True)
+def log_normalizers(p: int, kappa_r: np.ndarray) -> np.ndarray:
+    """``log C_p`` at every entry of a flat array (the merge test's many resultants)."""
+    out = np.empty(kappa_r.shape[0])
+    for i in range(kappa_r.shape[0]):
+        out[i] = log_vmf_normalizer(p, kappa_r[i])
+    return out

@@ -1,0 +1,503 @@
+"""The hybrid likelihood (words × vectors): the seating kernel against a dense numpy oracle, and
+the model against the two it combines: with view weight 0 it seats as the words model, without
+words as the vmf model; its deltas replay to the writer's state."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import gammaln
+
+from noveld.models.base import DocBatch
+from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
+from noveld.models.hybrid import HybridConfig, HybridMixture
+from noveld.models.kernels import hybrid as hkern
+from noveld.models.kernels import multinomial as kern
+from noveld.models.kernels import vmf as vkern
+from noveld.models.suffstats import MultinomialStats
+from noveld.models.vmf import VMFConfig, VMFMixture
+from noveld.state.base import NamespaceState, state_digest
+
+P = 6  # vector dimension of the small states
+V = 20  # words; ids 2P .. 2P+V−1 (the dimensions' reserved entries come first)
+
+
+def make_batch(
+    rng: np.random.Generator, n: int, with_words: float = 1.0, with_vectors: float = 1.0
+) -> DocBatch:
+    """Documents of 0–12 words (repeats allowed), each with a unit vector near one of three
+    directions or none (a zero row), words and vectors both present with the given odds."""
+    centres = np.eye(P)[:3]
+    docs: list[list[int]] = []
+    emb = np.zeros((n, P))
+    for d in range(n):
+        topic = int(rng.integers(0, 3))
+        if rng.random() < with_words:
+            size = int(rng.integers(1, 13))
+            pool = np.arange(topic * 6, topic * 6 + 9) % V  # overlapping word sets per topic
+            docs.append((2 * P + rng.choice(pool, size)).tolist())
+        else:
+            docs.append([])
+        if rng.random() < with_vectors:
+            x = centres[topic] + 0.6 * rng.standard_normal(P)
+            emb[d] = x / np.linalg.norm(x)
+    batch = DocBatch.from_docs(docs, 2 * P + V)
+    return DocBatch(batch.ptr, batch.words, batch.counts, batch.lengths, 2 * P + V, 2 * P,
+                    emb=emb)  # fmt: skip
+
+
+def hybrid(w: float, **cfg: float | bool | int) -> HybridMixture:
+    config = dict(alpha=0.5, beta=0.1, alpha_scaling="none", retire_min_mass=0.0,
+                  deterministic=True, cosine=0.6, dimension=P, view_weight=w)  # fmt: skip
+    config.update(cfg)
+    model = HybridMixture(HybridConfig(**config))  # type: ignore[arg-type]
+    model.bind_dimension_words(list(range(0, 2 * P, 2)), list(range(1, 2 * P, 2)))
+    model.uncounted_words = lambda: np.arange(2 * P)  # as the pipeline binds it
+    return model
+
+
+# ---- the dense oracle ----------------------------------------------------------------------
+def oracle_weights(
+    x_words: np.ndarray, x: np.ndarray | None, m: list[float], n: list[np.ndarray],
+    r: list[np.ndarray], live: list[bool], cfg: HybridConfig, vbeta: float, log_alpha: float,
+) -> tuple[np.ndarray, float]:  # fmt: skip
+    """Log seating weights of one document (word counts over V, unit vector or None) from
+    scratch with gammaln: CRP prior × DM predictive relative to the empty cluster × vMF^w."""
+    beta, d, p, kappa, w = cfg.beta, cfg.discount, cfg.dimension, cfg.kappa, cfg.weight
+    nd = float(x_words.sum())
+    logc = vkern.log_vmf_normalizer
+    base = float((gammaln(beta + x_words) - gammaln(beta)).sum())
+    out = np.full(len(m), -np.inf)
+    for k in range(len(m)):
+        if not live[k]:
+            continue
+        nk = float(n[k].sum())
+        words = float((gammaln(n[k] + beta + x_words) - gammaln(n[k] + beta)).sum()) - base
+        out[k] = math.log(max(m[k] - d, 1e-3)) + gammaln(nk + vbeta) - gammaln(nk + nd + vbeta)
+        out[k] += words
+        if x is not None and w:
+            rk = float(np.linalg.norm(r[k]))
+            out[k] += w * (logc(p, kappa) + logc(p, kappa * rk)
+                           - logc(p, kappa * float(np.linalg.norm(r[k] + x))))  # fmt: skip
+    new = math.log(math.exp(log_alpha) + d * sum(live)) + gammaln(vbeta) - gammaln(nd + vbeta)
+    if x is not None and w:
+        new += w * vkern.log_sphere_density_at_zero(p)
+    return out, float(new)
+
+
+def oracle_seat(
+    model: HybridMixture, stats: MultinomialStats, batch: DocBatch, sweeps: int
+) -> tuple[list[int], list[float], list[float], int]:
+    """MAP sequential seating + sweeps with every weight recomputed from dense statistics;
+    ties within ``TIE_TOL`` go to a new cluster, then to the oldest. Returns slots (existing
+    clusters first, then new ones in opening order), log normalisers, margins, the old count."""
+    cfg = model.config
+    kmax = stats.kmax
+    res = model.resultants(stats)
+    m = [float(stats.m[k] * stats.scale) if stats.alive[k] else 0.0 for k in range(kmax)]
+    live = [bool(stats.alive[k]) for k in range(kmax)]
+    n: list[np.ndarray] = []
+    for k in range(kmax):
+        counts = np.zeros(V)
+        if live[k]:
+            ws, cs = model.term_weights(stats, int(stats.uid[k]))
+            counts[ws - 2 * P] = cs
+        n.append(counts)
+    r = [res[k].copy() for k in range(kmax)]
+    order = [int(stats.uid[k]) if live[k] else -1 for k in range(kmax)]
+    vbeta = batch.n_words * cfg.beta
+    log_alpha = model.log_alpha(len(batch))
+    docs = []
+    for d in range(len(batch)):
+        w, c = batch.doc(d)
+        xw = np.zeros(V)
+        xw[w - 2 * P] = c
+        vec = batch.emb[d] if batch.emb is not None and batch.emb[d].any() else None
+        docs.append((xw, vec))
+    assign = [-1] * len(batch)
+    norms, margins = [0.0] * len(batch), [0.0] * len(batch)
+    next_order = max(order, default=-1) + 1
+    for sweep in range(sweeps + 1):
+        for d, (xw, vec) in enumerate(docs):
+            if sweep:
+                k = assign[d]
+                m[k] -= 1
+                n[k] -= xw
+                if vec is not None:
+                    r[k] -= vec
+                if k >= kmax and m[k] < 0.5:
+                    live[k] = False
+            s, new = oracle_weights(xw, vec, m, n, r, live, cfg, vbeta, log_alpha)
+            finite = s[np.isfinite(s)]
+            if sweep == 0:
+                norms[d] = float(np.logaddexp.reduce(np.append(finite, new)))
+                margins[d] = min(new - (finite.max() if finite.size else -np.inf), 1000.0)
+            top = max(new, finite.max() if finite.size else -np.inf)
+            tied = [k for k in range(len(m)) if live[k] and s[k] >= top - kern.TIE_TOL]
+            if new >= top - kern.TIE_TOL:
+                k_old = assign[d] if sweep else -1
+                if k_old >= kmax and not live[k_old]:
+                    best = k_old
+                else:
+                    free = [j for j in range(kmax, len(m)) if not live[j]]
+                    best = free[0] if free else len(m)
+                    if best == len(m):
+                        m.append(0.0)
+                        n.append(np.zeros(V))
+                        r.append(np.zeros(P))
+                        live.append(False)
+                        order.append(0)
+                    m[best], n[best], r[best] = 0.0, np.zeros(V), np.zeros(P)
+                    order[best] = next_order
+                    next_order += 1
+                live[best] = True
+            else:
+                best = min(tied, key=lambda k: order[k])
+            m[best] += 1
+            n[best] += xw
+            if vec is not None:
+                r[best] += vec
+            assign[d] = best
+    return assign, norms, margins, kmax
+
+
+def run_kernel(
+    model: HybridMixture, stats: MultinomialStats, batch: DocBatch, sweeps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel on the same state (read-only), as ``partial_fit`` calls it."""
+    from noveld.models.hybrid import seating_state
+
+    cfg = model.config
+    nb = len(batch)
+    assert batch.emb is not None
+    s = seating_state(stats, model.resultants(stats), batch.emb, 1.0)
+    local, loc = np.unique(batch.words, return_inverse=True)
+    assign, log_norm, margin = np.empty(nb, dtype=np.int64), np.empty(nb), np.empty(nb)
+    hkern.seat_batch(
+        batch.ptr, batch.words, batch.counts, batch.lengths, loc.astype(np.int64),
+        local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, stats.kmax,
+        stats.head, stats.nxt, stats.pk, stats.pc, stats.scale, cfg.beta,
+        batch.n_words * cfg.beta, cfg.discount, model.log_alpha(nb), cfg.dimension, cfg.kappa,
+        cfg.weight, True, np.zeros(nb * (1 + sweeps)), sweeps, np.full(nb, -1), assign,
+        log_norm, margin,
+    )  # fmt: skip
+    return assign, log_norm, margin
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    st.sampled_from([0, 2]),
+    st.sampled_from([0.0, 0.5]),
+    st.sampled_from([0.0, 40.0]),
+)
+def test_seating_kernel_equals_the_dense_oracle(
+    seed: int, w: float, sweeps: int, discount: float, half_life: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    model = hybrid(w, discount=discount, half_life_docs=half_life, rejuvenation_sweeps=1)
+    stats = model.new_state()
+    for _ in range(2):  # a state with old clusters (decayed with a half-life)
+        model.partial_fit(make_batch(rng, 12, 0.9, 0.8), stats, rng)
+    batch = make_batch(rng, 10, 0.8, 0.7)
+    assign, log_norm, margin = run_kernel(model, stats, batch, sweeps)
+    ref, ref_norm, ref_margin, _ = oracle_seat(model, stats, batch, sweeps)
+    assert assign.tolist() == ref
+    np.testing.assert_allclose(log_norm, ref_norm, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(margin, ref_margin, rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 6), st.integers(1, 5))
+def test_overlay_add_then_remove_restores_it(seed: int, n_words: int, n_docs: int) -> None:
+    rng = np.random.default_rng(seed)
+    ov_ptr = np.arange(0, (n_words + 1) * n_docs, n_docs, dtype=np.int64)
+    ov_slot = np.empty(n_words * n_docs, dtype=np.int64)
+    ov_cnt = np.empty(n_words * n_docs, dtype=np.int64)
+    ov_n = np.zeros(n_words, dtype=np.int64)
+    adds = [(int(rng.integers(0, n_words)), int(rng.integers(0, 4)), int(rng.integers(1, 3)))
+            for _ in range(n_docs)]  # fmt: skip
+    for u, k, c in adds:
+        hkern._overlay_add(u, k, c, ov_ptr, ov_slot, ov_cnt, ov_n)
+    table: dict[tuple[int, int], int] = {}
+    for u, k, c in adds:
+        table[u, k] = table.get((u, k), 0) + c
+    got = {(u, int(ov_slot[e])): int(ov_cnt[e]) for u in range(n_words)
+           for e in range(ov_ptr[u], ov_ptr[u] + ov_n[u])}  # fmt: skip
+    assert got == table
+    for u, k, c in reversed(adds):
+        hkern._overlay_add(u, k, -c, ov_ptr, ov_slot, ov_cnt, ov_n)
+    assert not ov_n.any()
+
+
+# ---- the model against the two it combines --------------------------------------------------
+def partition(labels: list[int]) -> set[frozenset[int]]:
+    groups: dict[int, set[int]] = {}
+    for i, lab in enumerate(labels):
+        groups.setdefault(lab, set()).add(i)
+    return {frozenset(g) for g in groups.values()}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([0, 2]),
+    st.sampled_from([0.0, 0.5]),
+    st.sampled_from([0.0, 50.0]),
+)
+def test_with_view_weight_zero_it_seats_as_the_words_model(
+    seed: int, sweeps: int, discount: float, half_life: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    batches = [make_batch(rng, 15, 1.0, 0.8) for _ in range(4)]
+    cfg = dict(alpha=0.5, beta=0.1, alpha_scaling="none", retire_min_mass=0.0, deterministic=True,
+               discount=discount, half_life_docs=half_life, rejuvenation_sweeps=sweeps)  # fmt: skip
+    words = DPMM(DPMMConfig(**cfg, merge=False, split=False))  # type: ignore[arg-type]
+    both = hybrid(0.0, **cfg)  # type: ignore[arg-type]
+    s_words, s_both = words.new_state(), both.new_state()
+    a_words: list[int] = []
+    a_both: list[int] = []
+    for i, b in enumerate(batches):
+        a_words += words.partial_fit(b, s_words, np.random.default_rng(i)).assignments.tolist()
+        a_both += both.partial_fit(b, s_both, np.random.default_rng(i)).assignments.tolist()
+    assert partition(a_words) == partition(a_both)
+    # and the words' statistics agree, cluster by cluster (the hybrid also holds the vectors)
+    for u_w, u_b in dict(zip(a_words, a_both, strict=True)).items():
+        kw, kb = s_words.slot_of(u_w), s_both.slot_of(u_b)
+        assert s_words.mass(np.array([kw]))[0] == pytest.approx(s_both.mass(np.array([kb]))[0])
+        ww, cw = s_words.word_counts(kw)
+        wb, cb = both.term_weights(s_both, u_b)
+        assert dict(zip(ww.tolist(), cw.tolist(), strict=True)) == pytest.approx(
+            dict(zip(wb.tolist(), cb.tolist(), strict=True))
+        )
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0, 2]), st.sampled_from([0.0, 0.5]))
+def test_without_words_it_seats_as_the_vmf_model(seed: int, sweeps: int, discount: float) -> None:
+    rng = np.random.default_rng(seed)
+    batches = [make_batch(rng, 15, 0.0, 1.0) for _ in range(4)]
+    cfg = dict(alpha=0.5, alpha_scaling="none", retire_min_mass=0.0, deterministic=True,
+               discount=discount, rejuvenation_sweeps=sweeps, dimension=P, cosine=0.6)  # fmt: skip
+    vmf = VMFMixture(VMFConfig(**cfg))  # type: ignore[arg-type]
+    vmf.bind_dimension_words(list(range(0, 2 * P, 2)), list(range(1, 2 * P, 2)))
+    both = hybrid(1.0, **cfg)  # type: ignore[arg-type]
+    s_vmf, s_both = vmf.new_state(), both.new_state()
+    for i, b in enumerate(batches):
+        r_vmf = vmf.partial_fit(b, s_vmf, np.random.default_rng(i))
+        r_both = both.partial_fit(b, s_both, np.random.default_rng(i))
+        assert r_vmf.assignments.tolist() == r_both.assignments.tolist()
+        assert [b[:2] for b in r_vmf.born] == [b[:2] for b in r_both.born]
+        assert [b[2] for b in r_vmf.born] == pytest.approx([b[2] for b in r_both.born])
+    assert state_digest(NamespaceState({}, s_vmf)) == state_digest(NamespaceState({}, s_both))
+
+
+def test_a_document_without_a_vector_is_seated_by_its_words() -> None:
+    """Two clusters the words cannot tell apart: the vector decides, unless there is none."""
+    model = hybrid(1.0, cosine=0.9, rejuvenation_sweeps=0)
+    stats = model.new_state()
+    w = 2 * P
+    emb = np.zeros((2, P))
+    emb[0, 0] = emb[1, 1] = 1.0
+    first = DocBatch(np.array([0, 1, 2]), np.array([w, w + 1]), np.array([1, 1]),
+                     np.array([1, 1]), 2 * P + V, 2 * P, emb=emb)  # fmt: skip
+    res = model.partial_fit(first, stats, np.random.default_rng(0))
+    a, b = res.assignments.tolist()
+    assert a < b
+    # documents of both words, tied on words: one without a vector goes to the oldest cluster,
+    # one whose vector is b's to b's, though the first one's words have made a heavier
+    emb2 = np.zeros((2, P))
+    emb2[1, 1] = 1.0
+    second = DocBatch(np.array([0, 2, 4]), np.array([w, w + 1, w, w + 1]), np.ones(4, np.int64),
+                      np.array([2, 2]), 2 * P + V, 2 * P, emb=emb2)  # fmt: skip
+    res = model.partial_fit(second, stats, np.random.default_rng(1))
+    assert res.assignments.tolist() == [a, b]
+
+
+@pytest.mark.parametrize("half_life", [0.0, 40.0])
+@pytest.mark.parametrize("merge", [False, True])
+def test_deltas_replay_to_the_writer_state(half_life: float, merge: bool) -> None:
+    rng = np.random.default_rng(3)
+    model = hybrid(1.0, half_life_docs=half_life, retire_min_mass=0.3, deterministic=False,
+                   merge=merge, merge_scope="all", alpha=2.0)  # fmt: skip
+    stats, replica = model.new_state(), model.new_state()
+    retired = merges = 0
+    for i in range(8):
+        res = model.partial_fit(make_batch(rng, 20, 0.9, 0.9), stats, np.random.default_rng(i))
+        retired += len(res.retired)
+        merges += len(res.merged)
+        live = {int(u) for u in stats.uid[stats.active_slots()].tolist()}
+        assert set(res.assignments.tolist()) <= live  # merged-away clusters are named no more
+        assert {u for u, _, _ in res.born} <= live
+        replay_delta(replica, res.delta, half_life, uncounted=model.uncounted_words)
+    assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, stats))
+    np.testing.assert_allclose(model.resultants(replica), model.resultants(stats), atol=1e-12)
+    if half_life:
+        assert retired > 0
+    assert (merges > 0) == merge
+
+
+def test_known_labels_are_kept() -> None:
+    rng = np.random.default_rng(4)
+    model = hybrid(0.5)
+    stats = model.new_state()
+    batch = make_batch(rng, 8)
+    known = np.array([-1, 9, -1, 9, -1, -1, 9, -1])
+    res = model.partial_fit(batch, stats, rng, known=known, pinned={9})
+    assert [u for u, k in zip(res.assignments.tolist(), known, strict=True) if k >= 0] == [9] * 3
+
+
+def test_the_default_weight_counts_the_vector_as_64_dimensions() -> None:
+    assert HybridConfig(dimension=256).weight == 0.25
+    assert HybridConfig(dimension=128).weight == 0.5
+    assert HybridConfig(dimension=32).weight == 1.0
+    assert HybridConfig(dimension=256, view_weight=0.0).weight == 0.0
+    assert HybridConfig(dimension=256).cosine == 0.4
+
+
+def test_config_errors_are_clear() -> None:
+    with pytest.raises(ValueError, match="view weight"):
+        HybridConfig(dimension=8, view_weight=-1.0)
+    model = hybrid(1.0)
+    batch = make_batch(np.random.default_rng(0), 3)
+    wrong = DocBatch(batch.ptr, batch.words, batch.counts, batch.lengths, batch.vocab_size,
+                     batch.reserved, emb=np.zeros((3, P + 1)))  # fmt: skip
+    with pytest.raises(ValueError, match="vectors"):
+        model.partial_fit(wrong, model.new_state(), np.random.default_rng(0))
+
+
+# ---- re-founding --------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5, 1.0]))
+def test_refound_test_equals_the_oracle_with_the_member_taken_out(seed: int, w: float) -> None:
+    rng = np.random.default_rng(seed)
+    model = hybrid(w, rejuvenation_sweeps=1, discount=0.5)
+    stats = model.new_state()
+    for _ in range(2):
+        model.partial_fit(make_batch(rng, 12, 0.9, 0.8), stats, rng)
+    batch = make_batch(rng, 8, 0.9, 0.8)
+    res = model.partial_fit(batch, stats, rng)
+    fits = model.refound_test(stats, batch)
+    feats = model.member_features(batch)
+    cfg = model.config
+    res_k = model.resultants(stats)
+    kmax = stats.kmax
+    for d, uid in enumerate(res.assignments.tolist()):
+        ids, values = feats[d]
+        # the oracle: dense statistics without the member, every weight from scratch
+        k = stats.slot_of(uid)
+        m = [float(stats.m[j] * stats.scale) if stats.alive[j] else 0.0 for j in range(kmax)]
+        live = [bool(stats.alive[j]) for j in range(kmax)]
+        n = []
+        for j in range(kmax):
+            counts = np.zeros(V)
+            if live[j]:
+                ws, cs = model.term_weights(stats, int(stats.uid[j]))
+                counts[ws - 2 * P] = cs
+            n.append(counts)
+        r = [res_k[j].copy() for j in range(kmax)]
+        words, cw = batch.doc(d)
+        xw = np.zeros(V)
+        xw[words - 2 * P] = cw
+        dims = ids[ids < 2 * P]
+        x = np.zeros(P)
+        x[dims // 2] = np.where(dims % 2 == 0, 1.0, -1.0) * values[ids < 2 * P] / 2.0**20
+        vec = x if x.any() else None
+        if m[k] - 1.0 <= 0.0:
+            assert fits(uid, ids, values)
+            continue
+        m[k] -= 1.0
+        n[k] = n[k] - xw
+        if vec is not None:
+            r[k] = r[k] - vec
+        s, new = oracle_weights(xw, vec, m, n, r, live, cfg, batch.n_words * cfg.beta,
+                                model.log_alpha(len(batch)))  # fmt: skip
+        others = [j for j in range(kmax) if live[j] and j != k]
+        expected = s[k] > new + kern.TIE_TOL and all(
+            s[j] < s[k] - kern.TIE_TOL or (s[j] <= s[k] + kern.TIE_TOL and stats.uid[j] > uid)
+            for j in others
+        )
+        assert fits(uid, ids, values) == expected
+
+
+def test_a_stray_member_no_longer_fits_its_cluster() -> None:
+    rng = np.random.default_rng(0)
+    model = hybrid(1.0, cosine=0.8)
+    # one story (words 0–5, vectors near e0) whose first member is a stray: other words, and a
+    # vector far from the story's
+    docs = [[2 * P + V - 1, 2 * P + V - 2]] + [
+        (2 * P + rng.choice(6, 4)).tolist() for _ in range(8)
+    ]
+    emb = np.eye(P)[0] + 0.3 * rng.standard_normal((9, P))
+    emb[0] = -np.ones(P)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    batch = DocBatch.from_docs(docs, 2 * P + V)
+    batch = DocBatch(batch.ptr, batch.words, batch.counts, batch.lengths, 2 * P + V, 2 * P,
+                     emb=emb)  # fmt: skip
+    stats = model.new_state()
+    res = model.partial_fit(batch, stats, rng, known=np.full(9, 5))  # all in one cluster
+    assert res.assignments.tolist() == [5] * 9
+    fits = model.refound_test(stats, batch)
+    feats = model.member_features(batch)
+    assert not fits(5, *feats[0])  # the stray would open its own cluster
+    assert all(fits(5, *feats[d]) for d in range(1, 9))  # the story's members sit back
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_vector_merge_gain_is_the_chain_rule_of_the_predictive(seed: int) -> None:
+    """log p(X_a ∪ X_b) − log p(X_a) − log p(X_b), each marginal the product of the collapsed
+    predictive of its vectors one at a time (from the uniform density for the first)."""
+    rng = np.random.default_rng(seed)
+    model = hybrid(1.0, rejuvenation_sweeps=0)
+    stats = model.new_state()
+    batch = make_batch(rng, 12, 0.0, 1.0)
+    known = np.arange(12) % 3
+    model.partial_fit(batch, stats, rng, known=known)
+    assert batch.emb is not None
+    cfg = model.config
+    logc = vkern.log_vmf_normalizer
+
+    def marginal(xs: np.ndarray) -> float:
+        r, total = np.zeros(P), 0.0
+        for x in xs:
+            before = float(np.linalg.norm(r))
+            r = r + x
+            if before == 0.0:
+                total += vkern.log_sphere_density_at_zero(P)
+            else:
+                total += (logc(P, cfg.kappa) + logc(P, cfg.kappa * before)
+                          - logc(P, cfg.kappa * float(np.linalg.norm(r))))  # fmt: skip
+        return total
+
+    slots = np.array([stats.slot_of(u) for u in range(3)])
+    gains = model.vector_merge_gains(stats, slots[:1])
+    for b in (1, 2):
+        xa, xb = batch.emb[known == 0], batch.emb[known == b]
+        ref = marginal(np.vstack([xa, xb])) - marginal(xa) - marginal(xb)
+        assert gains[0, slots[b]] == pytest.approx(ref, rel=1e-9, abs=1e-9)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.25, 1.0]))
+def test_predict_is_the_first_seating_of_each_document_alone(seed: int, w: float) -> None:
+    rng = np.random.default_rng(seed)
+    model = hybrid(w)
+    stats = model.new_state()
+    for _ in range(2):
+        model.partial_fit(make_batch(rng, 12, 0.9, 0.8), stats, rng)
+    batch = make_batch(rng, 6, 0.8, 0.7)
+    got = model.predict(batch, stats)
+    assert batch.emb is not None
+    for d in range(len(batch)):
+        w_d, c_d = batch.doc(d)
+        one = DocBatch(np.array([0, w_d.shape[0]]), w_d, c_d, batch.lengths[d : d + 1],
+                       batch.vocab_size, batch.reserved, emb=batch.emb[d : d + 1])  # fmt: skip
+        assign, _, _ = run_kernel(model, stats, one, 0)
+        k = int(assign[0])
+        assert got[d] == (int(stats.uid[k]) if k < stats.kmax else -1)
