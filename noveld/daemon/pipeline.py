@@ -31,7 +31,7 @@ from noveld.daemon.stages.novelty import observe
 from noveld.daemon.stages.outbox import EventSink, Outbox
 from noveld.daemon.stages.report import BatchReport, CircuitOpen, StateDiverged
 from noveld.featurize import Featurizer, Tokenizer
-from noveld.models.base import BatchResult, DocBatch
+from noveld.models.base import BatchResult, DocBatch, StatsDelta
 from noveld.models.hdp import live_clusters
 from noveld.models.novelty import NoveltyTracker
 from noveld.models.vocabulary import Vocabulary
@@ -246,32 +246,11 @@ class Pipeline:
         batch, docs, kept = featurize(
             live, self.store, docs, kept, self._embeddings, self.rejects, rep
         )
-        positions = [r.position for r in kept]
         rep.valid = len(docs)
         t2 = time.perf_counter()
-        events: list[dict[str, Any]] = []
-        delta = None
-        if docs:
-            first_index = self.docs_total
-            result = fit(self.model, self.store, live, batch, docs, first_offsets, self.settings)
-            rep.log_predictive_per_token = result.log_predictive_per_token
-            t3 = time.perf_counter()
-            confirmed = observe(
-                live, self.model, batch, result, docs, positions, first_index,
-                self.settings.novelty.refound,
-            )  # fmt: skip
-            events = self.builder.batch_events(live, docs, positions, result, confirmed)
-            rep.births = len(confirmed)
-            rep.model_births = len(result.born)
-            rep.retired = len(result.retired)
-            rep.merged = len(result.merged)
-            delta = result.delta
-            if self.observer is not None:
-                self.observer(docs, positions, result.assignments)
-            if self.model_observer is not None:
-                self.model_observer(batch, result)
-        else:
-            t3 = time.perf_counter()
+        events, delta, t3 = self._cluster(
+            batch, docs, [r.position for r in kept], first_offsets, rep
+        )
         if rep.invalid:
             self.rejects.send(self.dead_letters)
         request = commit_stage.build_request(
@@ -306,6 +285,38 @@ class Pipeline:
                 rep,
             )
         return rep
+
+    def _cluster(
+        self,
+        batch: DocBatch,
+        docs: list[Document],
+        positions: list[SourcePosition],
+        first_offsets: dict[str, int],
+        rep: BatchReport,
+    ) -> tuple[list[dict[str, Any]], StatsDelta | None, float]:
+        """Model step, novelty tracking and event building for the batch's valid documents;
+        returns the events, the model's delta and when the model step ended."""
+        if not docs:
+            return [], None, time.perf_counter()
+        live = self.live
+        first_index = self.docs_total
+        result = fit(self.model, self.store, live, batch, docs, first_offsets, self.settings)
+        rep.log_predictive_per_token = result.log_predictive_per_token
+        t3 = time.perf_counter()
+        confirmed = observe(
+            live, self.model, batch, result, docs, positions, first_index,
+            self.settings.novelty.refound,
+        )  # fmt: skip
+        events = self.builder.batch_events(live, docs, positions, result, confirmed)
+        rep.births = len(confirmed)
+        rep.model_births = len(result.born)
+        rep.retired = len(result.retired)
+        rep.merged = len(result.merged)
+        if self.observer is not None:
+            self.observer(docs, positions, result.assignments)
+        if self.model_observer is not None:
+            self.model_observer(batch, result)
+        return events, result.delta, t3
 
     def retry_pending(self) -> int:
         """On an idle turn: deliver events left in the outbox and, now and then, reach the
