@@ -17,6 +17,7 @@ import numpy as np
 
 from noveld.connectors.decode import DecodeLimits, FieldNames
 from noveld.connectors.jsonl import Record
+from noveld.daemon.model_registry import make_model, model_config, variant_of
 from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.daemon.stages import commit as commit_stage
 from noveld.daemon.stages import vocabulary as vocabulary_stage
@@ -26,7 +27,7 @@ from noveld.daemon.stages.events import EventBuilder, event_time, position_json,
 from noveld.daemon.stages.featurize import featurize
 from noveld.daemon.stages.labels import label_uid
 from noveld.daemon.stages.live import LiveNamespace
-from noveld.daemon.stages.model_step import bind_reserved, fit, make_model, model_config
+from noveld.daemon.stages.model_step import bind_reserved, fit
 from noveld.daemon.stages.novelty import observe
 from noveld.daemon.stages.outbox import EventSink, Outbox
 from noveld.daemon.stages.report import BatchReport, CircuitOpen, StateDiverged
@@ -82,7 +83,8 @@ class Pipeline:
         #: file and stdin inputs: kept with each commit so a resumed run can tell its input
         #: is still the one the state was built from
         self.input_checksum: InputChecksum | None = None
-        self.model = make_model(settings)
+        self.variant = variant_of(settings.model)
+        self.model = self.variant.build(settings)
         tok = settings.tokenizer
         self.tokenizer = Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len)
         self.commits = Committer(store)
@@ -122,12 +124,12 @@ class Pipeline:
         ``state`` (just loaded, or loaded afresh by the store after another writer's
         compaction)."""
         vocab = Vocabulary.from_list(state.vocab, state.vocab_gone, state.vocab_checked)
-        bind_reserved(self.model, self.store, state, vocab)
+        bind_reserved(self.variant, self.model, self.store, state, vocab)
         m = self.settings.model
         featurizer = Featurizer(
             self.tokenizer,
             vocab,
-            context=m.kind == "hdp" and m.use_context,
+            context=self.variant.context and m.use_context,
             embedding_dim=m.embedding_dim if self._embeddings else 0,
         )
         self.live = LiveNamespace.from_state(state, vocab, featurizer, self.settings.novelty)
@@ -135,7 +137,7 @@ class Pipeline:
     @property
     def _embeddings(self) -> bool:
         """Whether documents are clustered by their embedding (the vmf likelihood)."""
-        return self.settings.model.likelihood == "vmf"
+        return self.variant.embeddings
 
     # the live namespace, as the callers and tests have always read it
     @property
@@ -304,7 +306,7 @@ class Pipeline:
         rep.log_predictive_per_token = result.log_predictive_per_token
         t3 = time.perf_counter()
         confirmed = observe(
-            live, self.model, batch, result, docs, positions, first_index,
+            live, self.variant, self.model, batch, result, docs, positions, first_index,
             self.settings.novelty.refound,
         )  # fmt: skip
         events = self.builder.batch_events(live, docs, positions, result, confirmed)
@@ -343,7 +345,7 @@ class Pipeline:
         """Renumber the word ids over the words still in use
         (:func:`noveld.daemon.stages.vocabulary.compact`); False when a shared store's
         namespace moved on meanwhile."""
-        return vocabulary_stage.compact(self.live, self.store, self.model, in_use)
+        return vocabulary_stage.compact(self.live, self.store, self.variant, self.model, in_use)
 
     def top_terms(self, uid: int, n: int) -> list[tuple[str, float]]:
         """The ``n`` most probable words of a cluster with their share of its tokens."""

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from noveld.daemon.model_registry import ModelVariant
 from noveld.daemon.stages.events import position_json
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.novelty import Confirmation
-from noveld.models.vmf import VMFMixture
 from noveld.schema import Document, SourcePosition
 
 
@@ -46,6 +46,7 @@ class _BatchFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
 
 def observe(
     live: LiveNamespace,
+    variant: ModelVariant,
     model: ClusterModel,
     batch: DocBatch,
     result: BatchResult,
@@ -56,6 +57,7 @@ def observe(
 ) -> list[Confirmation]:
     """Track the step's births and their members; returns the births confirmed novel now.
     ``first_index`` is the namespace's document count before the batch."""
+    members = variant.member_features
     return live.tracker.observe(
         result.born,
         result.assignments.tolist(),
@@ -63,6 +65,6 @@ def observe(
         _PositionDicts(positions, docs),
         first_index,
         [u for u, _, _ in result.retired] + [u for u, _, _ in result.merged],
-        model.member_features(batch) if isinstance(model, VMFMixture) else _BatchFeatures(batch),
+        _BatchFeatures(batch) if members is None else members(model, batch),
         model.refound_test(live.state.stats, batch) if refound else None,
     )

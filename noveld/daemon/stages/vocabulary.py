@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from noveld.daemon.model_registry import ModelVariant
 from noveld.daemon.settings import Settings
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.daemon.stages.model_step import bind_reserved
@@ -67,7 +68,11 @@ def words_kept(live: LiveNamespace, n: int, novelty: dict[str, Any]) -> np.ndarr
 
 
 def compact(
-    live: LiveNamespace, store: StateStore, model: ClusterModel, in_use: np.ndarray | None
+    live: LiveNamespace,
+    store: StateStore,
+    variant: ModelVariant,
+    model: ClusterModel,
+    in_use: np.ndarray | None,
 ) -> bool:
     """Renumber the word ids over the words some live cluster (or a novelty candidate's
     member) still uses — ``in_use``, when the caller has that mask already; the rest are
@@ -90,7 +95,7 @@ def compact(
     live.vocab = vocab
     live.featurizer.vocabulary = vocab
     live.tracker.load_json(novelty)
-    bind_reserved(model, store, live.state, vocab)  # the reserved entries have new ids too
+    bind_reserved(variant, model, store, live.state, vocab)  # the reserved entries have new ids too
     log.info(
         "compacted the vocabulary: %d of %d words in use kept, %d words in all",
         kept.shape[0], n, len(vocab) + vocab.dropped,
