@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from doubles import NoDlq
 
-import noveld.daemon.pipeline as pipeline_mod
+import noveld.daemon.stages.outbox as pipeline_mod
 from noveld.connectors.errors import DeliveryFailed, EventsRefused
 from noveld.connectors.jsonl import Record
 from noveld.daemon.metrics import Metrics

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-import noveld.daemon.pipeline as pipeline_module
+import noveld.daemon.stages.events as pipeline_module
 from noveld.daemon.embedded import run_file
 from noveld.daemon.evaluate import StreamRecorder
 from noveld.daemon.settings import Settings, load_settings

@@ -1,0 +1,68 @@
+"""Featurize stage: documents to a ``DocBatch`` with namespace-wide word ids; documents with
+nothing to cluster are dead-lettered as empty content."""
+
+from __future__ import annotations
+
+from noveld.connectors.jsonl import Record
+from noveld.daemon.stages.decode import Rejections
+from noveld.daemon.stages.live import LiveNamespace
+from noveld.daemon.stages.report import BatchReport, StateDiverged
+from noveld.models.base import DocBatch
+from noveld.schema import Document, InvalidReason
+from noveld.state.base import CommitOutcome, StaleVocabulary, StateStore
+
+
+def empty_detail(doc: Document, embeddings: bool) -> str:
+    """Why a decoded document has nothing to cluster."""
+    if embeddings:
+        if doc.embedding is None:
+            return "no embedding: the vmf likelihood clusters documents by their embedding"
+        return "zero embedding: a zero vector has no direction"
+    if doc.text is None and doc.tokens is None and doc.embedding is not None:
+        return "embedding only: no text or tokens (embeddings are clustered with --likelihood vmf)"
+    return "no tokens after tokenization"
+
+
+def featurize_shared(
+    live: LiveNamespace, store: StateStore, docs: list[Document]
+) -> tuple[DocBatch, list[int]]:
+    """Featurize, then give words new to this process their namespace-wide ids; if another
+    writer added words meanwhile, adopt its ids and featurize again."""
+    known = len(live.state.vocab)
+    batch, empty = live.featurizer.featurize(docs)
+    if len(live.vocab) == known:
+        return batch, empty
+    new_words = live.vocab.words_since(known)
+    shared = store.intern(live.state, known, new_words)
+    if shared != new_words:
+        live.vocab.truncate(known)
+        live.vocab.extend(shared)
+        batch, empty = live.featurizer.featurize(docs)
+    return batch, empty
+
+
+def featurize(
+    live: LiveNamespace,
+    store: StateStore,
+    docs: list[Document],
+    kept: list[Record],
+    embeddings: bool,
+    rejects: Rejections,
+    rep: BatchReport,
+) -> tuple[DocBatch, list[Document], list[Record]]:
+    """The batch of the documents with something to cluster, those documents and their
+    records; the others are rejected as empty content."""
+    try:
+        batch, empty = featurize_shared(live, store, docs)
+    except StaleVocabulary as exc:
+        raise StateDiverged(
+            f"{exc}; the in-memory model's word ids are old", CommitOutcome.STALE
+        ) from exc
+    if empty:
+        drop = set(empty)
+        for i in sorted(drop):
+            detail = empty_detail(docs[i], embeddings)
+            rejects.reject(kept[i], InvalidReason.EMPTY_CONTENT, detail, rep)
+        docs = [d for i, d in enumerate(docs) if i not in drop]
+        kept = [r for i, r in enumerate(kept) if i not in drop]
+    return batch, docs, kept

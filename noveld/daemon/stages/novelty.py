@@ -1,0 +1,70 @@
+"""Novelty stage: feeds a model step's births, assignments and ends to the novelty tracker,
+which confirms the clusters that grew enough, soon enough, to announce."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from noveld.daemon.model_registry import ModelVariant
+from noveld.daemon.stages.events import position_json
+from noveld.daemon.stages.live import LiveNamespace
+from noveld.models.base import BatchResult, ClusterModel, DocBatch
+from noveld.models.novelty import Confirmation
+from noveld.schema import Document, SourcePosition
+
+
+class _PositionDicts(Sequence[dict[str, Any]]):
+    """Positions as JSON dicts, converted only for the few the novelty tracker keeps; a
+    document's own ``ts`` (event time) fills in the position's time when the source has none."""
+
+    def __init__(self, positions: Sequence[SourcePosition], docs: Sequence[Document]) -> None:
+        self._positions = positions
+        self._docs = docs
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        return position_json(self._positions[i], self._docs[i])
+
+
+class _BatchFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
+    """(word ids, counts) of each document of a batch, sliced only when asked for."""
+
+    def __init__(self, batch: DocBatch) -> None:
+        self._batch = batch
+
+    def __len__(self) -> int:
+        return len(self._batch)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
+        return self._batch.doc(i)
+
+
+def observe(
+    live: LiveNamespace,
+    variant: ModelVariant,
+    model: ClusterModel,
+    batch: DocBatch,
+    result: BatchResult,
+    docs: Sequence[Document],
+    positions: Sequence[SourcePosition],
+    first_index: int,
+    refound: bool,
+) -> list[Confirmation]:
+    """Track the step's births and their members; returns the births confirmed novel now.
+    ``first_index`` is the namespace's document count before the batch."""
+    members = variant.member_features
+    return live.tracker.observe(
+        result.born,
+        result.assignments.tolist(),
+        [d.id for d in docs],
+        _PositionDicts(positions, docs),
+        first_index,
+        [u for u, _, _ in result.retired] + [u for u, _, _ in result.merged],
+        _BatchFeatures(batch) if members is None else members(model, batch),
+        model.refound_test(live.state.stats, batch) if refound else None,
+    )
