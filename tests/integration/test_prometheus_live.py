@@ -19,6 +19,7 @@ import yaml
 from kafka import KafkaProducer
 from servers.ports import free_port
 from servers.prometheus_server import PrometheusServer, prometheus_binary
+from servers.redis_server import RedisServer
 from test_kafka_daemon import create_topics, start_daemon, stop, wait_for_docs
 
 from noveld.daemon.metrics import Metrics, MetricsServer
@@ -150,7 +151,9 @@ def test_a_refused_event_fires_its_alert() -> None:
 
 
 @pytest.fixture(scope="module")
-def live(kafka_bootstrap: str, _shared_redis: Any) -> Iterator[tuple[PrometheusServer, str]]:
+def live(
+    kafka_bootstrap: str, _shared_redis: RedisServer
+) -> Iterator[tuple[PrometheusServer, str]]:
     """A Kafka-mode daemon reading a stream that goes on while a Prometheus scrapes it every
     second and evaluates the alert rules; yields the server and the daemon's instance label.
     Module-wide (one daemon for all the tests), so it takes Redis unflushed: its namespace
