@@ -8,6 +8,7 @@
 - ``kafka_broker``: ``KafkaBroker`` (tansu, in memory) and the test consumer-group timeouts.
 - ``proxies``: ``PartitionProxy`` and ``TLSProxy`` in front of either server.
 - ``kafka_sasl``: ``KafkaSASLProxy``, a SASL (PLAIN, SCRAM) gateway in front of the broker.
+- ``prometheus_server``: ``PrometheusServer`` (Debian's ``prometheus``), scraping given targets.
 
 ``NOVELD_TEST_REDIS`` (a redis URL) and ``NOVELD_TEST_KAFKA`` (host:port) point the fixtures at
 existing servers instead; those are not ours to kill, so ``kill``/``restart`` on them skip the
