@@ -1,6 +1,6 @@
 """Offline collapsed Gibbs on a whole labelled file (paper 004, Algorithm 1, with the `dpmm`
-predictive and its Pitman–Yor prior): the batch alternative to the streaming pass that DESIGN
-§5.5 proposes for bootstrapping a namespace. Prints NMI and clusters after each number of sweeps.
+predictive and its Pitman–Yor prior): the batch alternative to the streaming pass for
+bootstrapping a namespace (noveld fit). Prints NMI and clusters after each number of sweeps.
 
     python benchmarks/offline_gibbs.py [--data FILE] [--sweeps 0 5 20 50] [--map]
 

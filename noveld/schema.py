@@ -1,4 +1,4 @@
-"""Wire contract of noveld: the input ``Document`` (DESIGN §4) and the cluster events (§5.4).
+"""Wire contract of noveld: the input ``Document`` and the cluster events.
 
 Everything that crosses a process boundary is defined here, so producers, consumers, tests and
 docs share one definition; events serialize with ``model_dump_json()``.
@@ -19,7 +19,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 MAX_ID_CHARS = 256
-"""Longest accepted document id, in characters (DESIGN §4)."""
+"""Longest accepted document id, in characters."""
 
 SCHEMA_VERSION = 1
 """Version of the event schema; bumped only on incompatible changes."""
@@ -92,7 +92,7 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class Document(BaseModel):
-    """One validated input document (DESIGN §4); at least one of text/tokens/embedding is set.
+    """One validated input document; at least one of text/tokens/embedding is set.
 
     Strict types, so the model itself rejects e.g. non-string tokens; ``ts`` is epoch seconds and
     RFC 3339 strings are converted on validation.
@@ -191,7 +191,7 @@ class _ClusterEvent(BaseModel):
 
 
 class ClusterBorn(_ClusterEvent):
-    """A confirmed novel cluster (DESIGN §5.4): the novelty event downstream consumers act on."""
+    """A confirmed novel cluster: the novelty event downstream consumers act on."""
 
     type: Literal["cluster.born"] = "cluster.born"
     founding_doc_id: str

@@ -1,5 +1,5 @@
 """Shared fixtures: real servers from tests/servers/, or existing ones named by
-NOVELD_TEST_REDIS / NOVELD_TEST_KAFKA (DESIGN §10)."""
+NOVELD_TEST_REDIS / NOVELD_TEST_KAFKA."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Raw record bytes → validated ``Document`` or an ``Invalid`` with a DLQ reason (DESIGN §4).
+"""Raw record bytes → validated ``Document`` or an ``Invalid`` with a DLQ reason.
 
 Shared by every source (Kafka, JSONL file, stdin) so all modes validate identically. The decoder
 never raises: any byte string yields a Document or an Invalid.

@@ -1,4 +1,4 @@
-"""JSONL file / stdin source, JSON-lines sink (events on stdout) and the file DLQ (DESIGN §7).
+"""JSONL file / stdin source, JSON-lines sink (events on stdout) and the file DLQ.
 
 The embedded mode's connectors: records are raw bytes with a ``SourcePosition`` so the same
 decoder and DLQ path as Kafka apply. For files the topic is the path ("-" for stdin), the

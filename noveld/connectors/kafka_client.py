@@ -1,5 +1,5 @@
 """Kafka client plumbing shared by the source, the sinks and ``noveld produce``: bounded client
-start-up, the acknowledged producer, partition names (kafka-python, DESIGN §7)."""
+start-up, the acknowledged producer, partition names (kafka-python)."""
 
 from __future__ import annotations
 

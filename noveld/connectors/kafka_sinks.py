@@ -1,4 +1,4 @@
-"""Kafka sinks (kafka-python, DESIGN §7): events keyed by cluster (assignment batches by input
+"""Kafka sinks (kafka-python): events keyed by cluster (assignment batches by input
 partition) and dead letters with provenance headers, both through the acknowledged producer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kafka source (kafka-python, DESIGN §7).
+"""Kafka source (kafka-python).
 
 It consumes in a consumer group with manual offsets: on assignment it seeks every partition to
 the offset stored *with the model state* (not Kafka's committed one) and claims it in the store

@@ -1,4 +1,4 @@
-"""``noveld fit``: bootstrap a namespace from an archive (DESIGN §5.5).
+"""``noveld fit``: bootstrap a namespace from an archive.
 
 The archive goes through the same streaming pass as ``noveld run`` (in memory, its events
 discarded: an archive's stories are not news), then collapsed Gibbs sweeps over *all* its

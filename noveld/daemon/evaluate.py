@@ -1,7 +1,7 @@
 """``noveld evaluate``: run the real pipeline over a labelled file in order and score it.
 
 Clustering is scored on each document's assignment at the time it was emitted (strictly online);
-novelty is scored from the ``cluster.born`` events the pipeline actually emitted (DESIGN §11).
+novelty is scored from the ``cluster.born`` events the pipeline actually emitted.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def run_and_record(
 def score(
     rec: StreamRecorder, events: list[dict[str, Any]], seconds: float, window: int = 5
 ) -> dict[str, Any]:
-    """The DESIGN §11 report from a recorded run."""
+    """The clustering and novelty report from a recorded run."""
     keep = [i for i, lab in enumerate(rec.labels) if lab is not None]
     labels = [str(rec.labels[i]) for i in keep]
     preds = [rec.clusters[i] for i in keep]
@@ -144,7 +144,7 @@ def evaluate_known(
     window: int = 5,
     progress_out: IO[str] | None = None,
 ) -> dict[str, Any]:
-    """Semi-supervised evaluation (DESIGN §11, paper 000's protocol).
+    """Semi-supervised evaluation (paper 000's protocol).
 
     Half of the classes (chosen with ``seed``) are known; ``known_fraction`` of their documents
     keep their label in the stream the model sees (known categories), every other document is

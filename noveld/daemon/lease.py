@@ -1,4 +1,4 @@
-"""One writer at a time for ``svi`` (DESIGN §6): its natural-gradient step decays the whole model
+"""One writer at a time for ``svi``: its natural-gradient step decays the whole model
 and is computed against the writer's view of it, so steps of two replicas do not commute. The
 namespace's writer lease in Redis names the one replica that steps the model; the others wait
 as hot standbys (unready) and take over when it stops renewing the lease — a graceful stop

@@ -1,4 +1,4 @@
-"""Novelty scores against ground truth, and the semi-supervised known-label protocol (DESIGN §11).
+"""Novelty scores against ground truth, and the semi-supervised known-label protocol.
 
 Pure functions of stream-ordered labels and emitted births: no I/O, no model. A birth is the pair
 (founding document's stream index, stream index at which the ``cluster.born`` event was
@@ -17,7 +17,7 @@ import numpy.typing as npt
 def novelty_scores(
     stream_labels: Sequence[str], births: Sequence[tuple[int, int]], window: int = 5
 ) -> dict[str, float]:
-    """Score ``cluster.born`` births against the true labels of the stream (DESIGN §11).
+    """Score ``cluster.born`` births against the true labels of the stream.
 
     ``stream_labels[i]`` is the true label of the i-th document in stream order; each birth is
     ``(founding_doc_index, confirmed_at_index)``. Returns

@@ -1,4 +1,4 @@
-"""Documents → vocabulary ids → ``DocBatch`` (DESIGN §3 step 3), fast enough for the hot loop.
+"""Documents → vocabulary ids → ``DocBatch`` (a pipeline stage), fast enough for the hot loop.
 
 Tokenizing is one regex pass per text, id lookup one dict probe per token, and the CSR batch is
 built with a few vectorised numpy calls per batch (no per-document numpy work).
@@ -106,7 +106,7 @@ def build_batch(docs: list[list[int]], vocab_size: int) -> DocBatch:
 
 
 def unit_embedding(doc: Document) -> np.ndarray | None:
-    """The document's embedding scaled to unit length (DESIGN §3); None without one, or for a
+    """The document's embedding scaled to unit length; None without one, or for a
     zero vector (it has no direction)."""
     if doc.embedding is None:
         return None

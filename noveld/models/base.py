@@ -21,7 +21,7 @@ class DocBatch:
     compacted out of the id space since (no live cluster counted them): they are not ids any
     more but still words of the prior, so V in Vβ is ``vocab_size + dropped - reserved``.
 
-    Optional categorical context (DESIGN §4, used by ``hdp``): document d's fields are entries
+    Optional categorical context (used by ``hdp``): document d's fields are entries
     ``ctx_ptr[d]:ctx_ptr[d+1]`` of ``ctx_value`` (vocabulary id of "field = value"),
     ``ctx_field`` (vocabulary id of the field) and ``ctx_card`` (distinct values of the field
     seen so far).
@@ -85,7 +85,7 @@ class StatsDelta:
     ``cluster_uids`` (creating those in ``born_uids``); add ``word_count`` to the cluster–word
     pairs (``word_cluster`` indexes ``cluster_uids``); move every count of each ``merges`` source
     into its survivor; then drop ``retired_uids``. Count
-    statistics commute, so replicas can apply each other's deltas (DESIGN §6).
+    statistics commute, so replicas can apply each other's deltas.
     """
 
     decay: float

@@ -1,6 +1,6 @@
 """The ``dpmm`` model under the EDCM likelihood: CRP seating of bursty word counts.
 
-DESIGN §5.1 ("other likelihoods plug into the same seating"), paper 002 eq. 2 (Elkan 2006).
+Another likelihood in the same CRP seating as the multinomial one; paper 002 eq. 2 (Elkan 2006).
 The EDCM approximates the Dirichlet compound multinomial: it scores *which* words a document
 uses, and a word repeated within a document costs little more than one occurrence — suited to
 long documents where words come in bursts. Cluster parameters are Elkan's fixed point smoothed

@@ -1,4 +1,4 @@
-"""Novelty decision (DESIGN §5.4): a birth is a candidate until it gathers ``min_size`` documents
+"""Novelty decision: a birth is a candidate until it gathers ``min_size`` documents
 within ``confirm_within`` documents of its birth; then it is confirmed (→ ``cluster.born``).
 Documents are told apart by id: a document re-sent under the same id counts once.
 

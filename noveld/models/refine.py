@@ -1,4 +1,4 @@
-"""Offline refinement of a streaming ``dpmm`` partition (``noveld fit``, DESIGN §5.5).
+"""Offline refinement of a streaming ``dpmm`` partition (``noveld fit``).
 
 The streaming pass seats each document once, against the clusters of the documents before it;
 a story whose first documents were read before its words were known ends up in fragments.

@@ -1,6 +1,6 @@
 """Streaming stochastic variational inference for the DP mixture of multinomials (``svi``).
 
-DESIGN §5.2; paper 001 (Huynh et al., SVI for multilevel clustering: the natural-gradient step of
+Paper 001 (Huynh et al., SVI for multilevel clustering: the natural-gradient step of
 eqs. 2–4 and the step size ρ_t = (t + τ₀)^(−κ)), Hoffman et al. 2013. Truncated stick-breaking
 ``q(v_k) = Beta(a_k, b_k)``, ``q(θ_k) = Dir(λ_k)``; the truncation grows by births.
 
@@ -9,7 +9,7 @@ The global variational parameters are kept as expected counts in :class:`Multino
 ``s ← (1−ρ) s + ρ·D/|B| · Σ_d r_dk N_d·`` (and the same for ``m``), i.e. a global decay by
 ``1−ρ`` (lazy, through the statistics' scale) plus sparse additions — O(batch nnz), and exactly
 a :class:`StatsDelta`, so the Redis store, replay and replicas work unchanged. The global step does
-not commute across writers (DESIGN §6): one writer per namespace.
+not commute across writers: one writer per namespace.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``dpmm`` model on document embeddings: CRP seating under the von Mises–Fisher likelihood.
 
-DESIGN §5.1 ("other likelihoods plug into the same seating"), paper 003. Each document is a unit
+The same CRP seating as the multinomial likelihood; paper 003. Each document is a unit
 vector x ∈ R^p; cluster k keeps its mass ``m_k`` and resultant ``r_k = Σ x``. Seating is the
 Pitman–Yor CRP of :class:`~noveld.models.dpmm.DPMM` with the collapsed vMF predictive of
 :mod:`noveld.models.kernels.vmf` in place of the Dirichlet–multinomial one, then rejuvenation

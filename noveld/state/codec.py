@@ -1,7 +1,7 @@
 """Binary encodings of what the Redis store keeps: batch deltas (the log) and checkpoints.
 
 Versioned and self-describing, no pickle. A delta is one packed byte string so a commit ships
-a batch's change in one Lua argument (DESIGN §6: "one packed payload, not one command per
+a batch's change in one Lua argument ("one packed payload, not one command per
 count"); a checkpoint is an ``.npz`` archive of the statistics arrays plus a JSON header.
 """
 

@@ -1,4 +1,4 @@
-"""In-process state store with an atomic on-disk snapshot (the embedded default, DESIGN §1).
+"""In-process state store with an atomic on-disk snapshot (the embedded default).
 
 The snapshot is one ``.npz`` file (no pickle): the statistics arrays plus a JSON document holding
 the fingerprint, vocabulary, novelty candidates, offsets, counters and undelivered events. It is

@@ -1,4 +1,4 @@
-"""Delivery guarantees of the Kafka-mode daemon with real processes (DESIGN §6): a real tansu
+"""Delivery guarantees of the Kafka-mode daemon with real processes: a real tansu
 broker, a real Redis-protocol server and the daemon as a subprocess that gets SIGKILLed,
 SIGTERMed and fed poison."""
 

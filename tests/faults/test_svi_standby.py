@@ -1,4 +1,4 @@
-"""svi in production mode keeps one writer per namespace (DESIGN §6, its global step does not
+"""svi in production mode keeps one writer per namespace (its global step does not
 commute): a second replica stands by, unready and outside the consumer group, while the first
 holds the writer lease; it takes over when the first stops renewing it (here: SIGSTOPped past
 the lease), and the first, resumed, finds its lease taken over and stops (exit 4) instead of

@@ -1,5 +1,5 @@
 """Two Kafka-mode replicas share a namespace whose vocabulary they compact as stories fade
-(DESIGN §6 scale-out, vocabulary compaction): whenever one compacts, the other's next batch is
+(scale-out, vocabulary compaction): whenever one compacts, the other's next batch is
 refused as stale; it reloads the shared state and reads that batch again from the stored
 offsets, without waiting for a rebalance. Nothing is lost or counted twice."""
 

@@ -1,4 +1,4 @@
-"""Deployment files (DESIGN §12): every metric name the Grafana dashboard and the alert rules use
+"""Deployment files: every metric name the Grafana dashboard and the alert rules use
 is exported by a live daemon; the files parse; compose, Kubernetes and the Dockerfile keep the
 operational promises (non-root, health checks, grace period, AOF, two replicas, valid env)."""
 

@@ -1,5 +1,5 @@
 """The Redis delta log: checkpoints bound it, a reload equals the writer, and replicas sharing a
-namespace (DESIGN §6 scale-out) keep disjoint cluster uids, one vocabulary and converge."""
+namespace (scale-out) keep disjoint cluster uids, one vocabulary and converge."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""svi keeps one writer per namespace (DESIGN §6: its global step does not commute): the writer
+"""svi keeps one writer per namespace (its global step does not commute): the writer
 lease in Redis, against a real Redis-protocol server, and the file runs that take it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Merge moves (DESIGN §6 scale-out: two births of one story): the merge gain kernel against a
+"""Merge moves (scale-out: two births of one story): the merge gain kernel against a
 dense log-joint oracle, count conservation, and replay of a batch that merged."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""numba kernels for CRP seating under the EDCM likelihood (DESIGN §5.1; paper 002 eq. 2).
+"""numba kernels for CRP seating under the EDCM likelihood (paper 002 eq. 2).
 
 Paper 002 eq. 2 (Elkan 2006): ``EDCM(x | β) = n! Γ(s)/Γ(s+n) Π_{w: x_w ≥ 1} β_w / x_w`` with
 ``s = Σ_w β_w``. Only *whether* a word occurs enters the parameters, which is how the EDCM

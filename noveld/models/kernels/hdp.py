@@ -1,4 +1,4 @@
-"""numba kernels of the two-level category/topic HDP (LBPL-NTM, paper 000 §3; DESIGN §5.3).
+"""numba kernels of the two-level category/topic HDP (LBPL-NTM, paper 000 §3).
 
 L topics ``φ_l ~ Dir(β)`` over words; categories ``θ_k ~ Dir(ζ)`` over topics; each document is a
 restaurant of the Chinese restaurant franchise whose tables serve categories, and each word

@@ -1,4 +1,4 @@
-"""numba kernels of the streaming variational DP mixture (``svi``, DESIGN §5.2, paper 001).
+"""numba kernels of the streaming variational DP mixture (``svi``, paper 001).
 
 Statistics live in the same postings pool as the collapsed model (``kernels.multinomial``):
 the expected counts ``s_kw`` with ``λ_kw = β + s_kw``, ``m_k`` (expected documents, ``a_k = 1 +
@@ -136,7 +136,7 @@ def svi_local_step(
     take each document out and recompute its responsibilities against all the others (CVB0's
     coordinate updates restricted to the batch, the analogue of ``dpmm``'s Gibbs sweeps).
 
-    Birth test (DESIGN §5.2): the CRP seating of §5.1 against the current expected counts
+    Birth test: the dpmm's CRP seating against the current expected counts
     (``score_document``); when the new cluster wins, the document founds a component with
     ``r = 1``. Otherwise ``r_dk ∝ exp(variational_scores)`` (``use_vb``, paper 001's mean-field
     local step) or ``r_dk ∝`` the collapsed predictive at the expected counts (CVB0, Asuncion et

@@ -1,4 +1,4 @@
-"""numba kernels of the von Mises–Fisher likelihood (DESIGN §5.1, paper 003).
+"""numba kernels of the von Mises–Fisher likelihood (paper 003).
 
 A cluster of unit vectors with resultant ``r = Σ x`` and a shared, known concentration κ has,
 under a uniform prior on its mean direction μ, the posterior ``μ ~ vMF(r/‖r‖, κ‖r‖)``; the

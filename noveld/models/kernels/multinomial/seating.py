@@ -100,7 +100,7 @@ def seat_batch(
 ) -> None:
     """Sequentially seat a batch by CRP, then run ``n_sweeps`` collapsed Gibbs sweeps over it.
 
-    The first pass is the one-pass CRP seating of DESIGN §5.1; each sweep removes every batch
+    The first pass is the one-pass CRP seating; each sweep removes every batch
     document from its cluster and reseats it from the complete conditional (paper 004, Algorithm
     1, restricted to the current batch, with a new-cluster option: :func:`reseat_documents`).
     ``assign`` receives slots.
