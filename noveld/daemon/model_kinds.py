@@ -3,12 +3,22 @@ shared flags it ignores and the settings of its fingerprint, described once per 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from noveld.daemon.flags import Exclusive, Flag, flag
-from noveld.daemon.settings_model import ModelSettings
+
+
+class Model(Protocol):
+    """What the registry reads of the ``model`` settings section (``ModelSettings``)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def likelihood(self) -> str: ...
+
 
 #: the model's value flags, in ``--help`` order: flag, ``model.*`` setting, type, help
 _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
@@ -89,16 +99,37 @@ MODEL_SWITCHES: tuple[Exclusive | Flag, ...] = (
 )
 
 
+def _accepted(_model: Any) -> str | None:
+    return None
+
+
+def _vmf_dimension(model: Any) -> str | None:
+    if model.embedding_dim < 2:
+        return "likelihood 'vmf' needs model.embedding_dim (>= 2)"
+    return None
+
+
+def _svi_forgets_by_step_size(model: Any) -> str | None:
+    if model.half_life_docs > 0:
+        return (
+            "half_life_docs (forgetting) is a dpmm and hdp setting: svi forgets through its "
+            "step size (kappa, tau0); leave half_life_docs at 0 with --model svi"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class ModelKind:
     """One engine with one likelihood: the model settings only it reads (``own``), the shared
-    ones it does not read (``ignores``), and the settings its fingerprint adds, in order."""
+    ones it does not read (``ignores``), the settings its fingerprint adds, in order, and why
+    it refuses settings it cannot run with (``refuses``: the reason, or None)."""
 
     kind: str
     likelihood: str
     own: tuple[str, ...] = ()
     ignores: tuple[str, ...] = ()
     fingerprint: tuple[str, ...] = ()
+    refuses: Callable[[Any], str | None] = _accepted
 
     def reads(self, key: str) -> bool:
         """Whether this kind reads model setting ``key``."""
@@ -117,6 +148,7 @@ KINDS: tuple[ModelKind, ...] = (
         "multinomial",
         ignores=("rejuvenation_sweeps",),
         fingerprint=("kappa", "tau0", "corpus_size"),
+        refuses=_svi_forgets_by_step_size,
     ),
     # hdp's category level has its own concentration (γ, --gamma)
     ModelKind(
@@ -137,16 +169,30 @@ KINDS: tuple[ModelKind, ...] = (
         "vmf",
         own=("embedding_dim", "vmf_cosine"),
         fingerprint=("embedding_dim", "vmf_cosine"),
+        refuses=_vmf_dimension,
     ),
 )
 
 
-def kind_of(model: ModelSettings) -> ModelKind:
+def kind_of(model: Model) -> ModelKind:
     """The kind these settings run (the settings allow only the combinations listed)."""
     return next(k for k in KINDS if (k.kind, k.likelihood) == (model.kind, model.likelihood))
 
 
-def kind_fingerprint(model: ModelSettings) -> dict[str, Any]:
+def refusal(model: Model) -> str | None:
+    """Why no kind can run these model settings (an engine without this likelihood, or a
+    kind's own refusal), or None."""
+    pair = (model.kind, model.likelihood)
+    kind = next((k for k in KINDS if (k.kind, k.likelihood) == pair), None)
+    if kind is None:
+        engines = " or ".join(
+            dict.fromkeys(k.kind for k in KINDS if k.likelihood == model.likelihood)
+        )
+        return f"likelihood {model.likelihood!r} is a {engines} option, not {model.kind!r}"
+    return kind.refuses(model)
+
+
+def kind_fingerprint(model: Model) -> dict[str, Any]:
     """The settings of this kind that shape its stored statistics (its fingerprint's part)."""
     return {key: getattr(model, key) for key in kind_of(model).fingerprint}
 

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from noveld.daemon.model_kinds import refusal
 from noveld.daemon.settings_sections import Section
 
 
@@ -69,19 +70,11 @@ class ModelSettings(Section):
     seed: int = Field(0, ge=0, lt=2**63, description="random seed (non-negative)")
 
     @model_validator(mode="after")
-    def _vmf_needs_dpmm_and_dimension(self) -> ModelSettings:
-        """The edcm and vmf likelihoods are ``dpmm`` options; vmf needs the stream's embedding
-        dimension; ``svi`` has no forgetting half-life to ignore."""
-        if self.likelihood == "edcm" and self.kind != "dpmm":
-            raise ValueError(f"likelihood 'edcm' is a dpmm option, not {self.kind!r}")
-        if self.likelihood == "vmf":
-            if self.kind != "dpmm":
-                raise ValueError(f"likelihood 'vmf' is a dpmm option, not {self.kind!r}")
-            if self.embedding_dim < 2:
-                raise ValueError("likelihood 'vmf' needs model.embedding_dim (>= 2)")
-        if self.kind == "svi" and self.half_life_docs > 0:
-            raise ValueError(
-                "half_life_docs (forgetting) is a dpmm and hdp setting: svi forgets through its "
-                "step size (kappa, tau0); leave half_life_docs at 0 with --model svi"
-            )
+    def _a_kind_runs_it(self) -> ModelSettings:
+        """Settings some model kind can run (``model_kinds``): the edcm and vmf likelihoods are
+        ``dpmm`` options; vmf needs the stream's embedding dimension; ``svi`` has no forgetting
+        half-life to ignore."""
+        reason = refusal(self)
+        if reason is not None:
+            raise ValueError(reason)
         return self
