@@ -1,45 +1,61 @@
-"""The Kafka security flags shared by ``noveld run`` and ``noveld produce``."""
+"""The Kafka security flags shared by ``noveld run`` and ``noveld produce``, each declared once
+with the ``kafka.*`` setting it sets."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from noveld.daemon.flags import Flag, add_entries, flag, overrides
 
-def add_kafka_security_flags(group: argparse._ArgumentGroup) -> None:
-    """TLS and SASL for every Kafka client; the password only from the environment or the
-    config file (a flag would show in ``ps``)."""
-    group.add_argument(
+KAFKA_SECURITY: tuple[Flag, ...] = (
+    flag(
         "--kafka-security-protocol",
+        setting="kafka.security_protocol",
         choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
         help="PLAINTEXT (default), SSL (TLS), SASL_PLAINTEXT or SASL_SSL",
-    )
-    group.add_argument(
+    ),
+    flag(
         "--kafka-sasl-mechanism",
+        setting="kafka.sasl_mechanism",
         choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
         help="SASL mechanism; the password from NOVELD_KAFKA__SASL_PASSWORD",
-    )
-    group.add_argument("--kafka-sasl-username", metavar="USER", help="SASL user name")
-    group.add_argument("--kafka-ssl-cafile", metavar="PEM", help="CA bundle to verify the brokers")
-    group.add_argument("--kafka-ssl-certfile", metavar="PEM", help="client certificate (mTLS)")
-    group.add_argument("--kafka-ssl-keyfile", metavar="PEM", help="client key (mTLS)")
+    ),
+    flag(
+        "--kafka-sasl-username",
+        setting="kafka.sasl_username",
+        metavar="USER",
+        help="SASL user name",
+    ),
+    flag(
+        "--kafka-ssl-cafile",
+        setting="kafka.ssl_cafile",
+        metavar="PEM",
+        help="CA bundle to verify the brokers",
+    ),
+    flag(
+        "--kafka-ssl-certfile",
+        setting="kafka.ssl_certfile",
+        metavar="PEM",
+        help="client certificate (mTLS)",
+    ),
+    flag(
+        "--kafka-ssl-keyfile", setting="kafka.ssl_keyfile", metavar="PEM", help="client key (mTLS)"
+    ),
+)
+"""TLS and SASL for every Kafka client; the password only from the environment or the config
+file (a flag would show in ``ps``)."""
 
-
-KAFKA_SECURITY_FLAGS = {
-    "kafka_security_protocol": "security_protocol",
-    "kafka_sasl_mechanism": "sasl_mechanism",
-    "kafka_sasl_username": "sasl_username",
-    "kafka_ssl_cafile": "ssl_cafile",
-    "kafka_ssl_certfile": "ssl_certfile",
-    "kafka_ssl_keyfile": "ssl_keyfile",
-}
+KAFKA_SECURITY_FLAGS = {f.dest: str(f.setting).removeprefix("kafka.") for f in KAFKA_SECURITY}
 """argparse dest → ``kafka.*`` setting of :func:`add_kafka_security_flags`."""
+
+
+def add_kafka_security_flags(group: argparse._ArgumentGroup) -> None:
+    """Add the TLS and SASL flags to ``group``."""
+    add_entries(group, KAFKA_SECURITY)
 
 
 def kafka_security_overrides(ns: argparse.Namespace) -> dict[str, Any]:
     """The ``kafka.*`` settings given by these flags (those not given are left out)."""
-    return {
-        key: getattr(ns, dest)
-        for dest, key in KAFKA_SECURITY_FLAGS.items()
-        if getattr(ns, dest, None) is not None
-    }
+    given: dict[str, Any] = overrides(ns, KAFKA_SECURITY).get("kafka", {})
+    return given

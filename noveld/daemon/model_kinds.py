@@ -1,0 +1,224 @@
+"""The model kinds (engine and likelihood) and what each reads: its command-line flags, the
+shared flags it ignores and the settings of its fingerprint, described once per kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from noveld.daemon.flags import Exclusive, Flag, flag
+
+
+class Model(Protocol):
+    """What the registry reads of the ``model`` settings section (``ModelSettings``)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def likelihood(self) -> str: ...
+
+
+#: the model's value flags, in ``--help`` order: flag, ``model.*`` setting, type, help
+_VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--alpha", "alpha", float, "DP concentration α (per document of the batch when scaled)"),
+    ("--beta", "beta", float, "symmetric Dirichlet prior β on cluster word distributions"),
+    ("--alpha-scaling", "alpha_scaling", str, "none | batch (α·|B|, as MStream)"),
+    ("--discount", "discount", float, "Pitman–Yor discount in [0, 1) (hdp: of categories); 0 = DP"),
+    ("--rejuvenation-sweeps", "rejuvenation_sweeps", int, "Gibbs sweeps over each batch"),
+    ("--half-life", "half_life_docs", float, "forgetting half-life in documents (0 = off)"),
+    ("--retire-min-mass", "retire_min_mass", float, "retire clusters whose mass falls below"),
+    ("--max-active-clusters", "max_active_clusters", int, "evict the lightest clusters beyond"),
+    ("--seed", "seed", int, "random seed (runs are reproducible per seed)"),
+    ("--topics", "topics", int, "hdp: number of topics L (keep above the live categories)"),
+    ("--zeta", "zeta", float, "hdp: Dirichlet prior ζ of categories on topics"),
+    ("--gamma", "gamma", float, "hdp: category concentration γ (start value when resampled)"),
+    ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α (start)"),
+    ("--context-prior", "context_prior", float, "hdp: Dirichlet prior η of context values"),
+    ("--likelihood", "likelihood", str, "dpmm: multinomial (default) | edcm | vmf (embeddings)"),
+    ("--edcm-prior", "edcm_prior", float, "edcm: symmetric prior b0 of each word's β (0.001)"),
+    ("--edcm-prior-docs", "edcm_prior_docs", float, "edcm: the prior's weight in documents (5)"),
+    ("--embedding-dim", "embedding_dim", int, "vmf: the embeddings' dimension p (required)"),
+    ("--vmf-cosine", "vmf_cosine", float, "vmf: typical member-to-mean cosine, sets κ (0.5)"),
+)  # fmt: skip
+MODEL_FLAGS: tuple[Flag, ...] = tuple(
+    flag(name, setting=f"model.{key}", dest=key, type=typ, help=help_)
+    for name, key, typ, help_ in _VALUE_FLAGS
+)
+
+#: the model's on/off flags, each pair exclusive, in ``--help`` order after the value flags
+MODEL_SWITCHES: tuple[Exclusive | Flag, ...] = (
+    Exclusive(
+        (
+            flag(
+                "--deterministic",
+                setting="model.deterministic",
+                dest="deterministic",
+                action="store_true",
+                default=None,
+                help="MAP seating (default)",
+            ),
+            flag(
+                "--sampled",
+                setting="model.deterministic",
+                dest="deterministic",
+                action="store_false",
+                help="sample seatings from the CRP conditional",
+            ),
+        )
+    ),
+    flag(
+        "--use-labels",
+        setting="model.use_labels",
+        dest="use_labels",
+        action="store_true",
+        default=None,
+        help="treat documents' label field as known categories (semi-supervised: labelled "
+        "documents are seated in their category; new clusters are novel)",
+    ),
+    Exclusive(
+        (
+            flag(
+                "--use-context",
+                setting="model.use_context",
+                dest="use_context",
+                action="store_true",
+                default=None,
+                help="hdp: documents' context fields are evidence of their category (default)",
+            ),
+            flag(
+                "--ignore-context",
+                setting="model.use_context",
+                dest="use_context",
+                action="store_false",
+                help="hdp: cluster on content only",
+            ),
+        )
+    ),
+)
+
+
+def _accepted(_model: Any) -> str | None:
+    return None
+
+
+def _vmf_dimension(model: Any) -> str | None:
+    if model.embedding_dim < 2:
+        return "likelihood 'vmf' needs model.embedding_dim (>= 2)"
+    return None
+
+
+def _svi_forgets_by_step_size(model: Any) -> str | None:
+    if model.half_life_docs > 0:
+        return (
+            "half_life_docs (forgetting) is a dpmm and hdp setting: svi forgets through its "
+            "step size (kappa, tau0); leave half_life_docs at 0 with --model svi"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """One engine with one likelihood: the model settings only it reads (``own``), the shared
+    ones it does not read (``ignores``), the settings its fingerprint adds, in order, and why
+    it refuses settings it cannot run with (``refuses``: the reason, or None)."""
+
+    kind: str
+    likelihood: str
+    own: tuple[str, ...] = ()
+    ignores: tuple[str, ...] = ()
+    fingerprint: tuple[str, ...] = ()
+    refuses: Callable[[Any], str | None] = _accepted
+
+    def reads(self, key: str) -> bool:
+        """Whether this kind reads model setting ``key``."""
+        if key in self.own:
+            return True
+        owned = any(key in other.own for other in KINDS)
+        return not owned and key not in self.ignores
+
+
+#: every kind, in the order ``--model`` lists the engines, then dpmm's other likelihoods
+KINDS: tuple[ModelKind, ...] = (
+    ModelKind("dpmm", "multinomial"),
+    # svi's local step has its own passes (model.local_sweeps)
+    ModelKind(
+        "svi",
+        "multinomial",
+        ignores=("rejuvenation_sweeps",),
+        fingerprint=("kappa", "tau0", "corpus_size"),
+        refuses=_svi_forgets_by_step_size,
+    ),
+    # hdp's category level has its own concentration (γ, --gamma)
+    ModelKind(
+        "hdp",
+        "multinomial",
+        own=("topics", "zeta", "gamma", "table_alpha", "context_prior", "use_context"),
+        ignores=("alpha", "alpha_scaling"),
+        fingerprint=("topics", "zeta", "gamma", "table_alpha", "use_context", "context_prior"),
+    ),
+    ModelKind(
+        "dpmm",
+        "edcm",
+        own=("edcm_prior", "edcm_prior_docs"),
+        fingerprint=("edcm_prior", "edcm_prior_docs"),
+    ),
+    ModelKind(
+        "dpmm",
+        "vmf",
+        own=("embedding_dim", "vmf_cosine"),
+        fingerprint=("embedding_dim", "vmf_cosine"),
+        refuses=_vmf_dimension,
+    ),
+)
+
+
+def kind_of(model: Model) -> ModelKind:
+    """The kind these settings run (the settings allow only the combinations listed)."""
+    return next(k for k in KINDS if (k.kind, k.likelihood) == (model.kind, model.likelihood))
+
+
+def refusal(model: Model) -> str | None:
+    """Why no kind can run these model settings (an engine without this likelihood, or a
+    kind's own refusal), or None."""
+    pair = (model.kind, model.likelihood)
+    kind = next((k for k in KINDS if (k.kind, k.likelihood) == pair), None)
+    if kind is None:
+        engines = " or ".join(
+            dict.fromkeys(k.kind for k in KINDS if k.likelihood == model.likelihood)
+        )
+        return f"likelihood {model.likelihood!r} is a {engines} option, not {model.kind!r}"
+    return kind.refuses(model)
+
+
+def kind_fingerprint(model: Model) -> dict[str, Any]:
+    """The settings of this kind that shape its stored statistics (its fingerprint's part)."""
+    return {key: getattr(model, key) for key in kind_of(model).fingerprint}
+
+
+def restricted_settings() -> Iterator[str]:
+    """Model settings that some kinds read and others do not: each kind's own, in the
+    registry's order, then the shared ones some kind ignores, in flag order."""
+    seen: set[str] = set()
+    for k in KINDS:
+        for key in k.own:
+            if key not in seen:
+                seen.add(key)
+                yield key
+    ignored = {key for k in KINDS for key in k.ignores}
+    for f in MODEL_FLAGS:
+        key = f.dest
+        if key in ignored and key not in seen:
+            seen.add(key)
+            yield key
+
+
+def readers(key: str) -> str:
+    """Who reads model setting ``key``, in a flag's words: ``--model hdp``, ``--likelihood
+    edcm``, ``--model dpmm or svi``."""
+    kinds = [k for k in KINDS if k.reads(key)]
+    dpmm = [k for k in KINDS if k.kind == "dpmm"]
+    if all(k.kind == "dpmm" for k in kinds) and len(kinds) < len(dpmm):
+        return "--likelihood " + " or ".join(k.likelihood for k in kinds)
+    return "--model " + " or ".join(dict.fromkeys(k.kind for k in kinds))

@@ -1,0 +1,80 @@
+"""The ``model`` section: which inference engine, which likelihood, and their hyperparameters;
+the combinations no engine can run are refused here."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from noveld.daemon.model_kinds import refusal
+from noveld.daemon.settings_sections import Section
+
+
+class ModelSettings(Section):
+    """Which model and its hyperparameters."""
+
+    kind: Literal["dpmm", "svi", "hdp"] = Field("dpmm", description="inference engine")
+    likelihood: Literal["multinomial", "edcm", "vmf"] = Field(
+        "multinomial",
+        description=(
+            "dpmm: multinomial (words), edcm (which words: long, bursty documents) or vmf (the "
+            "documents' embeddings)"
+        ),
+    )
+    embedding_dim: int = Field(0, ge=0, description="vmf: embedding dimension p (required)")
+    vmf_cosine: float = Field(
+        0.5, gt=0, lt=1, description="vmf: typical cosine of a member to its cluster's mean (κ)"
+    )
+    edcm_prior: float = Field(0.001, gt=0, description="edcm: symmetric prior b0 of each β_w")
+    edcm_prior_docs: float = Field(
+        5.0, gt=0, description="edcm: weight of the prior, in documents (c)"
+    )
+    alpha: float = Field(0.03, gt=0, description="DP concentration (per document if scaled)")
+    beta: float = Field(0.01, gt=0, description="symmetric Dirichlet prior on cluster words")
+    alpha_scaling: Literal["none", "batch"] = "batch"
+    discount: float = Field(0.5, ge=0, lt=1, description="Pitman–Yor discount (0 = DP)")
+    rejuvenation_sweeps: int = Field(2, ge=0, le=1000)
+    deterministic: bool = Field(True, description="MAP seating instead of sampling")
+    half_life_docs: float = Field(0.0, ge=0, description="forgetting half-life; 0 = off")
+    retire_min_mass: float = Field(0.05, ge=0)
+    max_active_clusters: int = Field(5000, ge=1)
+    merge: bool = Field(True, description="merge new clusters into others when that is MAP")
+    absorb_margin: float = Field(
+        20.0, ge=0, description="use_labels: log-odds to absorb a cluster into a known category"
+    )
+    split: bool = Field(True, description="dpmm: split a batch's burst out of an old cluster")
+    use_labels: bool = Field(False, description="documents' labels are known categories")
+    kappa: float = Field(0.8, gt=0.5, le=1.0, description="svi: step-size exponent κ")
+    tau0: float = Field(1.0, ge=0, description="svi: step-size delay τ₀")
+    corpus_size: float = Field(0.0, ge=0, description="svi: effective corpus size D (0 = seen)")
+    local_step: Literal["cvb0", "vb"] = Field("cvb0", description="svi: local step")
+    local_sweeps: int = Field(0, ge=0, description="svi: extra local-step passes per batch")
+    topics: int = Field(
+        2000, ge=1, le=10_000, description="hdp: number of topics L (more than live categories)"
+    )
+    zeta: float = Field(5e-4, gt=0, description="hdp: Dirichlet prior ζ of categories on topics")
+    gamma: float = Field(10.0, gt=0, description="hdp: category concentration γ (start value)")
+    table_alpha: float = Field(
+        1.0, gt=0, description="hdp: per-document table concentration α (start value)"
+    )
+    resample_concentrations: bool = Field(
+        True, description="hdp: draw α and γ each batch by the auxiliary-variable method"
+    )
+    use_context: bool = Field(
+        True, description="hdp: documents' context fields are categorical evidence of category"
+    )
+    context_prior: float = Field(
+        0.1, gt=0, description="hdp: Dirichlet prior η of a category's context values"
+    )
+    seed: int = Field(0, ge=0, lt=2**63, description="random seed (non-negative)")
+
+    @model_validator(mode="after")
+    def _a_kind_runs_it(self) -> ModelSettings:
+        """Settings some model kind can run (``model_kinds``): the edcm and vmf likelihoods are
+        ``dpmm`` options; vmf needs the stream's embedding dimension; ``svi`` has no forgetting
+        half-life to ignore."""
+        reason = refusal(self)
+        if reason is not None:
+            raise ValueError(reason)
+        return self
