@@ -1,5 +1,9 @@
 """The model variants the pipeline runs (dpmm, svi, hdp, and dpmm's edcm and vmf likelihoods),
-each with its factory and the hooks the stages need, in one table instead of type ladders."""
+each with its factory and the hooks the stages need, in one table instead of type ladders.
+
+It is keyed like :mod:`noveld.daemon.model_kinds` (engine, likelihood), which says which
+settings each variant reads; that module stays free of the models' imports, so that settings
+and ``noveld check`` load fast, and this one holds what needs the models."""
 
 from __future__ import annotations
 
@@ -35,7 +39,8 @@ def _no_reserved(model: ClusterModel, vocab: VocabList, reserve: ReserveIds) -> 
 class ModelVariant:
     """One model variant: how to build it and what sets it apart in the batch loop."""
 
-    name: str
+    kind: str
+    likelihood: str
     build: Callable[[Settings], ClusterModel]
     #: tell the model the ids of its reserved vocabulary entries (at start, after compaction)
     bind_reserved: Callable[[ClusterModel, VocabList, ReserveIds], None] = _no_reserved
@@ -148,26 +153,21 @@ def _vmf_members(model: ClusterModel, batch: DocBatch) -> Sequence[tuple[np.ndar
     return cast(VMFMixture, model).member_features(batch)
 
 
-VARIANTS: dict[str, ModelVariant] = {
-    v.name: v
+VARIANTS: dict[tuple[str, str], ModelVariant] = {
+    (v.kind, v.likelihood): v
     for v in (
-        ModelVariant("dpmm", _build_dpmm),
-        ModelVariant("svi", _build_svi),
-        ModelVariant("hdp", _build_hdp, _hdp_reserved, context=True),
-        ModelVariant("edcm", _build_edcm, _edcm_reserved),
-        ModelVariant("vmf", _build_vmf, _vmf_reserved, _vmf_members, embeddings=True),
+        ModelVariant("dpmm", "multinomial", _build_dpmm),
+        ModelVariant("svi", "multinomial", _build_svi),
+        ModelVariant("hdp", "multinomial", _build_hdp, _hdp_reserved, context=True),
+        ModelVariant("dpmm", "edcm", _build_edcm, _edcm_reserved),
+        ModelVariant("dpmm", "vmf", _build_vmf, _vmf_reserved, _vmf_members, embeddings=True),
     )
 }
 
 
 def variant_of(m: ModelSettings) -> ModelVariant:
-    """The variant the model settings select: ``hdp``; else a ``dpmm`` likelihood other than
-    the multinomial (``edcm``, ``vmf``); else the kind (``dpmm``, ``svi``)."""
-    if m.kind == "hdp":
-        return VARIANTS["hdp"]
-    if m.likelihood != "multinomial":
-        return VARIANTS[m.likelihood]
-    return VARIANTS[m.kind]
+    """The variant the model settings select (the settings admit only registered pairs)."""
+    return VARIANTS[(m.kind, m.likelihood)]
 
 
 def make_model(settings: Settings) -> ClusterModel:

@@ -44,3 +44,15 @@ def test_flags_not_given_set_nothing() -> None:
     """A flag left out must not override the config file or the environment (a store_true
     flag's False among them)."""
     assert _overrides(build_parser().parse_args(["run"])) == {}
+
+
+def test_every_kind_the_settings_admit_has_a_pipeline_variant() -> None:
+    """The settings' registry and the pipeline's name the same (engine, likelihood) pairs, so
+    a kind the settings accept can always be built."""
+    from noveld.daemon.model_registry import VARIANTS, variant_of
+
+    assert {(k.kind, k.likelihood) for k in KINDS} == set(VARIANTS)
+    for k in KINDS:
+        extra = {"embedding_dim": 8} if k.likelihood == "vmf" else {}
+        m = ModelSettings(kind=k.kind, likelihood=k.likelihood, **extra)
+        assert (variant_of(m).kind, variant_of(m).likelihood) == (k.kind, k.likelihood)
