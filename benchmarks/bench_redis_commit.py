@@ -28,7 +28,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import add_data_option, machine  # noqa: E402
 from servers.redis_server import RedisServer, start_replica  # noqa: E402
 
-from noveld.connectors.jsonl import DlqFileSink, JsonlSource  # noqa: E402
+from noveld.connectors.file_sinks import DlqFileSink  # noqa: E402
+from noveld.connectors.jsonl import JsonlSource  # noqa: E402
 from noveld.daemon.pipeline import Pipeline  # noqa: E402
 from noveld.daemon.settings import load_settings  # noqa: E402
 from noveld.daemon.sinks import CollectingEvents, FileDeadLetters  # noqa: E402

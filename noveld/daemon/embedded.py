@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import redis
 
-from noveld.connectors.jsonl import DlqFileSink
+from noveld.connectors.file_sinks import DlqFileSink
 from noveld.daemon.errors import UserError
 from noveld.daemon.file_hooks import FileHooks
 from noveld.daemon.file_input import (

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from noveld.connectors.decode import Invalid
-from noveld.connectors.jsonl import DlqFileSink, Record
+from noveld.connectors.file_sinks import DlqFileSink
+from noveld.connectors.jsonl import Record
 from noveld.schema import InvalidReason, stored_json
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from noveld.connectors import jsonl
 from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
-from noveld.connectors.jsonl import DlqFileSink, JsonLinesSink, JsonlSource, Record
+from noveld.connectors.file_sinks import DlqFileSink, JsonLinesSink
+from noveld.connectors.jsonl import JsonlSource, Record
 from noveld.schema import InvalidReason, SourcePosition, event_id
 
 # line numbers:   0          1    2           3       4             5 (no trailing newline)
