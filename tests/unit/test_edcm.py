@@ -166,6 +166,92 @@ def test_seating_weights_equal_the_oracle_up_to_one_constant(
     np.testing.assert_allclose(p, q / q.sum(), rtol=1e-7, atol=1e-12)
 
 
+def oracle_fit(
+    members: list[list[int]], prior: np.ndarray, c: float, nv: int
+) -> tuple[np.ndarray, float]:
+    """(β, s) of a cluster: the smoothed fixed point toward per-word prior ``prior`` (b_w) with
+    ``c`` pseudo-documents, solved from scratch by brentq (the prior itself for none)."""
+    df = np.zeros(nv)
+    h = np.zeros(ekern.N_BINS)
+    for mdoc in members:
+        df[np.unique(mdoc)] += 1
+        h[ekern.length_bin(len(mdoc))] += 1
+    if not members:
+        return prior.copy(), float(prior.sum())
+    total = df.sum() + c * prior.sum()
+    s = brentq(lambda x: x * (oracle_d(h, 1.0, x) + c) - total, 1e-12, total / c, xtol=1e-14)
+    return (df + c * prior) / (oracle_d(h, 1.0, s) + c), float(s)
+
+
+def oracle_log_dcm(doc: list[int], beta: np.ndarray, s: float) -> float:
+    """log EDCM(x | β) with shape s (paper 002 eq. 2, n! and 1/x_w included)."""
+    words, counts = np.unique(doc, return_counts=True)
+    n = len(doc)
+    return float(
+        gammaln(n + 1) + gammaln(s) - gammaln(s + n) + (np.log(beta[words]) - np.log(counts)).sum()
+    )
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]), st.sampled_from([25.0, 45.0]))
+def test_long_documents_lean_on_the_corpus_prior_as_the_oracle_does(
+    seed: int, discount: float, mean_words: float
+) -> None:
+    """Documents averaging ``mean_words`` distinct words (r = 0.25 or 1 into the long-document
+    regime, which starts at 20): the clusters' prior is ``b_w = (c·b0 + c'·β⁰_w)/(c + c')``
+    with ``b0 = b0_short^(1−r)·b0_long^r``, ``c`` likewise linear in r, ``c' = r·c'_long`` and β⁰
+    the corpus EDCM (every live document as one cluster under the symmetric (b0, c)); the new
+    cluster's β is b."""
+    rng = np.random.default_rng(seed)
+    nv, b_short, c_short, b_long, c_long, c_max, u_lo = 300, 0.001, 5.0, 0.003, 40.0, 45.0, 20.0
+    model = EDCMMixture(EDCMConfig(prior=b_short, prior_docs=c_short, discount=discount,
+                                   alpha=0.5, alpha_scaling="none", rejuvenation_sweeps=0,
+                                   long_words=u_lo, long_prior=b_long, long_prior_docs=c_long,
+                                   background_docs=c_max))  # fmt: skip
+    model.bind_length_words(list(range(nv, nv + ekern.N_BINS)))
+    topics = [rng.choice(nv, 120, replace=False) for _ in range(3)]
+    span = int(mean_words)
+
+    def draw() -> list[int]:
+        t = topics[int(rng.integers(0, 3))]
+        ws = rng.choice(t, span, replace=False)
+        return [int(w) for w in np.concatenate([ws, rng.choice(ws, 5)])]
+
+    history = [draw() for _ in range(20)]
+
+    def as_batch(docs: list[list[int]]) -> DocBatch:
+        b = DocBatch.from_docs(docs, nv + ekern.N_BINS)
+        return DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+
+    stats = model.new_state()
+    known = np.array([i % 3 for i in range(len(history))], dtype=np.int64)
+    model.partial_fit(as_batch(history), stats, rng, known=known)
+    members: dict[int, list[list[int]]] = {0: [], 1: [], 2: []}
+    for doc, k in zip(history, known.tolist(), strict=True):
+        members[k].append(doc)
+    # the oracle's prior: the corpus as one cluster under the symmetric prior
+    u_bar = sum(len(set(d)) for d in history) / len(history)
+    r = min(max((u_bar - u_lo) / u_lo, 0.0), 1.0)
+    assert r > 0.0
+    b0 = b_short ** (1 - r) * b_long**r
+    c = c_short + r * (c_long - c_short)
+    c_bg = r * c_max
+    beta0, _ = oracle_fit(history, np.full(nv, b0), c, nv)
+    prior = (c * b0 + c_bg * beta0) / (c + c_bg)
+    doc = draw()
+    slots, p = model.seating_probabilities(
+        np.unique(doc), np.unique(doc, return_counts=True)[1], stats, nv
+    )
+    logits = []
+    for k in slots.tolist():
+        mem = members[int(stats.uid[k])]
+        beta, s = oracle_fit(mem, prior, c + c_bg, nv)
+        logits.append(math.log(len(mem) - discount) + oracle_log_dcm(doc, beta, s))
+    logits.append(math.log(0.5 + discount * 3) + oracle_log_dcm(doc, prior, float(prior.sum())))
+    q = np.exp(np.array(logits) - max(logits))
+    np.testing.assert_allclose(p, q / q.sum(), rtol=1e-6, atol=1e-12)
+
+
 @settings(deadline=None, max_examples=40)
 @given(st.integers(0, 10_000), st.floats(0.0, 0.6), st.sampled_from([0.001, 0.01, 0.1]))
 def test_linear_weights_are_the_exponentiated_log_weights(
@@ -182,8 +268,9 @@ def test_linear_weights_are_the_exponentiated_log_weights(
     for doc in random_docs(rng, 5):
         words = np.unique(doc).astype(np.int64)
         lp, wt = np.empty(kmax), np.empty(kmax)
+        cb = np.full(words.shape[0], cfg.prior_docs * b0)  # the symmetric prior's c·b0
         common = (stats.head, stats.nxt, stats.pk, stats.pc, kmax, stats.scale, cfg.prior_docs,
-                  b0, V * b0)  # fmt: skip
+                  cb, V * b0)  # fmt: skip
         lp_new = ekern.score_document(
             words, len(doc), lp, stats.alive, sh.shape, *common, math.log(0.7), discount
         )
