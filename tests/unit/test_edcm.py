@@ -520,3 +520,72 @@ def test_bursty_documents_stay_together_under_the_edcm_where_the_multinomial_fra
         nmi[likelihood] = clustering_scores([str(k) for k in labels], preds)["nmi"]
     assert nmi["edcm"] >= 0.9  # measured 0.967
     assert nmi["multinomial"] <= nmi["edcm"] - 0.2  # measured 0.523
+
+
+def long_articles(seed: int, n_docs: int) -> tuple[list[list[int]], list[str], int]:
+    """Articles of 80–300 tokens, 60 % of them function words every story shares (Zipfian over
+    300 words), the rest drawn from their story's 150 words; 8 stories; vocabulary 3,000."""
+    rng = np.random.default_rng(seed)
+    vocab, stories, n_fun = 3000, 8, 300
+    fun = 1.0 / np.arange(1, n_fun + 1)
+    fun /= fun.sum()
+    own = [rng.choice(np.arange(n_fun, vocab), 150, replace=False) for _ in range(stories)]
+    labels = rng.integers(0, stories, n_docs)
+    docs = []
+    for k in labels.tolist():
+        n = int(rng.integers(80, 300))
+        n_f = int(0.6 * n)
+        doc = np.concatenate([rng.choice(n_fun, n_f, p=fun), rng.choice(own[k], n - n_f)])
+        docs.append([int(w) for w in doc])
+    return docs, [str(k) for k in labels.tolist()], vocab
+
+
+@pytest.mark.parametrize("long_words", [0.0, 20.0])
+def test_long_articles_sharing_function_words_find_their_stories(long_words: float) -> None:
+    """Why the long-document prior exists: under the symmetric b0 a new cluster pays log b0 for
+    every function word an old cluster has seen, so one pass puts every article in the first
+    cluster; centred on the corpus, only the story words decide."""
+    docs, labels, vocab = long_articles(5, 1000)
+    model = stream_model(vocab, deterministic=True, long_words=long_words)
+    stats = model.new_state()
+    preds: list[int] = []
+    for i in range(0, len(docs), 256):
+        b = DocBatch.from_docs(docs[i : i + 256], vocab + ekern.N_BINS)
+        b = DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+        preds += model.partial_fit(b, stats, np.random.default_rng(i)).assignments.tolist()
+    nmi = clustering_scores(labels, preds)["nmi"]
+    if long_words == 0.0:  # the symmetric prior only (the long-document prior off)
+        assert nmi <= 0.1  # measured 0.0: one cluster
+    else:
+        assert nmi >= 0.95 and len(set(preds)) <= 12  # measured 1.0, 8 clusters
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), which=st.integers(0, 100))
+def test_refounding_under_the_corpus_prior_matches_reseating_without_the_member(
+    seed: int, which: int
+) -> None:
+    """``still_belongs`` with long documents: taking the member out re-centres the corpus prior
+    too, so the answer is MAP seating against the state fitted without it."""
+    docs, _, vocab = long_articles(seed, 12)
+    groups = [i % 3 for i in range(len(docs))]
+    d = which % len(docs)
+    model = stream_model(vocab, deterministic=True, rejuvenation_sweeps=0, alpha=0.5,
+                         alpha_scaling="none")  # fmt: skip
+
+    def as_batch(ds: list[list[int]]) -> DocBatch:
+        b = DocBatch.from_docs(ds, vocab + ekern.N_BINS)
+        return DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+
+    def fitted(skip: int | None) -> MultinomialStats:
+        keep = [i for i in range(len(docs)) if i != skip]
+        stats = model.new_state()
+        known = np.array([groups[i] for i in keep], dtype=np.int64)
+        model.partial_fit(as_batch([docs[i] for i in keep]), stats, np.random.default_rng(0),
+                          known=known)  # fmt: skip
+        return stats
+
+    member = as_batch([docs[d]])
+    got = model.refound_test(fitted(None), member)(groups[d], *member.doc(0))
+    seat = model.predict(member, fitted(d))
+    assert got == (int(seat[0]) == groups[d])
