@@ -88,7 +88,8 @@ def main() -> None:
     p.add_argument("--prior", type=float, default=0.001)
     p.add_argument("--prior-docs", type=float, default=5.0)
     p.add_argument("--discount", type=float, default=0.5)
-    p.add_argument("--long-words", type=float, default=20.0, help="0: symmetric prior only")
+    p.add_argument("--long-words", type=float, default=40.0, help="0: symmetric prior only")
+    p.add_argument("--long-words-full", type=float, default=50.0)
     p.add_argument("--long-prior", type=float, default=0.003)
     p.add_argument("--long-prior-docs", type=float, default=40.0)
     p.add_argument("--background-docs", type=float, default=40.0)
@@ -99,7 +100,8 @@ def main() -> None:
     cfg = EDCMConfig(
         alpha=a.alpha, prior=a.prior, prior_docs=a.prior_docs, discount=a.discount,
         deterministic=not a.sampled, background_docs=a.background_docs,
-        long_words=a.long_words, long_prior=a.long_prior, long_prior_docs=a.long_prior_docs,
+        long_words=a.long_words, long_words_full=a.long_words_full, long_prior=a.long_prior,
+        long_prior_docs=a.long_prior_docs,
     )  # fmt: skip
     t0 = time.perf_counter()
     preds, diag = run(docs, cfg, a.batch_size, a.diagnose)

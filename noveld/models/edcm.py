@@ -43,11 +43,13 @@ class EDCMConfig(DPMMConfig):
     (``prior``) and its weight in documents (``prior_docs``, c) for short texts, and the
     long-document prior (``long_prior``, ``long_prior_docs`` and the corpus EDCM's weight
     ``background_docs``, c') it moves to as the corpus's documents average from
-    ``long_words`` to twice as many distinct words (:func:`long_share`). ``beta`` is unused."""
+    ``long_words`` to ``long_words_full`` distinct words (:func:`long_share`). ``beta`` is
+    unused."""
 
     prior: float = 0.001
     prior_docs: float = 5.0
-    long_words: float = 20.0  # u_lo: the long-document prior ramps in over ū in [u_lo, 2·u_lo]
+    long_words: float = 40.0  # u_lo: the long-document prior ramps in over ū in [u_lo, u_hi]
+    long_words_full: float = 50.0  # u_hi
     long_prior: float = 0.003  # b0 of the long-document prior
     long_prior_docs: float = 40.0  # c of the long-document prior
     background_docs: float = 40.0  # c': the corpus EDCM's weight in the long-document prior
@@ -60,6 +62,8 @@ class EDCMConfig(DPMMConfig):
             raise ValueError("the EDCM prior and its weight in documents must be positive")
         if self.long_prior <= 0 or self.long_prior_docs <= 0 or self.background_docs < 0:
             raise ValueError("the EDCM long-document prior must be positive")
+        if self.long_words > 0 and self.long_words_full < self.long_words:
+            raise ValueError("long_words_full must be at least long_words")
 
         if self.merge or self.split:
             raise ValueError("merges and burst splits are not available with the EDCM")
@@ -80,14 +84,14 @@ class Prior:
         return self.const + self.slope * df
 
 
-def long_share(hist: np.ndarray, t: float, u_lo: float) -> float:
+def long_share(hist: np.ndarray, t: float, u_lo: float, u_hi: float) -> float:
     """How far the corpus is into the long-document regime: its mean distinct words per document
-    ``ū = t / Σ hist`` mapped to 0 at ``ū ≤ u_lo``, 1 at ``ū ≥ 2·u_lo``, linear between
+    ``ū = t / Σ hist`` mapped to 0 at ``ū ≤ u_lo``, 1 at ``ū ≥ u_hi``, linear between
     (``u_lo ≤ 0``: always 0)."""
     docs = float(hist.sum())
     if u_lo <= 0.0 or docs <= 0.0:
         return 0.0
-    return min(max((t / docs - u_lo) / u_lo, 0.0), 1.0)
+    return min(max((t / docs - u_lo) / max(u_hi - u_lo, 1e-9), 0.0), 1.0)
 
 
 def background_prior(
@@ -193,7 +197,7 @@ class EDCMMixture(DPMM):
         """:func:`background_prior` of a corpus (length histogram ``hist``, ``t`` (document,
         distinct word) pairs, true counts) under this model's settings."""
         cfg = self.config
-        r = long_share(hist, t, cfg.long_words)
+        r = long_share(hist, t, cfg.long_words, cfg.long_words_full)
         if r <= 0.0:
             return background_prior(hist, t, n_words, cfg.prior, cfg.prior_docs, 0.0)
         b0 = cfg.prior ** (1.0 - r) * cfg.long_prior**r

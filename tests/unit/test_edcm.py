@@ -198,16 +198,17 @@ def test_long_documents_lean_on_the_corpus_prior_as_the_oracle_does(
     seed: int, discount: float, mean_words: float
 ) -> None:
     """Documents averaging ``mean_words`` distinct words (r = 0.25 or 1 into the long-document
-    regime, which starts at 20): the clusters' prior is ``b_w = (c·b0 + c'·β⁰_w)/(c + c')``
+    regime, which runs from 20 to 40): the clusters' prior is ``b_w = (c·b0 + c'·β⁰_w)/(c + c')``
     with ``b0 = b0_short^(1−r)·b0_long^r``, ``c`` likewise linear in r, ``c' = r·c'_long`` and β⁰
     the corpus EDCM (every live document as one cluster under the symmetric (b0, c)); the new
     cluster's β is b."""
     rng = np.random.default_rng(seed)
-    nv, b_short, c_short, b_long, c_long, c_max, u_lo = 300, 0.001, 5.0, 0.003, 40.0, 45.0, 20.0
+    nv, b_short, c_short, b_long, c_long, c_max = 300, 0.001, 5.0, 0.003, 40.0, 45.0
+    u_lo, u_hi = 20.0, 40.0
     model = EDCMMixture(EDCMConfig(prior=b_short, prior_docs=c_short, discount=discount,
                                    alpha=0.5, alpha_scaling="none", rejuvenation_sweeps=0,
-                                   long_words=u_lo, long_prior=b_long, long_prior_docs=c_long,
-                                   background_docs=c_max))  # fmt: skip
+                                   long_words=u_lo, long_words_full=u_hi, long_prior=b_long,
+                                   long_prior_docs=c_long, background_docs=c_max))  # fmt: skip
     model.bind_length_words(list(range(nv, nv + ekern.N_BINS)))
     topics = [rng.choice(nv, 120, replace=False) for _ in range(3)]
     span = int(mean_words)
@@ -231,7 +232,7 @@ def test_long_documents_lean_on_the_corpus_prior_as_the_oracle_does(
         members[k].append(doc)
     # the oracle's prior: the corpus as one cluster under the symmetric prior
     u_bar = sum(len(set(d)) for d in history) / len(history)
-    r = min(max((u_bar - u_lo) / u_lo, 0.0), 1.0)
+    r = min(max((u_bar - u_lo) / (u_hi - u_lo), 0.0), 1.0)
     assert r > 0.0
     b0 = b_short ** (1 - r) * b_long**r
     c = c_short + r * (c_long - c_short)
@@ -540,7 +541,7 @@ def long_articles(seed: int, n_docs: int) -> tuple[list[list[int]], list[str], i
     return docs, [str(k) for k in labels.tolist()], vocab
 
 
-@pytest.mark.parametrize("long_words", [0.0, 20.0])
+@pytest.mark.parametrize("long_words", [0.0, 40.0])
 def test_long_articles_sharing_function_words_find_their_stories(long_words: float) -> None:
     """Why the long-document prior exists: under the symmetric b0 a new cluster pays log b0 for
     every function word an old cluster has seen, so one pass puts every article in the first
