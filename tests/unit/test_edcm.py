@@ -590,3 +590,20 @@ def test_refounding_under_the_corpus_prior_matches_reseating_without_the_member(
     got = model.refound_test(fitted(None), member)(groups[d], *member.doc(0))
     seat = model.predict(member, fitted(d))
     assert got == (int(seat[0]) == groups[d])
+
+
+def test_log_predictive_of_a_first_long_document_is_the_corpus_prior_edcm() -> None:
+    """The first batch's prior is centred on the batch itself: a lone long document's predictive
+    is the EDCM at ``b_w = (c·b0 + c'·β⁰_w)/(c + c')``, β⁰ fitted to that document."""
+    docs, _, vocab = long_articles(3, 1)
+    doc = docs[0]
+    b0, c, c_bg = 0.003, 40.0, 40.0
+    model = stream_model(vocab, alpha_scaling="none", long_prior=b0, long_prior_docs=c,
+                         background_docs=c_bg)  # fmt: skip
+    b = DocBatch.from_docs([doc], vocab + ekern.N_BINS)
+    b = DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+    res = model.partial_fit(b, model.new_state(), np.random.default_rng(0))
+    beta0, _ = oracle_fit([doc], np.full(vocab, b0), c, vocab)
+    prior = (c * b0 + c_bg * beta0) / (c + c_bg)
+    want = oracle_log_dcm(doc, prior, float(prior.sum())) / len(doc)
+    assert res.log_predictive_per_token == pytest.approx(want, rel=1e-9)
