@@ -4,7 +4,9 @@ Another likelihood in the same CRP seating as the multinomial one; paper 002 eq.
 The EDCM approximates the Dirichlet compound multinomial: it scores *which* words a document
 uses, and a word repeated within a document costs little more than one occurrence — suited to
 long documents where words come in bursts. Cluster parameters are Elkan's fixed point smoothed
-toward a symmetric prior (:mod:`noveld.models.kernels.edcm`).
+toward a prior (:mod:`noveld.models.kernels.edcm`): the symmetric ``b0`` for short texts and, as
+the corpus's documents grow long, the corpus-wide EDCM (:func:`background_prior`), so that a new
+cluster predicts the words every document uses as well as an old one does.
 
 Storage reuses the count store: a document adds 1 to each of its distinct words (document
 frequencies) and 1 to a reserved length-bin entry (:func:`length_token`), so snapshots, the
@@ -38,10 +40,19 @@ def length_token(b: int) -> str:
 @dataclass(frozen=True)
 class EDCMConfig(DPMMConfig):
     """``dpmm`` with the EDCM likelihood: the DP mixture's settings plus the prior ``β_w = b0``
-    (``prior``) and its weight in documents (``prior_docs``, c). ``beta`` is unused."""
+    (``prior``) and its weight in documents (``prior_docs``, c) for short texts, and the
+    long-document prior (``long_prior``, ``long_prior_docs`` and the corpus EDCM's weight
+    ``background_docs``, c') it moves to as the corpus's documents average from
+    ``long_words`` to ``long_words_full`` distinct words (:func:`long_share`). ``beta`` is
+    unused."""
 
     prior: float = 0.001
     prior_docs: float = 5.0
+    long_words: float = 40.0  # u_lo: the long-document prior ramps in over ū in [u_lo, u_hi]
+    long_words_full: float = 50.0  # u_hi
+    long_prior: float = 0.003  # b0 of the long-document prior
+    long_prior_docs: float = 40.0  # c of the long-document prior
+    background_docs: float = 40.0  # c': the corpus EDCM's weight in the long-document prior
     merge: bool = False  # merges and burst splits are multinomial moves (not for the EDCM yet)
     split: bool = False
 
@@ -49,17 +60,67 @@ class EDCMConfig(DPMMConfig):
         super().__post_init__()
         if self.prior <= 0 or self.prior_docs <= 0:
             raise ValueError("the EDCM prior and its weight in documents must be positive")
+        if self.long_prior <= 0 or self.long_prior_docs <= 0 or self.background_docs < 0:
+            raise ValueError("the EDCM long-document prior must be positive")
+        if self.long_words > 0 and self.long_words_full < self.long_words:
+            raise ValueError("long_words_full must be at least long_words")
+
         if self.merge or self.split:
             raise ValueError("merges and burst splits are not available with the EDCM")
 
 
 @dataclass(frozen=True)
+class Prior:
+    """The prior of every cluster's β: ``b_w = const + slope·df_w`` (df_w the live documents
+    containing w), ``total = Σ_w b_w`` (the new cluster's shape s0)."""
+
+    const: float
+    slope: float
+    total: float
+    docs: float  # C = c + c', the prior's weight in documents
+
+    def of(self, df: np.ndarray) -> np.ndarray:
+        """``b_w`` of words with document frequencies ``df``."""
+        return self.const + self.slope * df
+
+
+def long_share(hist: np.ndarray, t: float, u_lo: float, u_hi: float) -> float:
+    """How far the corpus is into the long-document regime: its mean distinct words per document
+    ``ū = t / Σ hist`` mapped to 0 at ``ū ≤ u_lo``, 1 at ``ū ≥ u_hi``, linear between
+    (``u_lo ≤ 0``: always 0)."""
+    docs = float(hist.sum())
+    if u_lo <= 0.0 or docs <= 0.0:
+        return 0.0
+    return min(max((t / docs - u_lo) / max(u_hi - u_lo, 1e-9), 0.0), 1.0)
+
+
+def background_prior(
+    hist: np.ndarray, t: float, n_words: int, b0: float, c: float, c_bg: float
+) -> Prior:
+    """The prior ``b_w = (c·b0 + c'·β⁰_w) / (c + c')``: ``c`` pseudo-documents of the symmetric
+    ``b0`` and ``c'`` of the corpus EDCM ``β⁰``, the smoothed fixed point of one cluster holding
+    every live document (length histogram ``hist``, true counts; ``t`` its (document, distinct
+    word) pairs). ``c' = 0`` is the symmetric prior."""
+    if c_bg <= 0.0 or t <= 0.0:
+        return Prior(b0, 0.0, n_words * b0, c)
+    total = t + c * n_words * b0
+    _, d = ekern.solve_shape(hist, _BIN_LENGTHS, 1.0, total, c, total / c)
+    whole = c + c_bg
+    const = (c * b0 + c_bg * c * b0 / (d + c)) / whole
+    slope = c_bg / ((d + c) * whole)
+    return Prior(const, slope, n_words * const + slope * t, whole)
+
+
+@dataclass(frozen=True)
 class Shapes:
     """Every slot's length histogram (raw) and its row of :func:`ekern.reshape`
-    (``s_k``, ``D_k`` and the two logarithms seating needs)."""
+    (``s_k``, ``D_k`` and the two logarithms seating needs), and the batch's prior."""
 
     hist: np.ndarray
     shape: np.ndarray
+    prior: Prior
+    corpus_hist: np.ndarray
+    corpus_t: float
 
 
 class EDCMMixture(DPMM):
@@ -106,18 +167,57 @@ class EDCMMixture(DPMM):
         )  # fmt: skip
         return view, bins_of
 
-    def shapes(self, stats: MultinomialStats, n_words: int) -> Shapes:
-        """Length histograms and solved shapes of every slot (read-only)."""
+    def shapes(
+        self, stats: MultinomialStats, n_words: int, batch: DocBatch | None = None
+    ) -> Shapes:
+        """Length histograms and solved shapes of every slot (read-only); the prior is centred
+        on the live documents and, when given, those of ``batch`` (about to be seated)."""
         cap = stats.m.shape[0]
         hist = np.zeros((cap, ekern.N_BINS))
         ekern.gather_histograms(self._bin_ids(), stats.head, stats.nxt, stats.pk, stats.pc, hist)
         shape = np.zeros((cap, ekern.SHAPE_COLUMNS))
         cfg = self.config
+        live = stats.alive[:cap].copy()
+        live[stats.kmax :] = False
+        g = stats.scale
+        corpus_hist = hist[live].sum(axis=0) * g
+        corpus_t = float(np.maximum(stats.ntok[live] - stats.m[live], 0.0).sum() * g)
+        if batch is not None:
+            for n in batch.lengths.tolist():
+                corpus_hist[ekern.length_bin(int(n))] += 1.0
+            corpus_t += batch.nnz
+        prior = self.prior_of_corpus(corpus_hist, corpus_t, n_words)
         ekern.solve_shapes(
-            hist, _BIN_LENGTHS, stats.m, stats.ntok, stats.alive, stats.kmax, stats.scale,
-            cfg.prior_docs, n_words * cfg.prior, cfg.discount, shape,
+            hist, _BIN_LENGTHS, stats.m, stats.ntok, stats.alive, stats.kmax, g,
+            prior.docs, prior.total, cfg.discount, shape,
         )  # fmt: skip
-        return Shapes(hist, shape)
+        return Shapes(hist, shape, prior, corpus_hist, corpus_t)
+
+    def prior_of_corpus(self, hist: np.ndarray, t: float, n_words: int) -> Prior:
+        """:func:`background_prior` of a corpus (length histogram ``hist``, ``t`` (document,
+        distinct word) pairs, true counts) under this model's settings."""
+        cfg = self.config
+        r = long_share(hist, t, cfg.long_words, cfg.long_words_full)
+        if r <= 0.0:
+            return background_prior(hist, t, n_words, cfg.prior, cfg.prior_docs, 0.0)
+        b0 = cfg.prior ** (1.0 - r) * cfg.long_prior**r
+        c = cfg.prior_docs + r * (cfg.long_prior_docs - cfg.prior_docs)
+        return background_prior(hist, t, n_words, b0, c, r * cfg.background_docs)
+
+    @staticmethod
+    def document_frequencies(stats: MultinomialStats, words: np.ndarray) -> np.ndarray:
+        """How many live documents contain each of ``words`` (one walk of their postings)."""
+        df = np.zeros(words.shape[0])
+        ekern.document_frequencies(
+            words, stats.head, stats.nxt, stats.pk, stats.pc, stats.alive, stats.scale, df
+        )
+        return df
+
+    def pseudo_counts(self, stats: MultinomialStats, prior: Prior, words: np.ndarray) -> np.ndarray:
+        """``c·b_w`` of each of ``words`` under ``prior``."""
+        if prior.slope > 0.0:
+            return prior.docs * prior.of(self.document_frequencies(stats, words))
+        return np.full(words.shape[0], prior.docs * prior.const)
 
     # ---- the step -------------------------------------------------------------------------
     def partial_fit(
@@ -140,7 +240,13 @@ class EDCMMixture(DPMM):
         stats.decay(f)
         stats.reserve(nb * (1 + sweeps), view.nnz * (1 + sweeps), view.vocab_size)
         stats.fresh[:] = False
-        sh = self.shapes(stats, batch.n_words)
+        sh = self.shapes(stats, batch.n_words, batch)
+        if sh.prior.slope > 0.0:
+            in_batch = np.bincount(batch.words, minlength=view.vocab_size).astype(np.float64)
+            df = self.document_frequencies(stats, view.words) + in_batch[view.words]
+            doc_cb = sh.prior.docs * sh.prior.of(df)
+        else:
+            doc_cb = np.full(view.nnz, sh.prior.docs * sh.prior.const)
         uniforms = rng.random(nb * (1 + sweeps))
         assign = np.empty(nb, dtype=np.int64)
         log_norm = np.empty(nb)
@@ -148,8 +254,9 @@ class EDCMMixture(DPMM):
         lp = np.empty(stats.m.shape[0])
         ekern.seat_batch(
             view.ptr, view.words, view.counts, view.lengths, batch.lengths, bins_of, uniforms,
-            sweeps, self.log_alpha(nb), cfg.prior_docs, cfg.prior, batch.n_words,
-            cfg.deterministic, stats.scale, cfg.discount, stats.m, stats.ntok, stats.alive,
+            sweeps, self.log_alpha(nb), sh.prior.docs, doc_cb, sh.prior.total,
+            cfg.deterministic,
+            stats.scale, cfg.discount, stats.m, stats.ntok, stats.alive,
             stats.fresh, stats.uid, stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack,
             stats.ictl, sh.hist, _BIN_LENGTHS, sh.shape, lp, assign, log_norm, margin, forced,
         )  # fmt: skip
@@ -159,23 +266,26 @@ class EDCMMixture(DPMM):
         advance_documents(stats, nb, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
         delta = self._delta(view, uids, f, born, retired, [], stats)
         total_mass = float(stats.m[stats.alive].sum() * stats.scale) - nb
-        lpt = self._edcm_log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb)
+        is_word = np.ones(view.nnz, dtype=np.bool_)
+        is_word[view.ptr[1:] - 1] = False
+        log_cb = float(np.log(doc_cb[is_word]).sum())
+        lpt = self._edcm_log_predictive_per_token(batch, log_norm, max(total_mass, 0.0), nb, log_cb)
         return BatchResult(uids.copy(), born, retired, delta, lpt)
 
     def _edcm_log_predictive_per_token(
-        self, batch: DocBatch, log_norm: np.ndarray, prior_mass: float, nb: int
+        self, batch: DocBatch, log_norm: np.ndarray, prior_mass: float, nb: int, log_cb: float
     ) -> float:
         """Mean log p(document | model before it) per token, from the first-pass normalisers:
-        the seating weights omit ``log n! − Σ_w log x_w + u·log(c·b0)`` and the CRP's M + α."""
+        the seating weights omit ``log n! − Σ_w log x_w + Σ_w log(c·b_w)`` (``log_cb``, over
+        the batch's (document, word) pairs) and the CRP's M + α."""
         tokens = float(batch.lengths.sum())
         if tokens == 0:
             return float("nan")
-        cfg = self.config
         lengths = batch.lengths.astype(np.float64)
         omitted = float(
             sum(math.lgamma(n + 1.0) for n in lengths.tolist())
             - np.log(batch.counts.astype(np.float64)).sum()
-            + batch.nnz * math.log(cfg.prior_docs * cfg.prior)
+            + log_cb
         )
         alpha = math.exp(self.log_alpha(nb))
         norm = np.log(prior_mass + np.arange(nb) + alpha).sum()
@@ -190,16 +300,21 @@ class EDCMMixture(DPMM):
         n: int,
         n_words: int,
         batch_size: int,
+        cb: np.ndarray | None = None,
     ) -> tuple[np.ndarray, float]:
         """Log seating weights of a document (distinct ``words``, ``n`` tokens) into every slot
-        below kmax, and the new-cluster weight (the kernel's formula)."""
+        below kmax, and the new-cluster weight (the kernel's formula); ``cb``: the words'
+        ``c·b_w`` when not those of ``sh.prior`` on the live state."""
         cfg = self.config
         kmax = stats.kmax
         lp = np.empty(max(kmax, 1))
+        w64 = words.astype(np.int64)
+        if cb is None:
+            cb = self.pseudo_counts(stats, sh.prior, w64)
         lp_new = ekern.score_document(
-            words.astype(np.int64), n, lp, stats.alive, sh.shape, stats.head, stats.nxt,
-            stats.pk, stats.pc, kmax, stats.scale, cfg.prior_docs, cfg.prior, n_words * cfg.prior,
-            self.log_alpha(batch_size), cfg.discount,
+            w64, n, lp, stats.alive, sh.shape, stats.head, stats.nxt, stats.pk, stats.pc, kmax,
+            stats.scale, sh.prior.docs, cb, sh.prior.total, self.log_alpha(batch_size),
+            cfg.discount,
         )  # fmt: skip
         return lp[:kmax], float(lp_new)
 
@@ -274,27 +389,45 @@ class EDCMMixture(DPMM):
         m_rest = stats.m[k] * g - 1.0
         if m_rest <= 0.0:
             return True  # its only member
-        n = int(counts.sum())
-        lp, lp_new = self.scores(stats, sh, words, n, n_words, batch_size)
-        # cluster k without the member: its histogram, T and document frequencies less one
-        row = sh.hist[k].copy()
-        row[ekern.length_bin(n)] -= 1.0 / g
-        t_rest = max((stats.ntok[k] - stats.m[k]) * g - words.shape[0], 0.0)
-        c, b0 = cfg.prior_docs, cfg.prior
-        s_k, d_k = ekern.solve_shape(
-            row, _BIN_LENGTHS, g, t_rest + c * n_words * b0, c, float(sh.shape[k, ekern.S])
-        )
+        n, u = int(counts.sum()), words.shape[0]
+        b = ekern.length_bin(n)
+        # the state without the member: cluster k's histogram, m, T and document frequencies
+        # less one, and the corpus prior re-centred without it; every shape re-solved
+        corpus_hist = sh.corpus_hist.copy()
+        corpus_hist[b] -= 1.0
+        prior = self.prior_of_corpus(corpus_hist, sh.corpus_t - u, n_words)
+        hist, m, ntok = sh.hist.copy(), stats.m.copy(), stats.ntok.copy()
+        hist[k, b] -= 1.0 / g
+        m[k] -= 1.0 / g
+        ntok[k] = max(ntok[k] - (u + 1) / g, 0.0)
+        if prior == sh.prior:  # the symmetric prior: only cluster k changes
+            shape = sh.shape.copy()
+            shape[k, ekern.S] = 0.0
+            ekern.reshape(
+                k, hist, _BIN_LENGTHS, m, ntok, g, prior.docs, prior.total, cfg.discount, shape
+            )
+        else:
+            shape = np.zeros_like(sh.shape)
+            ekern.solve_shapes(
+                hist, _BIN_LENGTHS, m, ntok, stats.alive, stats.kmax, g, prior.docs,
+                prior.total, cfg.discount, shape,
+            )  # fmt: skip
+        w64 = words.astype(np.int64)
+        df = self.document_frequencies(stats, w64) - 1.0
+        cb = prior.docs * prior.of(np.maximum(df, 0.0))
+        rest = Shapes(hist, shape, prior, corpus_hist, sh.corpus_t - u)
+        lp, lp_new = self.scores(stats, rest, w64, n, n_words, batch_size, cb)
         cw, cc = stats.word_counts(k)
         have = dict(zip(cw.tolist(), cc.tolist(), strict=True))
         loo = (
-            math.log(max(m_rest - cfg.discount, 1e-3))
-            - kern.log_rising(s_k, n)
-            - words.shape[0] * math.log(d_k + c)
+            shape[k, ekern.LOG_MASS]
+            - kern.log_rising(shape[k, ekern.S], n)
+            - u * shape[k, ekern.LOG_DC]
         )
-        for w in words.tolist():
+        for j, w in enumerate(words.tolist()):
             x = have.get(w, 0.0) - 1.0
             if x > 0.0:
-                loo += math.log1p(x / (c * b0))
+                loo += math.log1p(x / cb[j])
         return kern.keeps_its_seat(lp, lp.shape[0], k, loo, lp_new, stats.uid)
 
 

@@ -166,6 +166,93 @@ def test_seating_weights_equal_the_oracle_up_to_one_constant(
     np.testing.assert_allclose(p, q / q.sum(), rtol=1e-7, atol=1e-12)
 
 
+def oracle_fit(
+    members: list[list[int]], prior: np.ndarray, c: float, nv: int
+) -> tuple[np.ndarray, float]:
+    """(β, s) of a cluster: the smoothed fixed point toward per-word prior ``prior`` (b_w) with
+    ``c`` pseudo-documents, solved from scratch by brentq (the prior itself for none)."""
+    df = np.zeros(nv)
+    h = np.zeros(ekern.N_BINS)
+    for mdoc in members:
+        df[np.unique(mdoc)] += 1
+        h[ekern.length_bin(len(mdoc))] += 1
+    if not members:
+        return prior.copy(), float(prior.sum())
+    total = df.sum() + c * prior.sum()
+    s = brentq(lambda x: x * (oracle_d(h, 1.0, x) + c) - total, 1e-12, total / c, xtol=1e-14)
+    return (df + c * prior) / (oracle_d(h, 1.0, s) + c), float(s)
+
+
+def oracle_log_dcm(doc: list[int], beta: np.ndarray, s: float) -> float:
+    """log EDCM(x | β) with shape s (paper 002 eq. 2, n! and 1/x_w included)."""
+    words, counts = np.unique(doc, return_counts=True)
+    n = len(doc)
+    return float(
+        gammaln(n + 1) + gammaln(s) - gammaln(s + n) + (np.log(beta[words]) - np.log(counts)).sum()
+    )
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]), st.sampled_from([25.0, 45.0]))
+def test_long_documents_lean_on_the_corpus_prior_as_the_oracle_does(
+    seed: int, discount: float, mean_words: float
+) -> None:
+    """Documents averaging ``mean_words`` distinct words (r = 0.25 or 1 into the long-document
+    regime, which runs from 20 to 40): the clusters' prior is ``b_w = (c·b0 + c'·β⁰_w)/(c + c')``
+    with ``b0 = b0_short^(1−r)·b0_long^r``, ``c`` likewise linear in r, ``c' = r·c'_long`` and β⁰
+    the corpus EDCM (every live document as one cluster under the symmetric (b0, c)); the new
+    cluster's β is b."""
+    rng = np.random.default_rng(seed)
+    nv, b_short, c_short, b_long, c_long, c_max = 300, 0.001, 5.0, 0.003, 40.0, 45.0
+    u_lo, u_hi = 20.0, 40.0
+    model = EDCMMixture(EDCMConfig(prior=b_short, prior_docs=c_short, discount=discount,
+                                   alpha=0.5, alpha_scaling="none", rejuvenation_sweeps=0,
+                                   long_words=u_lo, long_words_full=u_hi, long_prior=b_long,
+                                   long_prior_docs=c_long, background_docs=c_max))  # fmt: skip
+    model.bind_length_words(list(range(nv, nv + ekern.N_BINS)))
+    topics = [rng.choice(nv, 120, replace=False) for _ in range(3)]
+    span = int(mean_words)
+
+    def draw() -> list[int]:
+        t = topics[int(rng.integers(0, 3))]
+        ws = rng.choice(t, span, replace=False)
+        return [int(w) for w in np.concatenate([ws, rng.choice(ws, 5)])]
+
+    history = [draw() for _ in range(20)]
+
+    def as_batch(docs: list[list[int]]) -> DocBatch:
+        b = DocBatch.from_docs(docs, nv + ekern.N_BINS)
+        return DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+
+    stats = model.new_state()
+    known = np.array([i % 3 for i in range(len(history))], dtype=np.int64)
+    model.partial_fit(as_batch(history), stats, rng, known=known)
+    members: dict[int, list[list[int]]] = {0: [], 1: [], 2: []}
+    for doc, k in zip(history, known.tolist(), strict=True):
+        members[k].append(doc)
+    # the oracle's prior: the corpus as one cluster under the symmetric prior
+    u_bar = sum(len(set(d)) for d in history) / len(history)
+    r = min(max((u_bar - u_lo) / (u_hi - u_lo), 0.0), 1.0)
+    assert r > 0.0
+    b0 = b_short ** (1 - r) * b_long**r
+    c = c_short + r * (c_long - c_short)
+    c_bg = r * c_max
+    beta0, _ = oracle_fit(history, np.full(nv, b0), c, nv)
+    prior = (c * b0 + c_bg * beta0) / (c + c_bg)
+    doc = draw()
+    slots, p = model.seating_probabilities(
+        np.unique(doc), np.unique(doc, return_counts=True)[1], stats, nv
+    )
+    logits = []
+    for k in slots.tolist():
+        mem = members[int(stats.uid[k])]
+        beta, s = oracle_fit(mem, prior, c + c_bg, nv)
+        logits.append(math.log(len(mem) - discount) + oracle_log_dcm(doc, beta, s))
+    logits.append(math.log(0.5 + discount * 3) + oracle_log_dcm(doc, prior, float(prior.sum())))
+    q = np.exp(np.array(logits) - max(logits))
+    np.testing.assert_allclose(p, q / q.sum(), rtol=1e-6, atol=1e-12)
+
+
 @settings(deadline=None, max_examples=40)
 @given(st.integers(0, 10_000), st.floats(0.0, 0.6), st.sampled_from([0.001, 0.01, 0.1]))
 def test_linear_weights_are_the_exponentiated_log_weights(
@@ -182,8 +269,9 @@ def test_linear_weights_are_the_exponentiated_log_weights(
     for doc in random_docs(rng, 5):
         words = np.unique(doc).astype(np.int64)
         lp, wt = np.empty(kmax), np.empty(kmax)
+        cb = np.full(words.shape[0], cfg.prior_docs * b0)  # the symmetric prior's c·b0
         common = (stats.head, stats.nxt, stats.pk, stats.pc, kmax, stats.scale, cfg.prior_docs,
-                  b0, V * b0)  # fmt: skip
+                  cb, V * b0)  # fmt: skip
         lp_new = ekern.score_document(
             words, len(doc), lp, stats.alive, sh.shape, *common, math.log(0.7), discount
         )
@@ -433,3 +521,89 @@ def test_bursty_documents_stay_together_under_the_edcm_where_the_multinomial_fra
         nmi[likelihood] = clustering_scores([str(k) for k in labels], preds)["nmi"]
     assert nmi["edcm"] >= 0.9  # measured 0.967
     assert nmi["multinomial"] <= nmi["edcm"] - 0.2  # measured 0.523
+
+
+def long_articles(seed: int, n_docs: int) -> tuple[list[list[int]], list[str], int]:
+    """Articles of 80–300 tokens, 60 % of them function words every story shares (Zipfian over
+    300 words), the rest drawn from their story's 150 words; 8 stories; vocabulary 3,000."""
+    rng = np.random.default_rng(seed)
+    vocab, stories, n_fun = 3000, 8, 300
+    fun = 1.0 / np.arange(1, n_fun + 1)
+    fun /= fun.sum()
+    own = [rng.choice(np.arange(n_fun, vocab), 150, replace=False) for _ in range(stories)]
+    labels = rng.integers(0, stories, n_docs)
+    docs = []
+    for k in labels.tolist():
+        n = int(rng.integers(80, 300))
+        n_f = int(0.6 * n)
+        doc = np.concatenate([rng.choice(n_fun, n_f, p=fun), rng.choice(own[k], n - n_f)])
+        docs.append([int(w) for w in doc])
+    return docs, [str(k) for k in labels.tolist()], vocab
+
+
+@pytest.mark.parametrize("long_words", [0.0, 40.0])
+def test_long_articles_sharing_function_words_find_their_stories(long_words: float) -> None:
+    """Why the long-document prior exists: under the symmetric b0 a new cluster pays log b0 for
+    every function word an old cluster has seen, so one pass puts every article in the first
+    cluster; centred on the corpus, only the story words decide."""
+    docs, labels, vocab = long_articles(5, 1000)
+    model = stream_model(vocab, deterministic=True, long_words=long_words)
+    stats = model.new_state()
+    preds: list[int] = []
+    for i in range(0, len(docs), 256):
+        b = DocBatch.from_docs(docs[i : i + 256], vocab + ekern.N_BINS)
+        b = DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+        preds += model.partial_fit(b, stats, np.random.default_rng(i)).assignments.tolist()
+    nmi = clustering_scores(labels, preds)["nmi"]
+    if long_words == 0.0:  # the symmetric prior only (the long-document prior off)
+        assert nmi <= 0.1  # measured 0.0: one cluster
+    else:
+        assert nmi >= 0.95 and len(set(preds)) <= 12  # measured 1.0, 8 clusters
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), which=st.integers(0, 100))
+def test_refounding_under_the_corpus_prior_matches_reseating_without_the_member(
+    seed: int, which: int
+) -> None:
+    """``still_belongs`` with long documents: taking the member out re-centres the corpus prior
+    too, so the answer is MAP seating against the state fitted without it."""
+    docs, _, vocab = long_articles(seed, 12)
+    groups = [i % 3 for i in range(len(docs))]
+    d = which % len(docs)
+    model = stream_model(vocab, deterministic=True, rejuvenation_sweeps=0, alpha=0.5,
+                         alpha_scaling="none")  # fmt: skip
+
+    def as_batch(ds: list[list[int]]) -> DocBatch:
+        b = DocBatch.from_docs(ds, vocab + ekern.N_BINS)
+        return DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+
+    def fitted(skip: int | None) -> MultinomialStats:
+        keep = [i for i in range(len(docs)) if i != skip]
+        stats = model.new_state()
+        known = np.array([groups[i] for i in keep], dtype=np.int64)
+        model.partial_fit(as_batch([docs[i] for i in keep]), stats, np.random.default_rng(0),
+                          known=known)  # fmt: skip
+        return stats
+
+    member = as_batch([docs[d]])
+    got = model.refound_test(fitted(None), member)(groups[d], *member.doc(0))
+    seat = model.predict(member, fitted(d))
+    assert got == (int(seat[0]) == groups[d])
+
+
+def test_log_predictive_of_a_first_long_document_is_the_corpus_prior_edcm() -> None:
+    """The first batch's prior is centred on the batch itself: a lone long document's predictive
+    is the EDCM at ``b_w = (c·b0 + c'·β⁰_w)/(c + c')``, β⁰ fitted to that document."""
+    docs, _, vocab = long_articles(3, 1)
+    doc = docs[0]
+    b0, c, c_bg = 0.003, 40.0, 40.0
+    model = stream_model(vocab, alpha_scaling="none", long_prior=b0, long_prior_docs=c,
+                         background_docs=c_bg)  # fmt: skip
+    b = DocBatch.from_docs([doc], vocab + ekern.N_BINS)
+    b = DocBatch(b.ptr, b.words, b.counts, b.lengths, b.vocab_size, ekern.N_BINS)
+    res = model.partial_fit(b, model.new_state(), np.random.default_rng(0))
+    beta0, _ = oracle_fit([doc], np.full(vocab, b0), c, vocab)
+    prior = (c * b0 + c_bg * beta0) / (c + c_bg)
+    want = oracle_log_dcm(doc, prior, float(prior.sum())) / len(doc)
+    assert res.log_predictive_per_token == pytest.approx(want, rel=1e-9)

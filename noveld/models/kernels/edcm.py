@@ -13,19 +13,21 @@ true = raw × g):
   document, :func:`length_bin`) and is gathered into a dense (clusters × bins) array per batch.
 
 Parameters of cluster k: Elkan's maximum-likelihood fixed point ``β_w = df_w / Σ_d [ψ(s+n_d) −
-ψ(s)]`` smoothed toward the symmetric prior ``β_w = b0`` by ``c`` pseudo-documents::
+ψ(s)]`` smoothed toward a prior ``β_w = b_w`` by ``c`` pseudo-documents::
 
-    β_kw = (df_kw + c·b0) / (D_k(s_k) + c),   D_k(s) = Σ_b h_kb [ψ(s + n_b) − ψ(s)],
-    s_k  = Σ_w β_kw = (T_k + c·V·b0) / (D_k(s_k) + c)          (solved by :func:`solve_shape`)
+    β_kw = (df_kw + c·b_w) / (D_k(s_k) + c),   D_k(s) = Σ_b h_kb [ψ(s + n_b) − ψ(s)],
+    s_k  = Σ_w β_kw = (T_k + c·Σ_w b_w) / (D_k(s_k) + c)      (solved by :func:`solve_shape`)
 
-An empty cluster has ``β_w = b0`` for every word and ``s = V·b0``: the new-cluster predictive.
-Seating (the CRP of :mod:`~noveld.models.kernels.multinomial`, Pitman–Yor discount included)::
+``b_w`` is the symmetric ``b0`` or, for long documents, leans on the corpus EDCM
+(:mod:`noveld.models.edcm`); the kernels take ``c·b_w`` per word and ``Σ_w b_w``. An empty
+cluster has ``β_w = b_w`` and ``s = Σ_w b_w = s0``: the new-cluster predictive. Seating (the CRP
+of :mod:`~noveld.models.kernels.multinomial`, Pitman–Yor discount included)::
 
     log p(z=k)   = log(m_k − d) + log Γ(s_k)/Γ(s_k+n) + Σ_{w∈x} log β_kw
-    log p(z=new) = log(α + d·K) + log Γ(s0)/Γ(s0+n) + u·log b0
+    log p(z=new) = log(α + d·K) + log Γ(s0)/Γ(s0+n) + Σ_{w∈x} log b_w
 
-written relative to ``log n! − Σ_w log x_w + u·log(c·b0)`` (the same for every option), so a
-word only costs the clusters in its postings.
+written relative to ``log n! − Σ_w log x_w + Σ_{w∈x} log(c·b_w)`` (the same for every option), so
+a word only costs the clusters in its postings.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ def shape_terms(hist: np.ndarray, lengths: np.ndarray, g: float, s: float) -> tu
 def solve_shape(
     hist: np.ndarray, lengths: np.ndarray, g: float, total: float, c: float, s0: float
 ) -> tuple[float, float]:
-    """``(s, D(s))`` solving ``s·(D(s) + c) = total`` with ``total = T + c·V·b0`` (module
+    """``(s, D(s))`` solving ``s·(D(s) + c) = total`` with ``total = T + c·Σ_w b_w`` (module
     docstring). The left side rises from ``m`` (s → 0) to infinity, so the root is unique; it
     lies in ``(0, total/c]``. Newton on log s from ``s0``, falling back to bisection (in log s)
     whenever a step leaves the bracket."""
@@ -196,16 +198,17 @@ def score_document(
     kmax: int,
     g: float,
     c: float,
-    b0: float,
+    cb: np.ndarray,
     s0: float,
     log_alpha_new: float,
     discount: float,
 ) -> float:
     """Fill ``lp[:kmax]`` with log seating weights of a document with distinct words ``words``
     and ``n`` tokens; return the new-cluster weight (module docstring; dead slots get −inf).
-    ``shape`` holds each live slot's row of :func:`reshape`, so a cluster costs one logarithm."""
+    ``cb[j]`` is ``c·b_w`` of ``words[j]`` (the prior's pseudo-count of the word) and ``s0``
+    the prior's ``Σ_w b_w``. ``shape`` holds each live slot's row of :func:`reshape`, so a
+    cluster costs one logarithm."""
     u = words.shape[0]
-    cb0 = c * b0
     n_alive = 0
     for k in range(kmax):
         if alive[k]:
@@ -223,7 +226,7 @@ def score_document(
             k = pk[e]
             x = pc[e] * g
             if x > 0.0 and alive[k]:
-                lp[k] += math.log1p(x / cb0)
+                lp[k] += math.log1p(x / cb[j])
             e = nxt[e]
     a_new = math.exp(log_alpha_new) + discount * n_alive
     return math.log(a_new) - log_rising(s0, n) - u * math.log(c)
@@ -243,7 +246,7 @@ def score_document_linear(
     kmax: int,
     g: float,
     c: float,
-    b0: float,
+    cb: np.ndarray,
     s0: float,
     alpha_new: float,
     discount: float,
@@ -253,7 +256,6 @@ def score_document_linear(
     ``(D_k + c)^u`` are products of at most 16 factors each, so a cluster costs no logarithm
     and every weight stays within float64 range, as in the multinomial kernel."""
     u = words.shape[0]
-    cb0 = c * b0
     n_alive = 0
     for k in range(kmax):
         if alive[k]:
@@ -279,7 +281,7 @@ def score_document_linear(
             k = pk[e]
             x = pc[e] * g
             if x > 0.0 and alive[k]:
-                wt[k] *= 1.0 + x / cb0
+                wt[k] *= 1.0 + x / cb[j]
             e = nxt[e]
     rising = 1.0
     for i in range(n):
@@ -327,8 +329,8 @@ def seat_batch(
     n_sweeps: int,
     log_alpha: float,
     c: float,
-    b0: float,
-    n_words: int,
+    doc_cb: np.ndarray,
+    sb: float,
     deterministic: bool,
     g: float,
     discount: float,
@@ -358,21 +360,24 @@ def seat_batch(
     Document d's entries ``doc_ptr[d]:doc_ptr[d+1]`` are its distinct words followed by its
     length-bin entry, each with count 1 (``doc_ones``); ``doc_entries[d]`` is their number (what
     ``ntok`` counts), ``doc_tokens[d]`` its length n and ``doc_bin[d]`` its histogram bin.
-    ``hist`` and ``shape`` (from :func:`solve_shapes`) are kept current as documents move.
-    Outputs as in the multinomial kernel.
+    ``doc_cb`` holds ``c·b_w`` of each entry (the length-bin entry's is unused) and ``sb`` the
+    prior's ``Σ_w b_w``, both fixed for the batch. ``hist`` and
+    ``shape`` (from :func:`solve_shapes`) are kept current as documents move. Outputs as in the
+    multinomial kernel.
     """
     nb = doc_tokens.shape[0]
     out = np.empty(2)
     weight = 1.0 / g
     alpha_new = math.exp(log_alpha)
-    vb0 = n_words * b0
-    s0 = vb0
+    vb0 = sb
+    s0 = sb
     u_i = 0
     for sweep in range(n_sweeps + 1):
         for d in range(nb):
             entries = doc_words[doc_ptr[d] : doc_ptr[d + 1]]
             ones = doc_ones[doc_ptr[d] : doc_ptr[d + 1]]
             words = entries[:-1]
+            cb = doc_cb[doc_ptr[d] : doc_ptr[d + 1] - 1]
             n = doc_tokens[d]
             b = doc_bin[d]
             if sweep > 0 and forced[d] >= 0:
@@ -393,13 +398,13 @@ def seat_batch(
             kmax = ictl[KMAX]
             if n <= LINEAR_MAX_LEN:
                 w_new = score_document_linear(
-                    words, n, lp, alive, shape, head, nxt, pk, pc, kmax, g, c, b0, s0, alpha_new,
+                    words, n, lp, alive, shape, head, nxt, pk, pc, kmax, g, c, cb, s0, alpha_new,
                     discount,
                 )  # fmt: skip
                 k = choose_linear(lp, kmax, w_new, uniforms[u_i], deterministic, out, uid)
             else:
                 lp_new = score_document(
-                    words, n, lp, alive, shape, head, nxt, pk, pc, kmax, g, c, b0, s0, log_alpha,
+                    words, n, lp, alive, shape, head, nxt, pk, pc, kmax, g, c, cb, s0, log_alpha,
                     discount,
                 )  # fmt: skip
                 k = choose(lp, kmax, lp_new, uniforms[u_i], deterministic, out, uid)
@@ -444,3 +449,29 @@ def gather_histograms(
             if k < out.shape[0]:
                 out[k, b] += pc[e]
             e = nxt[e]
+
+
+@njit(cache=True)
+def document_frequencies(
+    words: np.ndarray,
+    head: np.ndarray,
+    nxt: np.ndarray,
+    pk: np.ndarray,
+    pc: np.ndarray,
+    alive: np.ndarray,
+    g: float,
+    out: np.ndarray,
+) -> None:
+    """``out[j]`` = true number of live documents containing ``words[j]`` (summed over the
+    live clusters' postings; words beyond the pool's vocabulary have none)."""
+    nv = head.shape[0]
+    for j in range(words.shape[0]):
+        w = words[j]
+        acc = 0.0
+        if w < nv:
+            e = head[w]
+            while e >= 0:
+                if alive[pk[e]]:
+                    acc += pc[e]
+                e = nxt[e]
+        out[j] = acc * g
