@@ -187,12 +187,13 @@ def _cmd_demo(ns: argparse.Namespace, settings_of: Callable[[argparse.Namespace]
     from noveld.synth import write_jsonl
 
     _refuse_input_flags(ns)
-    if getattr(ns, "likelihood", None) == "vmf":  # embeddings the demo generates itself
+    own_vectors = getattr(ns, "featurizer", None) in (None, "words")
+    if getattr(ns, "likelihood", None) == "vmf" and own_vectors:  # the demo makes embeddings
         ns.embedding_dim = ns.embedding_dim or DEMO_EMBEDDING_DIM
         ns.embedding_cosine = ns.embedding_cosine or SynthConfig().embedding_cosine
         ns.vmf_cosine = ns.vmf_cosine or ns.embedding_cosine  # the model told the truth
     settings = settings_of(ns)
-    vmf = settings.model.likelihood == "vmf"
+    vmf = settings.model.likelihood == "vmf" and settings.model.featurizer == "words"
     if settings.model.likelihood == "edcm":  # show the EDCM on what it is for: bursty documents
         ns.burstiness = 5.0 if ns.burstiness is None else ns.burstiness
         ns.doc_len = 60.0 if ns.doc_len is None else ns.doc_len

@@ -157,6 +157,7 @@ def evaluate_known(
     from pathlib import Path
 
     from noveld.connectors.decode import DecodeLimits, FieldNames, decode_record
+    from noveld.daemon.model_kinds import dense_dimension
     from noveld.daemon.pipeline import label_uid
     from noveld.eval.novelty import known_f1, split_known
     from noveld.schema import Document
@@ -164,10 +165,10 @@ def evaluate_known(
     # the truth as the pipeline reads it: a null label is no label, an invalid one (a boolean,
     # a float) makes an invalid record, left in the stream to be dead-lettered and not scored
     fields = FieldNames(**settings.fields.model_dump())
-    vmf = settings.model.likelihood == "vmf"
+    vectors = settings.model.likelihood in ("vmf", "hybrid")
     limits = DecodeLimits(
         max_doc_bytes=settings.limits.max_doc_bytes,
-        embedding_dim=settings.model.embedding_dim if vmf else None,
+        embedding_dim=dense_dimension(settings.model) if vectors else None,
     )
     raw_lines = Path(path).read_bytes().splitlines()
     labelled: list[tuple[int, str, str]] = []  # (line, doc id, label)

@@ -36,11 +36,15 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--gamma", "gamma", float, "hdp: category concentration γ (start value when resampled)"),
     ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α (start)"),
     ("--context-prior", "context_prior", float, "hdp: Dirichlet prior η of context values"),
-    ("--likelihood", "likelihood", str, "dpmm: multinomial (default) | edcm | vmf (embeddings)"),
+    ("--likelihood", "likelihood", str, "dpmm: multinomial (default) | edcm | vmf | hybrid"),
+    ("--featurizer", "featurizer", str, "words (default) | semantic (text → vector) | hybrid"),
+    ("--encoder-dim", "encoder_dim", int, "semantic, hybrid: the encoder's dimension (256)"),
     ("--edcm-prior", "edcm_prior", float, "edcm: symmetric prior b0 of each word's β (0.001)"),
     ("--edcm-prior-docs", "edcm_prior_docs", float, "edcm: the prior's weight in documents (5)"),
-    ("--embedding-dim", "embedding_dim", int, "vmf: the embeddings' dimension p (required)"),
+    ("--embedding-dim", "embedding_dim", int, "vmf, hybrid: the own embeddings' dimension p"),
     ("--vmf-cosine", "vmf_cosine", float, "vmf: typical member-to-mean cosine, sets κ (0.5)"),
+    ("--hybrid-cosine", "hybrid_cosine", float, "hybrid: the vectors' member-to-mean cosine (0.4)"),
+    ("--view-weight", "view_weight", float, "hybrid: the vector view's weight (64 / p, ≤ 1)"),
 )  # fmt: skip
 MODEL_FLAGS: tuple[Flag, ...] = tuple(
     flag(name, setting=f"model.{key}", dest=key, type=typ, help=help_)
@@ -103,9 +107,75 @@ def _accepted(_model: Any) -> str | None:
     return None
 
 
+#: the built-in encoder's model (``noveld.featurize.encoder.WORDLLAMA_MODEL``), named here so
+#: that settings load without the encoder's imports
+ENCODER_MODEL = "wordllama/l2_supercat"
+ENCODER_DIMENSIONS = (64, 128, 256)
+#: what the engines without a vector view would take to read one
+_NO_VECTORS = {
+    "svi": "vMF components in its natural-gradient step",
+    "hdp": "a vMF term per category",
+}
+
+
+def encoder_id(model: Any) -> str:
+    """The built-in encoder's model id at the configured dimension (as ``model_id`` says it)."""
+    return f"{ENCODER_MODEL}@{model.encoder_dim}"
+
+
+def dense_dimension(model: Any) -> int:
+    """The dimension of the documents' vectors: the encoder's under a semantic or hybrid
+    featurizer, else the documents' own embeddings' (0: none)."""
+    if model.featurizer != "words":
+        return int(model.encoder_dim)
+    return int(model.embedding_dim)
+
+
+def _featurizer_refusal(model: Any) -> str | None:
+    """Why the featurizer cannot feed this engine and likelihood, or None."""
+    if model.encoder_dim not in ENCODER_DIMENSIONS:
+        return f"model.encoder_dim is one of {ENCODER_DIMENSIONS}, not {model.encoder_dim}"
+    if model.featurizer == "words":
+        return None
+    if model.kind in _NO_VECTORS:
+        return (
+            f"--featurizer {model.featurizer} needs a vector view that --model {model.kind} "
+            f"does not have (it would take {_NO_VECTORS[model.kind]}); use --model dpmm "
+            "--likelihood vmf or hybrid, or --featurizer words"
+        )
+    if model.likelihood in ("multinomial", "edcm"):
+        return (
+            f"--likelihood {model.likelihood} reads words only: --featurizer "
+            f"{model.featurizer} needs --likelihood vmf or hybrid"
+        )
+    if model.embedding_dim not in (0, model.encoder_dim):
+        return (
+            f"model.embedding_dim {model.embedding_dim} differs from model.encoder_dim "
+            f"{model.encoder_dim}: documents' own embeddings stand in for the encoder's "
+            "vectors, so they must have its dimension"
+        )
+    return None
+
+
 def _vmf_dimension(model: Any) -> str | None:
-    if model.embedding_dim < 2:
-        return "likelihood 'vmf' needs model.embedding_dim (>= 2)"
+    if model.featurizer == "hybrid":
+        return "--likelihood vmf clusters vectors only: use --featurizer semantic"
+    if dense_dimension(model) < 2:
+        return (
+            "likelihood 'vmf' needs model.embedding_dim (>= 2), or --featurizer semantic "
+            "(vectors from the text)"
+        )
+    return None
+
+
+def _hybrid_views(model: Any) -> str | None:
+    if model.featurizer == "semantic":
+        return "--likelihood hybrid reads words too: use --featurizer hybrid"
+    if dense_dimension(model) < 2:
+        return (
+            "likelihood 'hybrid' needs vectors: --featurizer hybrid (from the text), or "
+            "model.embedding_dim (>= 2) for the documents' own embeddings"
+        )
     return None
 
 
@@ -171,6 +241,13 @@ KINDS: tuple[ModelKind, ...] = (
         fingerprint=("embedding_dim", "vmf_cosine"),
         refuses=_vmf_dimension,
     ),
+    ModelKind(
+        "dpmm",
+        "hybrid",
+        own=("embedding_dim", "hybrid_cosine", "view_weight"),
+        fingerprint=("embedding_dim", "hybrid_cosine", "view_weight"),
+        refuses=_hybrid_views,
+    ),
 )
 
 
@@ -189,12 +266,29 @@ def refusal(model: Model) -> str | None:
             dict.fromkeys(k.kind for k in KINDS if k.likelihood == model.likelihood)
         )
         return f"likelihood {model.likelihood!r} is a {engines} option, not {model.kind!r}"
-    return kind.refuses(model)
+    return _featurizer_refusal(model) or kind.refuses(model)
 
 
 def kind_fingerprint(model: Model) -> dict[str, Any]:
-    """The settings of this kind that shape its stored statistics (its fingerprint's part)."""
-    return {key: getattr(model, key) for key in kind_of(model).fingerprint}
+    """The settings of this kind that shape its stored statistics (its fingerprint's part):
+    ``embedding_dim`` is the vectors' dimension, whoever makes them."""
+    own = {
+        key: dense_dimension(model) if key == "embedding_dim" else getattr(model, key)
+        for key in kind_of(model).fingerprint
+    }
+    return own | featurizer_fingerprint(model)
+
+
+def featurizer_fingerprint(model: Any) -> dict[str, Any]:
+    """The featurizer and its encoder, when they are not the default words (the words'
+    fingerprint predates them and stays as it was)."""
+    if model.featurizer == "words":
+        return {}
+    return {
+        "featurizer": model.featurizer,
+        "encoder": encoder_id(model),
+        "encoder_dim": model.encoder_dim,
+    }
 
 
 def restricted_settings() -> Iterator[str]:

@@ -13,11 +13,13 @@ from typing import cast
 
 import numpy as np
 
+from noveld.daemon.model_kinds import dense_dimension
 from noveld.daemon.settings import ModelSettings, Settings
 from noveld.models.base import ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
 from noveld.models.hdp import HDP, HDPConfig, topic_token
+from noveld.models.hybrid import HybridConfig, HybridMixture
 from noveld.models.kernels.edcm import N_BINS as EDCM_LENGTH_BINS
 from noveld.models.svi import SVI, SVIConfig
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
@@ -46,8 +48,10 @@ class ModelVariant:
     bind_reserved: Callable[[ClusterModel, VocabList, ReserveIds], None] = _no_reserved
     #: the novelty tracker's member features; None: each document's word ids and counts
     member_features: MemberFeatures | None = None
-    #: documents are clustered by their embedding (not their words)
+    #: documents are clustered by their vector (an embedding, or the encoder's)
     embeddings: bool = False
+    #: ... and by their words as well (a document with either is clustered)
+    words: bool = False
     #: the model can read documents' categorical context fields (``model.use_context``)
     context: bool = False
 
@@ -124,7 +128,19 @@ def _build_edcm(settings: Settings) -> ClusterModel:
 def _build_vmf(settings: Settings) -> ClusterModel:
     m = settings.model
     base = replace(model_config(settings), merge=False, split=False)
-    return VMFMixture(VMFConfig(**base.__dict__, dimension=m.embedding_dim, cosine=m.vmf_cosine))
+    return VMFMixture(VMFConfig(**base.__dict__, dimension=dense_dimension(m), cosine=m.vmf_cosine))
+
+
+def _build_hybrid(settings: Settings) -> ClusterModel:
+    m = settings.model
+    return HybridMixture(
+        HybridConfig(
+            **replace(model_config(settings), split=False).__dict__,
+            dimension=dense_dimension(m),
+            cosine=m.hybrid_cosine,
+            view_weight=m.view_weight,
+        )
+    )
 
 
 def _hdp_reserved(model: ClusterModel, vocab: VocabList, reserve: ReserveIds) -> None:
@@ -135,7 +151,8 @@ def _hdp_reserved(model: ClusterModel, vocab: VocabList, reserve: ReserveIds) ->
 
 
 def _vmf_reserved(model: ClusterModel, vocab: VocabList, reserve: ReserveIds) -> None:
-    """Embedding dimensions are not counted as words; each has a pair of reserved entries."""
+    """Embedding dimensions are not counted as words; each has a pair of reserved entries
+    (the vmf and hybrid likelihoods)."""
     vmf = cast(VMFMixture, model)
     vmf.uncounted_words = lambda: uncounted_ids(vocab())
     pairs = [dimension_tokens(j) for j in range(vmf.config.dimension)]
@@ -150,6 +167,7 @@ def _edcm_reserved(model: ClusterModel, vocab: VocabList, reserve: ReserveIds) -
 
 
 def _vmf_members(model: ClusterModel, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
+    """A member's vector (vmf), or its words and vector (hybrid: its own override)."""
     return cast(VMFMixture, model).member_features(batch)
 
 
@@ -161,6 +179,15 @@ VARIANTS: dict[tuple[str, str], ModelVariant] = {
         ModelVariant("hdp", "multinomial", _build_hdp, _hdp_reserved, context=True),
         ModelVariant("dpmm", "edcm", _build_edcm, _edcm_reserved),
         ModelVariant("dpmm", "vmf", _build_vmf, _vmf_reserved, _vmf_members, embeddings=True),
+        ModelVariant(
+            "dpmm",
+            "hybrid",
+            _build_hybrid,
+            _vmf_reserved,
+            _vmf_members,
+            embeddings=True,
+            words=True,
+        ),
     )
 }
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from noveld.connectors.decode import DecodeLimits, FieldNames
 from noveld.connectors.jsonl import Record
+from noveld.daemon.model_kinds import dense_dimension
 from noveld.daemon.model_registry import make_model, model_config, variant_of
 from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.daemon.stages import commit as commit_stage
@@ -24,7 +25,7 @@ from noveld.daemon.stages import vocabulary as vocabulary_stage
 from noveld.daemon.stages.commit import Committer, InputChecksum
 from noveld.daemon.stages.decode import DeadLetterSink, Decoder, Rejections, consumed_offsets
 from noveld.daemon.stages.events import EventBuilder, event_time, position_json, top_terms
-from noveld.daemon.stages.featurize import featurize
+from noveld.daemon.stages.featurize import Views, featurize, text_encoder
 from noveld.daemon.stages.labels import label_uid
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.daemon.stages.model_step import bind_reserved, fit
@@ -93,7 +94,7 @@ class Pipeline:
         self.fields = FieldNames(**f.model_dump())
         self.limits = DecodeLimits(
             max_doc_bytes=settings.limits.max_doc_bytes,
-            embedding_dim=settings.model.embedding_dim if self._embeddings else None,
+            embedding_dim=dense_dimension(settings.model) if self._embeddings else None,
         )
         m = settings.model
         self.decoder = Decoder(
@@ -131,9 +132,19 @@ class Pipeline:
             self.tokenizer,
             vocab,
             context=self.variant.context and m.use_context,
-            embedding_dim=m.embedding_dim if self._embeddings else 0,
+            embedding_dim=dense_dimension(m) if self._embeddings else 0,
+            encoder=text_encoder(m),
+            words_view=self.variant.words,
         )
         self.live = LiveNamespace.from_state(state, vocab, featurizer, self.settings.novelty)
+
+    @property
+    def views(self) -> Views:
+        """What documents are clustered by, and whether the encoder makes their vectors."""
+        encoded = self.settings.model.featurizer != "words"
+        if not self._embeddings:
+            return Views("words", encoded)
+        return Views("both" if self.variant.words else "vector", encoded)
 
     @property
     def _embeddings(self) -> bool:
@@ -247,9 +258,7 @@ class Pipeline:
         if tripped:
             next_offsets = consumed_offsets(records, consumed, first_offsets)
         t1 = time.perf_counter()
-        batch, docs, kept = featurize(
-            live, self.store, docs, kept, self._embeddings, self.rejects, rep
-        )
+        batch, docs, kept = featurize(live, self.store, docs, kept, self.views, self.rejects, rep)
         rep.valid = len(docs)
         t2 = time.perf_counter()
         events, delta, t3 = self._cluster(

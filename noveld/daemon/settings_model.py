@@ -15,16 +15,34 @@ class ModelSettings(Section):
     """Which model and its hyperparameters."""
 
     kind: Literal["dpmm", "svi", "hdp"] = Field("dpmm", description="inference engine")
-    likelihood: Literal["multinomial", "edcm", "vmf"] = Field(
+    likelihood: Literal["multinomial", "edcm", "vmf", "hybrid"] = Field(
         "multinomial",
         description=(
-            "dpmm: multinomial (words), edcm (which words: long, bursty documents) or vmf (the "
-            "documents' embeddings)"
+            "dpmm: multinomial (words), edcm (which words: long, bursty documents), vmf (the "
+            "documents' vectors) or hybrid (words and vectors)"
         ),
     )
-    embedding_dim: int = Field(0, ge=0, description="vmf: embedding dimension p (required)")
+    featurizer: Literal["words", "semantic", "hybrid"] = Field(
+        "words",
+        description=(
+            "words (tokens), semantic (a unit vector per document from its text, by the "
+            "built-in encoder) or hybrid (both)"
+        ),
+    )
+    encoder_dim: int = Field(
+        256, description="semantic, hybrid: the built-in encoder's dimension (64, 128, 256)"
+    )
+    embedding_dim: int = Field(
+        0, ge=0, description="vmf, hybrid: the documents' own embeddings' dimension p"
+    )
     vmf_cosine: float = Field(
         0.5, gt=0, lt=1, description="vmf: typical cosine of a member to its cluster's mean (κ)"
+    )
+    hybrid_cosine: float = Field(
+        0.4, gt=0, lt=1, description="hybrid: typical member-to-mean cosine of the vectors (κ)"
+    )
+    view_weight: float | None = Field(
+        None, ge=0, description="hybrid: weight of the vector view (None: 64 / p, at most 1)"
     )
     edcm_prior: float = Field(0.001, gt=0, description="edcm: symmetric prior b0 of each β_w")
     edcm_prior_docs: float = Field(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Protocol
@@ -75,8 +76,14 @@ class StaticVectors:
                 f"the built-in encoder's dimension is one of {WORDLLAMA_DIMENSIONS}, "
                 f"not {dimension}"
             )
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
+        try:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EncoderUnavailable(
+                f"the built-in encoder needs the {exc.name!r} package: pip install "
+                "wordllama safetensors tokenizers (or choose --featurizer words)"
+            ) from exc
 
         base = root if root is not None else _package_dir("wordllama")
         try:
@@ -122,3 +129,9 @@ class StaticVectors:
     def table(self) -> np.ndarray:
         """The truncated token table (read-only use: tests and the reference)."""
         return self._table
+
+
+@cache
+def shared_encoder(dimension: int) -> StaticVectors:
+    """The built-in encoder at ``dimension``, loaded once per process, at its first use."""
+    return StaticVectors(dimension)

@@ -10,12 +10,16 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from noveld.models.base import DocBatch
 from noveld.models.vocabulary import RESERVED_PREFIX, Vocabulary, context_tokens
 from noveld.schema import Document
+
+if TYPE_CHECKING:
+    from noveld.featurize.encoder import TextEncoder
 
 DEFAULT_PATTERN = r"[^\W_]+(?:['’][^\W_]+)*"
 """Unicode word tokens: letters/digits, with inner apostrophes kept ("don't", "o’neill")."""
@@ -131,7 +135,9 @@ class Featurizer:
     embedding instead (unit length, in ``batch.emb``), words or none, and those without a usable
     embedding are the empty ones. With ``context`` each document's categorical ``context``
     fields become reserved vocabulary entries (:func:`context_tokens`), in the batch's
-    ``ctx_*`` arrays.
+    ``ctx_*`` arrays. With an ``encoder`` a document without its own embedding gets the
+    encoder's vector of its text (or tokens); with ``words_view`` (the hybrid likelihood) a
+    document is kept if it has words or a vector, its row zero when it has no vector.
     """
 
     def __init__(
@@ -140,11 +146,35 @@ class Featurizer:
         vocabulary: Vocabulary,
         context: bool = False,
         embedding_dim: int = 0,
+        encoder: TextEncoder | None = None,
+        words_view: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocabulary = vocabulary
         self.context = context
         self.embedding_dim = embedding_dim  # > 0: documents are clustered by their embedding
+        self.encoder = encoder
+        self.words_view = words_view
+
+    def vectors_of(self, docs: list[Document]) -> dict[int, np.ndarray]:
+        """Each document's unit vector by index (its own embedding, else the encoder's of its
+        text); documents with neither are left out."""
+        vectors: dict[int, np.ndarray] = {}
+        to_encode: list[int] = []
+        for i, doc in enumerate(docs):
+            if doc.embedding is not None:
+                vec = unit_embedding(doc)
+                if vec is not None:
+                    vectors[i] = vec
+            elif self.encoder is not None and (doc.text is not None or doc.tokens is not None):
+                to_encode.append(i)
+        if to_encode:
+            texts = [_text_of(docs[i]) for i in to_encode]
+            encoded, has = self.encoder.encode(texts)  # type: ignore[union-attr]
+            for row, i in enumerate(to_encode):
+                if has[row]:
+                    vectors[i] = encoded[row]
+        return vectors
 
     def tokens_of(self, doc: Document) -> list[str]:
         """The normalized tokens of one document (empty if it has no text or tokens)."""
@@ -166,7 +196,8 @@ class Featurizer:
         lengths: list[int] = []
         kept: list[int] = []
         empty: list[int] = []
-        vectors: dict[int, np.ndarray] = {}
+        vectors = self.vectors_of(docs) if self.embedding_dim else {}
+        either = self.words_view
         for i, doc in enumerate(docs):
             if doc.tokens is not None:
                 toks = normalize(doc.tokens)
@@ -174,10 +205,8 @@ class Featurizer:
                 toks = tokenize(doc.text)
             else:
                 toks = []
-            vec = unit_embedding(doc) if self.embedding_dim else None
-            if vec is not None or (toks and not self.embedding_dim):
-                if vec is not None:
-                    vectors[i] = vec
+            has_vec = i in vectors
+            if has_vec or (toks and (either or not self.embedding_dim)):
                 flat.extend(toks)
                 lengths.append(len(toks))
                 kept.append(i)
@@ -200,8 +229,10 @@ class Featurizer:
             doc_of = np.repeat(np.arange(len(lengths)), lengths)
             new_len = np.bincount(doc_of[known], minlength=len(lengths))
             stays = new_len > 0
-            if self.embedding_dim:  # clustered by the embedding; words only describe
+            if self.embedding_dim and not either:  # clustered by the vector; words describe
                 stays[:] = True
+            elif either:  # clustered by words and vector: either will do
+                stays |= np.array([kept[d] in vectors for d in range(len(kept))], dtype=bool)
             empty.extend(kept[d] for d in np.flatnonzero(~stays).tolist())
             empty.sort()
             keep = [kept[d] for d in np.flatnonzero(stays).tolist()]
@@ -213,7 +244,8 @@ class Featurizer:
         if self.embedding_dim:
             emb = np.zeros((len(keep), self.embedding_dim))
             for d, i in enumerate(keep):
-                emb[d] = vectors[i]
+                if i in vectors:
+                    emb[d] = vectors[i]
             batch = replace(batch, emb=emb)
         return batch, empty
 
@@ -241,3 +273,10 @@ class Featurizer:
             ctx_field=np.array(field_ids, dtype=np.int64),
             ctx_card=card,
         )
+
+
+def _text_of(doc: Document) -> str:
+    """What the encoder reads of a document: its text, or its tokens joined by spaces."""
+    if doc.tokens is not None:
+        return " ".join(doc.tokens)
+    return doc.text or ""

@@ -55,7 +55,8 @@ def test_the_fingerprint_paragraph_names_every_fingerprint_key() -> None:
     paragraph = text.split("<!-- fingerprint -->")[1].split("<!-- /fingerprint -->")[0]
     keys: set[str] = set()
     for model in ({"kind": "dpmm"}, {"kind": "svi"}, {"kind": "hdp"},
-                  {"likelihood": "vmf", "embedding_dim": 8}, {"likelihood": "edcm"}):  # fmt: skip
+                  {"likelihood": "vmf", "embedding_dim": 8}, {"likelihood": "edcm"},
+                  {"likelihood": "hybrid", "featurizer": "hybrid"}):  # fmt: skip
         keys |= set(model_fingerprint(load_settings(None, {"model": model}))) - {"schema"}
     missing = sorted(k for k in keys if f"`{k}`" not in paragraph)
     assert not missing, f"fingerprint keys not in docs/configuration.md: {missing}"

@@ -53,6 +53,6 @@ def test_every_kind_the_settings_admit_has_a_pipeline_variant() -> None:
 
     assert {(k.kind, k.likelihood) for k in KINDS} == set(VARIANTS)
     for k in KINDS:
-        extra = {"embedding_dim": 8} if k.likelihood == "vmf" else {}
+        extra = {"embedding_dim": 8} if k.likelihood in ("vmf", "hybrid") else {}
         m = ModelSettings(kind=k.kind, likelihood=k.likelihood, **extra)
         assert (variant_of(m).kind, variant_of(m).likelihood) == (k.kind, k.likelihood)

@@ -34,6 +34,14 @@ SAMPLES: dict[str, str] = {
     "edcm_prior_docs": "3",
     "embedding_dim": "12",
     "vmf_cosine": "0.6",
+    "featurizer": "semantic",
+    "encoder_dim": "128",
+    "hybrid_cosine": "0.6",
+    "view_weight": "0.5",
+}
+#: the other model settings a flag's sample needs to be accepted
+COMPANIONS: dict[str, dict[str, object]] = {
+    "featurizer": {"likelihood": "vmf", "embedding_dim": 0},
 }
 
 
@@ -43,7 +51,8 @@ def test_every_model_flag_reaches_the_settings(flag: str, key: str, typ: type) -
     checked here."""
     ns = build_parser().parse_args(["run", flag, SAMPLES[key]])
     assert _overrides(ns)["model"][key] == typ(SAMPLES[key])
-    settings = load_settings(None, {"model": {**_overrides(ns)["model"], "embedding_dim": 12}})
+    model = {**_overrides(ns)["model"], "embedding_dim": 12, **COMPANIONS.get(key, {})}
+    settings = load_settings(None, {"model": model})
     assert getattr(settings.model, key) == typ(SAMPLES[key])
 
 

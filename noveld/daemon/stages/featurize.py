@@ -1,23 +1,51 @@
-"""Featurize stage: documents to a ``DocBatch`` with namespace-wide word ids; documents with
-nothing to cluster are dead-lettered as empty content."""
+"""Featurize stage: documents to a ``DocBatch`` with namespace-wide word ids (and vectors, from
+the documents' embeddings or the built-in encoder); documents with nothing to cluster are
+dead-lettered as empty content."""
 
 from __future__ import annotations
 
+from typing import Any, Literal, NamedTuple
+
 from noveld.connectors.jsonl import Record
+from noveld.daemon.errors import UserError
 from noveld.daemon.stages.decode import Rejections
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.daemon.stages.report import BatchReport, StateDiverged
+from noveld.featurize.encoder import EncoderUnavailable, TextEncoder, shared_encoder
 from noveld.models.base import DocBatch
 from noveld.schema import Document, InvalidReason
 from noveld.state.base import CommitOutcome, StaleVocabulary, StateStore
 
 
-def empty_detail(doc: Document, embeddings: bool) -> str:
+class Views(NamedTuple):
+    """What the model clusters documents by (``words``, ``vector`` or ``both``) and whether the
+    built-in encoder computes the vectors of documents without an embedding."""
+
+    clustered_by: Literal["words", "vector", "both"]
+    encoded: bool = False
+
+
+def text_encoder(model: Any) -> TextEncoder | None:
+    """The built-in encoder the ``semantic`` and ``hybrid`` featurizers read text with (loaded
+    once per process), or None for ``words``; a missing package is the user's to fix."""
+    if model.featurizer == "words":
+        return None
+    try:
+        return shared_encoder(model.encoder_dim)
+    except EncoderUnavailable as exc:
+        raise UserError(f"--featurizer {model.featurizer}: {exc}") from None
+
+
+def empty_detail(doc: Document, views: Views) -> str:
     """Why a decoded document has nothing to cluster."""
-    if embeddings:
-        if doc.embedding is None:
-            return "no embedding: the vmf likelihood clusters documents by their embedding"
-        return "zero embedding: a zero vector has no direction"
+    if views.clustered_by == "both":
+        return "no tokens after tokenization and no vector (no embedding, no encoded token)"
+    if views.clustered_by == "vector":
+        if doc.embedding is not None:
+            return "zero embedding: a zero vector has no direction"
+        if views.encoded:
+            return "no vector: the text has no token the encoder knows, and no embedding"
+        return "no embedding: the vmf likelihood clusters documents by their embedding"
     if doc.text is None and doc.tokens is None and doc.embedding is not None:
         return "embedding only: no text or tokens (embeddings are clustered with --likelihood vmf)"
     return "no tokens after tokenization"
@@ -46,7 +74,7 @@ def featurize(
     store: StateStore,
     docs: list[Document],
     kept: list[Record],
-    embeddings: bool,
+    views: Views,
     rejects: Rejections,
     rep: BatchReport,
 ) -> tuple[DocBatch, list[Document], list[Record]]:
@@ -61,7 +89,7 @@ def featurize(
     if empty:
         drop = set(empty)
         for i in sorted(drop):
-            detail = empty_detail(docs[i], embeddings)
+            detail = empty_detail(docs[i], views)
             rejects.reject(kept[i], InvalidReason.EMPTY_CONTENT, detail, rep)
         docs = [d for i, d in enumerate(docs) if i not in drop]
         kept = [r for i, r in enumerate(kept) if i not in drop]
