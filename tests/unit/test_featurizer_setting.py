@@ -1,0 +1,179 @@
+"""The ``featurizer`` setting: which engines and likelihoods take which featurizer, what joins
+the fingerprint, and how the featurizer treats documents with no words or no vector."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from noveld.daemon.errors import UserError
+from noveld.daemon.model_kinds import ENCODER_MODEL
+from noveld.daemon.settings import load_settings, model_fingerprint
+from noveld.daemon.stages import featurize as featurize_stage
+from noveld.daemon.stages.featurize import Views, empty_detail, text_encoder
+from noveld.featurize import Featurizer, Tokenizer
+from noveld.featurize.encoder import EncoderUnavailable
+from noveld.models.vocabulary import Vocabulary
+from noveld.schema import Document
+
+
+def _model(**model: Any) -> Any:
+    return load_settings(None, {"model": model}).model
+
+
+def test_words_stays_the_default() -> None:
+    m = _model()
+    assert (m.featurizer, m.encoder_dim, m.likelihood) == ("words", 256, "multinomial")
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ({"kind": "svi", "featurizer": "semantic"}, "natural-gradient"),
+        ({"kind": "hdp", "featurizer": "hybrid"}, "vMF term per category"),
+        ({"featurizer": "semantic"}, "needs --likelihood vmf or hybrid"),
+        ({"likelihood": "edcm", "featurizer": "hybrid"}, "reads words only"),
+        ({"likelihood": "vmf", "featurizer": "hybrid"}, "use --featurizer semantic"),
+        ({"likelihood": "hybrid", "featurizer": "semantic"}, "reads words too"),
+        ({"likelihood": "hybrid"}, "needs vectors"),
+        ({"likelihood": "vmf"}, "--featurizer semantic"),
+        ({"likelihood": "vmf", "featurizer": "semantic", "encoder_dim": 100}, "encoder_dim"),
+        (
+            {"likelihood": "hybrid", "featurizer": "hybrid", "embedding_dim": 64},
+            "differs from model.encoder_dim",
+        ),
+    ],
+)
+def test_combinations_no_model_can_run_are_refused_with_the_way_out(
+    model: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValidationError, match=says):
+        _model(**model)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"likelihood": "vmf", "featurizer": "semantic"},
+        {"likelihood": "vmf", "featurizer": "semantic", "encoder_dim": 64, "embedding_dim": 64},
+        {"likelihood": "hybrid", "featurizer": "hybrid", "encoder_dim": 128},
+        {"likelihood": "hybrid", "embedding_dim": 32},  # the documents' own embeddings
+    ],
+)
+def test_the_combinations_that_run_are_accepted(model: dict[str, Any]) -> None:
+    _model(**model)
+
+
+def test_the_fingerprint_names_the_featurizer_encoder_and_dimension() -> None:
+    fp = model_fingerprint(
+        load_settings(None, {"model": {"likelihood": "hybrid", "featurizer": "hybrid"}})
+    )
+    assert fp["featurizer"] == "hybrid"
+    assert fp["encoder"] == f"{ENCODER_MODEL}@256" and fp["encoder_dim"] == 256
+    assert (fp["embedding_dim"], fp["hybrid_cosine"], fp["view_weight"]) == (256, 0.4, None)
+    semantic = model_fingerprint(
+        load_settings(None, {"model": {"likelihood": "vmf", "featurizer": "semantic"}})
+    )
+    own = model_fingerprint(
+        load_settings(None, {"model": {"likelihood": "vmf", "embedding_dim": 256}})
+    )
+    # the same model on the same dimension: only the featurizer's keys tell them apart
+    assert {k for k in semantic if semantic[k] != own.get(k)} == {
+        "featurizer",
+        "encoder",
+        "encoder_dim",
+    }
+    smaller = model_fingerprint(
+        load_settings(
+            None, {"model": {"likelihood": "vmf", "featurizer": "semantic", "encoder_dim": 64}}
+        )
+    )
+    assert smaller["encoder"] == f"{ENCODER_MODEL}@64" and smaller["embedding_dim"] == 64
+
+
+def test_words_fingerprints_ignore_the_encoder_settings() -> None:
+    """States written before the featurizer existed keep loading: under words the encoder's
+    settings are not in the fingerprint."""
+    fp = model_fingerprint(load_settings(None, {"model": {"encoder_dim": 64}}))
+    assert fp == model_fingerprint(load_settings(None, {}))
+    assert "featurizer" not in fp and "encoder" not in fp
+
+
+def test_the_encoder_id_is_the_encoders_own() -> None:
+    from noveld.featurize.encoder import WORDLLAMA_DIMENSIONS, WORDLLAMA_MODEL
+
+    assert ENCODER_MODEL == WORDLLAMA_MODEL
+    assert WORDLLAMA_DIMENSIONS == (64, 128, 256)
+
+
+def test_a_missing_encoder_is_a_one_line_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable(dimension: int) -> Any:
+        raise EncoderUnavailable("the 'wordllama' package is not installed: pip install wordllama")
+
+    monkeypatch.setattr(featurize_stage, "shared_encoder", unavailable)
+    with pytest.raises(UserError) as err:
+        text_encoder(_model(likelihood="vmf", featurizer="semantic"))
+    assert "\n" not in str(err.value) and "--featurizer semantic" in str(err.value)
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+    assert text_encoder(_model()) is None  # words never load it
+
+
+class _FakeEncoder:
+    """Texts to vectors by their first letter; a text starting with '#' has no token."""
+
+    model_id = "fake@4"
+    dimension = 4
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        out = np.zeros((len(texts), 4))
+        has = np.zeros(len(texts), dtype=bool)
+        for i, t in enumerate(texts):
+            if t and not t.startswith("#"):
+                out[i, ord(t[0]) % 4] = 1.0
+                has[i] = True
+        return out, has
+
+
+def _docs() -> list[Document]:
+    return [
+        Document(id="a", text="alpha beta"),  # words and a vector
+        Document(id="b", text="#### only words here"),  # words, no vector
+        Document(id="c", text="gamma", embedding=[0.0, 3.0, 0.0, 4.0]),  # its own vector
+        Document(id="d", text=""),  # nothing
+    ]
+
+
+def _featurizer(words_view: bool) -> Featurizer:
+    return Featurizer(
+        Tokenizer(), Vocabulary(), embedding_dim=4, encoder=_FakeEncoder(), words_view=words_view
+    )
+
+
+def test_semantic_dead_letters_a_text_with_no_vector() -> None:
+    batch, empty = _featurizer(words_view=False).featurize(_docs())
+    assert empty == [1, 3] and len(batch) == 2
+    assert batch.emb is not None
+    assert np.allclose(batch.emb[1], [0.0, 0.6, 0.0, 0.8])  # the document's own embedding
+    assert np.allclose(np.linalg.norm(batch.emb, axis=1), 1.0)
+    assert "no token the encoder knows" in empty_detail(_docs()[1], Views("vector", True))
+
+
+def test_hybrid_clusters_a_text_with_no_vector_by_its_words() -> None:
+    batch, empty = _featurizer(words_view=True).featurize(_docs())
+    assert empty == [3] and len(batch) == 3
+    assert batch.emb is not None and not batch.emb[1].any()  # words only: a zero row
+    assert batch.lengths.tolist() == [2, 3, 1]
+    assert "no vector" in empty_detail(_docs()[3], Views("both", True))
+
+
+def test_hybrid_read_only_scoring_keeps_a_document_with_a_vector() -> None:
+    f = _featurizer(words_view=True)
+    f.featurize(_docs())
+    batch, empty = f.featurize([Document(id="e", text="zzz unseen")], grow=False)
+    assert empty == [] and len(batch) == 1 and batch.lengths.tolist() == [0]
+    batch, empty = f.featurize([Document(id="f", text="#zzz unseen")], grow=False)
+    assert empty == [0]
