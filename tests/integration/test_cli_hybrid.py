@@ -8,7 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+import redis
 from test_cli_embedded import assert_kills_match_a_clean_run, events_of, noveld, state_show
+from test_redis_store import rebuilt_after_every_commit
+
+from noveld.daemon.settings import load_settings
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +108,24 @@ def test_own_embeddings_of_another_dimension_go_to_the_dlq(tmp_path: Path) -> No
     dead = [json.loads(x) for x in dlq.read_text().splitlines()]
     assert [d["reason"] for d in dead] == ["wrong_dimension"]
     assert state_show(tmp_path / "st")["docs"] == 2
+
+
+def test_redis_rebuilds_the_live_hybrid_model_after_every_commit(
+    redis_url: str, stream: Path, tmp_path: Path
+) -> None:
+    """Words and resultants ride in the count store's delta log: a model reloaded from Redis
+    (checkpoint + log) has exactly the live model's digest after every commit."""
+    client = redis.Redis.from_url(redis_url)
+    settings = load_settings(
+        None,
+        {
+            "namespace": "hybrid",
+            "dlq": str(tmp_path / "dlq.jsonl"),
+            "model": {"likelihood": "hybrid", "featurizer": "hybrid", "half_life_docs": 1500.0},
+        },
+    )
+    code, compared, _ = rebuilt_after_every_commit(client, settings, stream, checkpoint_every=5)
+    assert code == 0 and len(compared) >= 10 and all(compared)
 
 
 @pytest.mark.faults
