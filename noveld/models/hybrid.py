@@ -130,6 +130,12 @@ class HybridMixture(VMFMixture):
     def __init__(self, config: HybridConfig) -> None:
         super().__init__(config)
 
+    @property
+    def table(self) -> np.ndarray:
+        """The seating's table of log C_p(κ√q) (:func:`~noveld.models.kernels.hybrid.
+        normalizer_table`, built once per dimension and κ)."""
+        return hkern.normalizer_table(self.config.dimension, self.config.kappa)
+
     def partial_fit(
         self,
         batch: DocBatch,
@@ -166,7 +172,7 @@ class HybridMixture(VMFMixture):
             local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, kmax,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
-            cfg.kappa, cfg.weight, cfg.deterministic, uniforms, sweeps, forced, assign,
+            cfg.kappa, self.table, cfg.weight, cfg.deterministic, uniforms, sweeps, forced, assign,
             log_norm, margin,
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
@@ -388,9 +394,9 @@ class HybridMixture(VMFMixture):
         )  # fmt: skip
         if has_vector and cfg.weight:
             p, kappa = cfg.dimension, cfg.kappa
-            logc_r = hkern.log_normalizers(p, kappa * np.sqrt(s.rn2))
+            logc_r = hkern.log_normalizers_sq(s.rn2, self.table, p, kappa)
             lp_new += hkern.add_vector_scores(
-                d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa,
+                d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa, self.table,
                 vkern.log_vmf_normalizer(p, kappa), cfg.weight, lp,
             )  # fmt: skip
         return lp, lp_new
