@@ -72,7 +72,7 @@ class SeatingState:
     rn2: np.ndarray
     live: np.ndarray
     tie_uid: np.ndarray
-    dots: np.ndarray
+    dots: np.ndarray  # (slots × documents): r_k · x_d
     gram: np.ndarray
 
 
@@ -95,8 +95,8 @@ def seating_state(
     live[:kmax] = alive
     tie_uid = np.zeros(kmax + nb, dtype=np.int64)
     tie_uid[:kmax] = stats.uid[:kmax]
-    dots = np.zeros((nb, kmax + nb))
-    dots[:, :kmax] = emb @ resultants.T
+    dots = np.zeros((kmax + nb, nb))
+    dots[:kmax] = resultants @ emb.T
     return SeatingState(mass, ntok, rn2, live, tie_uid, dots, emb @ emb.T)
 
 
@@ -339,8 +339,8 @@ class HybridMixture(VMFMixture):
         s.mass[k] -= 1.0
         s.ntok[k] = max(s.ntok[k] - nd, 0.0)
         if x.any():
-            s.dots[0, k] -= 1.0
-            s.rn2[k] = max(s.rn2[k] - 2.0 * s.dots[0, k] - 1.0, 0.0)
+            s.dots[k, 0] -= 1.0
+            s.rn2[k] = max(s.rn2[k] - 2.0 * s.dots[k, 0] - 1.0, 0.0)
         lp, lp_new = self._document_scores(
             s, 0, words, counts, stats, n_words, batch_size, bool(x.any()), out_of=k
         )
@@ -384,9 +384,10 @@ class HybridMixture(VMFMixture):
         kmax = stats.kmax
         counts = counts.astype(np.int64)
         lp = np.empty(kmax + 1)
+        log_mass = hkern.log_masses(s.mass, cfg.discount)
         lp_new = hkern.word_scores(
             0, np.array([0, n]), words.astype(np.int64), counts, np.arange(n, dtype=np.int64),
-            int(counts.sum()), kmax, kmax, s.mass, s.ntok, s.live, stats.head, stats.nxt,
+            int(counts.sum()), kmax, kmax, log_mass, s.ntok, s.live, stats.head, stats.nxt,
             stats.pk, stats.pc, stats.scale, cfg.beta, n_words * cfg.beta, cfg.discount,
             self.log_alpha(batch_size), np.arange(n + 1, dtype=np.int64),
             np.full(n, out_of, dtype=np.int64), -counts, np.full(n, int(out_of >= 0)),

@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from noveld.models.kernels.multinomial import MARGIN_CAP, choose, log_rising
+from noveld.models.kernels.multinomial import MARGIN_CAP, TIE_TOL, choose, log_rising
 from noveld.models.kernels.vmf import log_sphere_density_at_zero, log_vmf_normalizer
 
 #: a new slot whose mass falls below this (its documents all left) is closed
@@ -108,7 +108,7 @@ def word_scores(
     nd: int,
     n_old: int,
     n_slots: int,
-    mass: np.ndarray,
+    log_mass: np.ndarray,
     ntok: np.ndarray,
     live: np.ndarray,
     head: np.ndarray,
@@ -131,12 +131,13 @@ def word_scores(
     """CRP prior × Dirichlet–multinomial predictive of batch document ``i`` into
     ``lp[:n_slots]`` (−inf where not live); returns the new-cluster weight. The terms are
     :func:`noveld.models.kernels.multinomial.score_document`'s, with a cluster's count of a
-    word = pool count × g (old slots) + the batch's documents seated there (the overlay)."""
+    word = pool count × g (old slots) + the batch's documents seated there (the overlay);
+    ``log_mass`` holds each slot's log(max(m_k − d, 1e-3)) (:func:`log_masses`)."""
     n_live = 0
     for k in range(n_slots):
         if live[k]:
             n_live += 1
-            lp[k] = math.log(max(mass[k] - discount, 1e-3)) - log_rising(ntok[k] + vbeta, nd)
+            lp[k] = log_mass[k] - log_rising(ntok[k] + vbeta, nd)
         else:
             lp[k] = -np.inf
     nv = head.shape[0]
@@ -175,6 +176,31 @@ def word_scores(
 
 
 @njit(cache=True)
+def log_masses(mass: np.ndarray, discount: float) -> np.ndarray:
+    """The CRP prior's log(max(m_k − d, 1e-3)) of every slot (the seating keeps it current)."""
+    out = np.empty(mass.shape[0])
+    for k in range(mass.shape[0]):
+        out[k] = math.log(max(mass[k] - discount, 1e-3))
+    return out
+
+
+@njit(cache=True)
+def _map_choice(lp: np.ndarray, n_slots: int, lp_new: float, tie_uid: np.ndarray) -> int:
+    """:func:`~noveld.models.kernels.multinomial.choose`'s MAP choice alone, without the
+    normaliser (the rejuvenation sweeps need no more): −1 for a new cluster."""
+    best = lp_new
+    best_k = -1
+    for k in range(n_slots):
+        v = lp[k]
+        if v > best + TIE_TOL or (
+            v >= best - TIE_TOL and best_k >= 0 and tie_uid[k] < tie_uid[best_k]
+        ):
+            best = v
+            best_k = k
+    return best_k
+
+
+@njit(cache=True)
 def add_vector_scores(
     i: int, n_slots: int, live: np.ndarray, rn2: np.ndarray, logc_r: np.ndarray,
     dots: np.ndarray, p: int, kappa: float, table: np.ndarray, logc_kappa: float,
@@ -187,7 +213,7 @@ def add_vector_scores(
     """
     for k in range(n_slots):
         if live[k]:
-            q = max(rn2[k] + 2.0 * dots[i, k] + 1.0, 0.0)
+            q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
             lp[k] += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
     return weight * log_sphere_density_at_zero(p)
 
@@ -195,7 +221,8 @@ def add_vector_scores(
 @njit(cache=True)
 def _move(
     i: int, k: int, sign: float, doc_ptr: np.ndarray, doc_counts: np.ndarray,
-    doc_loc: np.ndarray, nd: int, mass: np.ndarray, ntok: np.ndarray, ov_ptr: np.ndarray,
+    doc_loc: np.ndarray, nd: int, mass: np.ndarray, log_mass: np.ndarray, discount: float,
+    ntok: np.ndarray, ov_ptr: np.ndarray,
     ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray, rn2: np.ndarray,
     logc_r: np.ndarray, dots: np.ndarray, gram: np.ndarray, p: int, kappa: float,
     table: np.ndarray,
@@ -203,15 +230,16 @@ def _move(
     """Add (sign = +1) or remove (−1) batch document ``i`` to/from slot ``k``: its mass, tokens,
     words (overlay) and vector (‖r ± x‖² = ‖r‖² ± 2 r·x + x·x; x·x = 0 without a vector)."""
     mass[k] += sign
+    log_mass[k] = math.log(max(mass[k] - discount, 1e-3))
     ntok[k] += sign * nd
     c_sign = 1 if sign > 0 else -1
     for j in range(doc_ptr[i], doc_ptr[i + 1]):
         _overlay_add(doc_loc[j], k, c_sign * doc_counts[j], ov_ptr, ov_slot, ov_cnt, ov_n)
     xx = gram[i, i]
     if xx > 0.0:
-        rn2[k] = max(rn2[k] + sign * 2.0 * dots[i, k] + xx, 0.0)
+        rn2[k] = max(rn2[k] + sign * 2.0 * dots[k, i] + xx, 0.0)
         for j in range(gram.shape[0]):
-            dots[j, k] += sign * gram[j, i]
+            dots[k, j] += sign * gram[i, j]
         logc_r[k] = log_normalizer_sq(rn2[k], table, p, kappa)
 
 
@@ -258,8 +286,9 @@ def seat_batch(
     Slots ``0 .. n_old−1`` are the existing clusters (true ``mass``, ``ntok``, ‖r‖² in ``rn2``,
     ``live`` = alive); slots ``n_old ..`` open for new clusters, in order, and close when their
     last document leaves. ``doc_loc`` numbers each (document, word) entry's word among the
-    batch's ``n_local`` distinct words. ``gram`` is X·Xᵀ (a zero row: no vector) and
-    ``dots[:, k]`` starts as X·r_k; both stay current. ``tie_uid`` orders MAP ties as
+    batch's ``n_local`` distinct words. ``gram`` is X·Xᵀ (symmetric; a zero row: no vector)
+    and ``dots[k]``, one row per slot so that a move updates contiguous memory, starts as
+    r_k·Xᵀ; both stay current. ``tie_uid`` orders MAP ties as
     :func:`~noveld.models.kernels.multinomial.choose` does (the oldest wins); new slots get
     increasing values after the old ones'. ``forced[i] ≥ 0`` seats document i there for good.
     Writes ``assign`` (slot), ``log_norm`` and ``margin`` (first pass) as the words kernel does;
@@ -284,6 +313,7 @@ def seat_batch(
     logc_r = np.empty(cap)
     for k in range(cap):
         logc_r[k] = log_normalizer_sq(max(rn2[k], 0.0), table, p, kappa)
+    log_mass = log_masses(mass, discount)
     use_vectors = weight != 0.0
     next_tie = 0
     for k in range(n_old):
@@ -298,13 +328,14 @@ def seat_batch(
             if sweep > 0:
                 k_old = assign[i]
                 _move(
-                    i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, ntok, ov_ptr,
+                    i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass,
+                    discount, ntok, ov_ptr,
                     ov_slot, ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa, table,
                 )  # fmt: skip
                 if k_old >= n_old and mass[k_old] < _EMPTY:
                     live[k_old] = False
             lp_new = word_scores(
-                i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, mass, ntok,
+                i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, log_mass, ntok,
                 live, head, nxt, pk, pc, g, beta, vbeta, discount, log_alpha, ov_ptr, ov_slot,
                 ov_cnt, ov_n, tmp, touched, lp,
             )  # fmt: skip
@@ -312,7 +343,11 @@ def seat_batch(
                 lp_new += add_vector_scores(
                     i, n_slots, live, rn2, logc_r, dots, p, kappa, table, logc_kappa, weight, lp
                 )
-            k = choose(lp, n_slots, lp_new, uniforms[sweep * nb + i], deterministic, out, tie_uid)
+            if deterministic and sweep > 0:
+                k = _map_choice(lp, n_slots, lp_new, tie_uid)
+            else:
+                u = uniforms[sweep * nb + i]
+                k = choose(lp, n_slots, lp_new, u, deterministic, out, tie_uid)
             if sweep == 0:
                 log_norm[i] = out[0]
                 margin[i] = out[1]
@@ -334,14 +369,16 @@ def seat_batch(
                 tie_uid[k] = next_tie
                 next_tie += 1
                 mass[k] = 0.0
+                log_mass[k] = math.log(max(-discount, 1e-3))
                 ntok[k] = 0.0
                 rn2[k] = 0.0
                 logc_r[k] = log_vmf_normalizer(p, 0.0)
                 for j in range(nb):
-                    dots[j, k] = 0.0
+                    dots[k, j] = 0.0
             assign[i] = k
             _move(
-                i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, ntok, ov_ptr, ov_slot,
+                i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount,
+                ntok, ov_ptr, ov_slot,
                 ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa, table,
             )  # fmt: skip
     return n_slots
