@@ -172,8 +172,8 @@ class HybridMixture(VMFMixture):
             local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, kmax,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
-            cfg.kappa, self.table, cfg.weight, cfg.deterministic, uniforms, sweeps, forced, assign,
-            log_norm, margin,
+            cfg.kappa, self.table, cfg.weight, cfg.deterministic, False, uniforms, sweeps,
+            forced, assign, log_norm, margin,
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
         delta = self._embedding_delta(replace(batch, emb=emb), uids, pos, neg, f, born, stats)

@@ -166,9 +166,14 @@ def oracle_seat(
 
 
 def run_kernel(
-    model: HybridMixture, stats: MultinomialStats, batch: DocBatch, sweeps: int
+    model: HybridMixture,
+    stats: MultinomialStats,
+    batch: DocBatch,
+    sweeps: int,
+    want_norm: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel on the same state (read-only), as ``partial_fit`` calls it."""
+    """The kernel on the same state (read-only), as ``partial_fit`` calls it (which asks for
+    no log normalisers: ``want_norm`` False)."""
     from noveld.models.hybrid import seating_state
 
     cfg = model.config
@@ -182,8 +187,8 @@ def run_kernel(
         local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, stats.kmax,
         stats.head, stats.nxt, stats.pk, stats.pc, stats.scale, cfg.beta,
         batch.n_words * cfg.beta, cfg.discount, model.log_alpha(nb), cfg.dimension, cfg.kappa,
-        model.table, cfg.weight, True, np.zeros(nb * (1 + sweeps)), sweeps, np.full(nb, -1), assign,
-        log_norm, margin,
+        model.table, cfg.weight, True, want_norm, np.zeros(nb * (1 + sweeps)), sweeps,
+        np.full(nb, -1), assign, log_norm, margin,
     )  # fmt: skip
     return assign, log_norm, margin
 
@@ -233,6 +238,32 @@ def test_seating_kernel_equals_the_dense_oracle(
     assert assign.tolist() == ref
     np.testing.assert_allclose(log_norm, ref_norm, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(margin, ref_margin, rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([0.25, 1.0, 4.0]),
+    st.sampled_from([0, 2]),
+    st.sampled_from([0.0, 0.5]),
+    st.sampled_from([0.3, 0.6, 0.9]),
+)
+def test_map_seating_scores_only_the_slots_that_could_win_and_agrees(
+    seed: int, w: float, sweeps: int, discount: float, cosine: float
+) -> None:
+    """Without the log normalisers the MAP kernel leaves out the slots its vector bound rules
+    out: the seats and the margins are those of the full scoring, exactly."""
+    rng = np.random.default_rng(seed)
+    model = hybrid(w, discount=discount, cosine=cosine, rejuvenation_sweeps=1)
+    stats = model.new_state()
+    for _ in range(3):
+        model.partial_fit(make_batch(rng, 30, 0.9, 0.9), stats, rng)
+    batch = make_batch(rng, 25, 0.8, 0.9)
+    full = run_kernel(model, stats, batch, sweeps, want_norm=True)
+    pruned = run_kernel(model, stats, batch, sweeps, want_norm=False)
+    assert pruned[0].tolist() == full[0].tolist()
+    assert pruned[2].tolist() == full[2].tolist()
+    assert np.isnan(pruned[1]).all()
 
 
 @settings(max_examples=40, deadline=None)

@@ -218,17 +218,63 @@ def add_vector_scores(
     return weight * log_sphere_density_at_zero(p)
 
 
+#: a MAP seating leaves out a slot whose score's upper bound falls this far below the best
+_PRUNE_SLACK = 1e-6
+
+
+@njit(cache=True)
+def vector_bound(
+    logc_kappa: float, logc_r: float, rn2: float, xmax: float, table: np.ndarray, p: int,
+    kappa: float,
+) -> float:  # fmt: skip
+    """An upper bound on a slot's vMF term over vectors of norm ≤ ``xmax``: log C_p is
+    decreasing and ‖r + x‖² ≤ (‖r‖ + ‖x‖)², plus a margin for the table's error."""
+    far = log_normalizer_sq((math.sqrt(max(rn2, 0.0)) + xmax) ** 2, table, p, kappa)
+    return logc_kappa + logc_r - far + 1e-10 * (abs(far) + abs(logc_r) + 1.0)
+
+
+@njit(cache=True)
+def add_vector_scores_map(
+    i: int, n_slots: int, live: np.ndarray, rn2: np.ndarray, logc_r: np.ndarray,
+    bound: np.ndarray, dots: np.ndarray, p: int, kappa: float, table: np.ndarray,
+    logc_kappa: float, weight: float, lp: np.ndarray,
+) -> float:  # fmt: skip
+    """:func:`add_vector_scores` for a MAP choice (``weight`` > 0): a slot whose words' score
+    + weight × its :func:`vector_bound` falls :data:`_PRUNE_SLACK` below the best existing
+    slot's score is set to −inf unscored. The slots that could win are scored exactly, the
+    most promising first, so the choice and the margin are those of the full scoring."""
+    first = -1
+    top = -np.inf
+    for k in range(n_slots):
+        if live[k] and lp[k] + weight * bound[k] > top:
+            top = lp[k] + weight * bound[k]
+            first = k
+    best = -np.inf
+    for n in range(-1, n_slots):
+        k = first if n < 0 else n
+        if k < 0 or not live[k] or (n >= 0 and k == first):
+            continue
+        if lp[k] + weight * bound[k] < best - _PRUNE_SLACK:
+            lp[k] = -np.inf
+            continue
+        q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
+        lp[k] += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
+        best = max(best, lp[k])
+    return weight * log_sphere_density_at_zero(p)
+
+
 @njit(cache=True)
 def _move(
     i: int, k: int, sign: float, doc_ptr: np.ndarray, doc_counts: np.ndarray,
     doc_loc: np.ndarray, nd: int, mass: np.ndarray, log_mass: np.ndarray, discount: float,
     ntok: np.ndarray, ov_ptr: np.ndarray,
     ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray, rn2: np.ndarray,
-    logc_r: np.ndarray, dots: np.ndarray, gram: np.ndarray, p: int, kappa: float,
-    table: np.ndarray,
+    logc_r: np.ndarray, bound: np.ndarray, dots: np.ndarray, gram: np.ndarray, p: int,
+    kappa: float, table: np.ndarray, logc_kappa: float, xmax: float,
 ) -> None:  # fmt: skip
     """Add (sign = +1) or remove (−1) batch document ``i`` to/from slot ``k``: its mass, tokens,
-    words (overlay) and vector (‖r ± x‖² = ‖r‖² ± 2 r·x + x·x; x·x = 0 without a vector)."""
+    words (overlay) and vector (‖r ± x‖² = ‖r‖² ± 2 r·x + x·x; x·x = 0 without a vector),
+    keeping log C_p(κ‖r‖) and the slot's :func:`vector_bound` current."""
     mass[k] += sign
     log_mass[k] = math.log(max(mass[k] - discount, 1e-3))
     ntok[k] += sign * nd
@@ -241,6 +287,7 @@ def _move(
         for j in range(gram.shape[0]):
             dots[k, j] += sign * gram[i, j]
         logc_r[k] = log_normalizer_sq(rn2[k], table, p, kappa)
+        bound[k] = vector_bound(logc_kappa, logc_r[k], rn2[k], xmax, table, p, kappa)
 
 
 @njit(cache=True)
@@ -273,6 +320,7 @@ def seat_batch(
     table: np.ndarray,
     weight: float,
     deterministic: bool,
+    want_norm: bool,
     uniforms: np.ndarray,
     sweeps: int,
     forced: np.ndarray,
@@ -293,6 +341,10 @@ def seat_batch(
     increasing values after the old ones'. ``forced[i] ≥ 0`` seats document i there for good.
     Writes ``assign`` (slot), ``log_norm`` and ``margin`` (first pass) as the words kernel does;
     ``uniforms`` holds ``nb · (1 + sweeps)`` draws, document i of sweep s using ``s·nb + i``.
+    A MAP seating (``deterministic``) scores only the slots that could win
+    (:func:`add_vector_scores_map`) in the sweeps, and in the first pass too unless
+    ``want_norm``: ``log_norm`` (NaN then) needs every slot's weight, the seats and margins
+    do not.
     """
     nb = doc_len.shape[0]
     cap = mass.shape[0]
@@ -314,6 +366,12 @@ def seat_batch(
     for k in range(cap):
         logc_r[k] = log_normalizer_sq(max(rn2[k], 0.0), table, p, kappa)
     log_mass = log_masses(mass, discount)
+    xmax = 0.0
+    for i in range(nb):
+        xmax = max(xmax, math.sqrt(gram[i, i]))
+    bound = np.empty(cap)
+    for k in range(cap):
+        bound[k] = vector_bound(logc_kappa, logc_r[k], rn2[k], xmax, table, p, kappa)
     use_vectors = weight != 0.0
     next_tie = 0
     for k in range(n_old):
@@ -330,7 +388,8 @@ def seat_batch(
                 _move(
                     i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass,
                     discount, ntok, ov_ptr,
-                    ov_slot, ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa, table,
+                    ov_slot, ov_cnt, ov_n, rn2, logc_r, bound, dots, gram, p, kappa, table,
+                    logc_kappa, xmax,
                 )  # fmt: skip
                 if k_old >= n_old and mass[k_old] < _EMPTY:
                     live[k_old] = False
@@ -339,12 +398,20 @@ def seat_batch(
                 live, head, nxt, pk, pc, g, beta, vbeta, discount, log_alpha, ov_ptr, ov_slot,
                 ov_cnt, ov_n, tmp, touched, lp,
             )  # fmt: skip
-            if use_vectors and gram[i, i] > 0.0:
+            map_only = deterministic and (sweep > 0 or not want_norm)
+            if use_vectors and gram[i, i] > 0.0 and map_only:
+                lp_new += add_vector_scores_map(
+                    i, n_slots, live, rn2, logc_r, bound, dots, p, kappa, table, logc_kappa,
+                    weight, lp,
+                )  # fmt: skip
+            elif use_vectors and gram[i, i] > 0.0:
                 lp_new += add_vector_scores(
                     i, n_slots, live, rn2, logc_r, dots, p, kappa, table, logc_kappa, weight, lp
                 )
-            if deterministic and sweep > 0:
+            if map_only:
                 k = _map_choice(lp, n_slots, lp_new, tie_uid)
+                out[0] = np.nan
+                out[1] = min(lp_new - np.max(lp[:n_slots]) if n_slots else np.inf, MARGIN_CAP)
             else:
                 u = uniforms[sweep * nb + i]
                 k = choose(lp, n_slots, lp_new, u, deterministic, out, tie_uid)
@@ -373,13 +440,14 @@ def seat_batch(
                 ntok[k] = 0.0
                 rn2[k] = 0.0
                 logc_r[k] = log_vmf_normalizer(p, 0.0)
+                bound[k] = vector_bound(logc_kappa, logc_r[k], 0.0, xmax, table, p, kappa)
                 for j in range(nb):
                     dots[k, j] = 0.0
             assign[i] = k
             _move(
                 i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount,
                 ntok, ov_ptr, ov_slot,
-                ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa, table,
+                ov_cnt, ov_n, rn2, logc_r, bound, dots, gram, p, kappa, table, logc_kappa, xmax,
             )  # fmt: skip
     return n_slots
 
