@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from noveld.models.base import BatchResult, DocBatch, FitTest
+from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.dpmm import (
     advance_documents,
     apply_additions,
@@ -100,6 +100,42 @@ def seating_state(
     return SeatingState(mass, ntok, rn2, live, tie_uid, dots, emb @ emb.T)
 
 
+def vector_delta(
+    batch: DocBatch, uids: np.ndarray, ids: np.ndarray, f: float, born: list[tuple[int, int, float]]
+) -> StatsDelta:
+    """The batch's additions as :meth:`VMFMixture._embedding_delta` builds them, value for
+    value (the same products sum the vectors' parts per cluster), with their (cluster,
+    reserved id) entries, unique and ordered by construction, merged into the words' rather
+    than sorted and summed with them. ``ids``: the reserved ids, positive parts then negative."""
+    assert batch.emb is not None
+    cl, inv = np.unique(uids, return_inverse=True)
+    v1 = batch.vocab_size + 1
+    wkey = np.searchsorted(cl, np.repeat(uids, np.diff(batch.ptr))) * v1 + batch.words
+    ukey, kinv = np.unique(wkey, return_inverse=True)
+    wc = np.bincount(kinv, weights=batch.counts.astype(np.float64), minlength=ukey.shape[0])
+    order = np.argsort(ids)
+    onehot = np.zeros((cl.shape[0], len(batch)))
+    onehot[inv, np.arange(len(batch))] = 1.0
+    pos_part, neg_part = onehot @ np.maximum(batch.emb, 0.0), onehot @ np.maximum(-batch.emb, 0.0)
+    parts = np.concatenate([pos_part, neg_part], 1)[:, order]
+    on = parts > 0.0
+    dkey = (np.arange(cl.shape[0])[:, None] * v1 + ids[order][None, :])[on]
+    key = np.concatenate([ukey, dkey])
+    by_key = np.argsort(key, kind="stable")
+    key = key[by_key]
+    return StatsDelta(
+        decay=f,
+        cluster_uids=cl.astype(np.int64),
+        dm=np.bincount(inv, minlength=cl.shape[0]).astype(np.float64),
+        dntok=np.bincount(inv, weights=batch.lengths.astype(np.float64), minlength=cl.shape[0]),
+        word_cluster=(key // v1).astype(np.int64),
+        word_ids=(key % v1).astype(np.int64),
+        word_count=np.concatenate([wc, parts[on]])[by_key],
+        born_uids=np.array([b[0] for b in born], dtype=np.int64),
+        retired_uids=np.zeros(0, dtype=np.int64),
+    )
+
+
 def births_in_order(
     assign: np.ndarray, n_old: int, margin: np.ndarray, stats: MultinomialStats
 ) -> tuple[np.ndarray, list[tuple[int, int, float]]]:
@@ -176,7 +212,7 @@ class HybridMixture(VMFMixture):
             forced, assign, log_norm, margin,
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
-        delta = self._embedding_delta(replace(batch, emb=emb), uids, pos, neg, f, born, stats)
+        delta = vector_delta(replace(batch, emb=emb), uids, np.concatenate([pos, neg]), f, born)
         apply_additions(stats, delta)
         slot_of = {int(u): k for k, u in enumerate(stats.uid[: stats.kmax].tolist())}
         for u, _, _ in born:
