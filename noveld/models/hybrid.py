@@ -427,7 +427,7 @@ class HybridMixture(VMFMixture):
             stats.pk, stats.pc, stats.scale, cfg.beta, n_words * cfg.beta, cfg.discount,
             self.log_alpha(batch_size), np.arange(n + 1, dtype=np.int64),
             np.full(n, out_of, dtype=np.int64), -counts, np.full(n, int(out_of >= 0)),
-            np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), lp,
+            np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), np.zeros(kmax + 1), lp,
         )  # fmt: skip
         if has_vector and cfg.weight:
             p, kappa = cfg.dimension, cfg.kappa

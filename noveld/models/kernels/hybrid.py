@@ -99,47 +99,17 @@ def _overlay_add(
 
 
 @njit(cache=True)
-def word_scores(
-    i: int,
-    doc_ptr: np.ndarray,
-    doc_words: np.ndarray,
-    doc_counts: np.ndarray,
-    doc_loc: np.ndarray,
-    nd: int,
-    n_old: int,
-    n_slots: int,
-    log_mass: np.ndarray,
-    ntok: np.ndarray,
-    live: np.ndarray,
-    head: np.ndarray,
-    nxt: np.ndarray,
-    pk: np.ndarray,
-    pc: np.ndarray,
-    g: float,
-    beta: float,
-    vbeta: float,
-    discount: float,
-    log_alpha: float,
-    ov_ptr: np.ndarray,
-    ov_slot: np.ndarray,
-    ov_cnt: np.ndarray,
-    ov_n: np.ndarray,
-    tmp: np.ndarray,
-    touched: np.ndarray,
-    lp: np.ndarray,
-) -> float:
-    """CRP prior × Dirichlet–multinomial predictive of batch document ``i`` into
-    ``lp[:n_slots]`` (−inf where not live); returns the new-cluster weight. The terms are
-    :func:`noveld.models.kernels.multinomial.score_document`'s, with a cluster's count of a
-    word = pool count × g (old slots) + the batch's documents seated there (the overlay);
-    ``log_mass`` holds each slot's log(max(m_k − d, 1e-3)) (:func:`log_masses`)."""
-    n_live = 0
-    for k in range(n_slots):
-        if live[k]:
-            n_live += 1
-            lp[k] = log_mass[k] - log_rising(ntok[k] + vbeta, nd)
-        else:
-            lp[k] = -np.inf
+def word_terms(
+    i: int, doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray,
+    doc_loc: np.ndarray, n_old: int, live: np.ndarray, head: np.ndarray, nxt: np.ndarray,
+    pk: np.ndarray, pc: np.ndarray, g: float, beta: float, ov_ptr: np.ndarray,
+    ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray, tmp: np.ndarray,
+    touched: np.ndarray, wt: np.ndarray,
+) -> None:  # fmt: skip
+    """Add to ``wt[k]`` (zero elsewhere) batch document ``i``'s word factors, relative to the
+    empty cluster, in each live slot sharing a word: :func:`~noveld.models.kernels.multinomial.
+    score_document`'s terms, with a cluster's count of a word = pool count × g (old slots) +
+    the batch's documents seated there (the overlay)."""
     nv = head.shape[0]
     for j in range(doc_ptr[i], doc_ptr[i + 1]):
         w = doc_words[j]
@@ -169,10 +139,44 @@ def word_scores(
             tmp[k] = 0.0
             if x > 0.0 and live[k]:
                 if c == 1:
-                    lp[k] += math.log1p(x / beta)
+                    wt[k] += math.log1p(x / beta)
                 else:
-                    lp[k] += log_rising(x + beta, c) - base
+                    wt[k] += log_rising(x + beta, c) - base
+
+
+@njit(cache=True)
+def new_cluster_score(
+    n_slots: int, live: np.ndarray, nd: int, vbeta: float, discount: float, log_alpha: float
+) -> float:
+    """The CRP × Dirichlet–multinomial weight of a new cluster for a document of ``nd`` tokens."""
+    n_live = 0
+    for k in range(n_slots):
+        if live[k]:
+            n_live += 1
     return math.log(math.exp(log_alpha) + discount * n_live) - log_rising(vbeta, nd)
+
+
+@njit(cache=True)
+def word_scores(
+    i: int, doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray,
+    doc_loc: np.ndarray, nd: int, n_old: int, n_slots: int, log_mass: np.ndarray,
+    ntok: np.ndarray, live: np.ndarray, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray,
+    pc: np.ndarray, g: float, beta: float, vbeta: float, discount: float, log_alpha: float,
+    ov_ptr: np.ndarray, ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray,
+    tmp: np.ndarray, touched: np.ndarray, wt: np.ndarray, lp: np.ndarray,
+) -> float:  # fmt: skip
+    """CRP prior × Dirichlet–multinomial predictive of batch document ``i`` into
+    ``lp[:n_slots]`` (−inf where not live); returns the new-cluster weight. ``log_mass``
+    holds each slot's log(max(m_k − d, 1e-3)) (:func:`log_masses`); ``wt`` is zero and left
+    so (:func:`word_terms` works in it)."""
+    word_terms(
+        i, doc_ptr, doc_words, doc_counts, doc_loc, n_old, live, head, nxt, pk, pc, g, beta,
+        ov_ptr, ov_slot, ov_cnt, ov_n, tmp, touched, wt,
+    )  # fmt: skip
+    for k in range(n_slots):
+        lp[k] = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k] if live[k] else -np.inf
+        wt[k] = 0.0
+    return new_cluster_score(n_slots, live, nd, vbeta, discount, log_alpha)
 
 
 @njit(cache=True)
@@ -234,50 +238,65 @@ def vector_bound(
 
 
 @njit(cache=True)
-def add_vector_scores_map(
-    i: int, n_slots: int, live: np.ndarray, rn2: np.ndarray, logc_r: np.ndarray,
-    bound: np.ndarray, dots: np.ndarray, p: int, kappa: float, table: np.ndarray,
-    logc_kappa: float, weight: float, lp: np.ndarray,
-) -> float:  # fmt: skip
-    """:func:`add_vector_scores` for a MAP choice (``weight`` > 0): a slot whose words' score
-    + weight × its :func:`vector_bound` falls :data:`_PRUNE_SLACK` below the best existing
-    slot's score is set to −inf unscored. The slots that could win are scored exactly, the
-    most promising first, so the choice and the margin are those of the full scoring."""
+def map_scores(
+    i: int, n_slots: int, nd: int, live: np.ndarray, log_mass: np.ndarray,
+    log_ntok: np.ndarray, ntok: np.ndarray, vbeta: float, wt: np.ndarray, use_vector: bool,
+    rn2: np.ndarray, logc_r: np.ndarray, bound: np.ndarray, dots: np.ndarray, p: int,
+    kappa: float, table: np.ndarray, logc_kappa: float, weight: float, lp: np.ndarray,
+) -> None:  # fmt: skip
+    """:func:`word_scores` (its words' part already in ``wt``, cleared here) and
+    :func:`add_vector_scores` for a MAP choice: a slot whose upper bound (the prior with
+    log Γ(n+Vβ+N)/Γ(n+Vβ) ≥ N·log(n+Vβ), ``log_ntok``, + its words + weight × its
+    :func:`vector_bound`) falls :data:`_PRUNE_SLACK` below the best slot's score is set to
+    −inf unscored. The slots that could win are scored exactly, by the same operations in the
+    same order, the most promising first: the choice and the margin are the full scoring's."""
     first = -1
     top = -np.inf
     for k in range(n_slots):
-        if live[k] and lp[k] + weight * bound[k] > top:
-            top = lp[k] + weight * bound[k]
-            first = k
+        if live[k]:
+            lp[k] = log_mass[k] - nd * log_ntok[k] + wt[k]
+            if use_vector:
+                lp[k] += weight * bound[k]
+            if lp[k] > top:
+                top = lp[k]
+                first = k
+        else:
+            lp[k] = -np.inf
     best = -np.inf
     for n in range(-1, n_slots):
         k = first if n < 0 else n
         if k < 0 or not live[k] or (n >= 0 and k == first):
             continue
-        if lp[k] + weight * bound[k] < best - _PRUNE_SLACK:
+        if lp[k] < best - _PRUNE_SLACK:
             lp[k] = -np.inf
             continue
-        q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
-        lp[k] += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
-        best = max(best, lp[k])
-    return weight * log_sphere_density_at_zero(p)
+        v = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k]
+        if use_vector:
+            q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
+            v += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
+        lp[k] = v
+        best = max(best, v)
+    for k in range(n_slots):
+        wt[k] = 0.0
 
 
 @njit(cache=True)
 def _move(
     i: int, k: int, sign: float, doc_ptr: np.ndarray, doc_counts: np.ndarray,
     doc_loc: np.ndarray, nd: int, mass: np.ndarray, log_mass: np.ndarray, discount: float,
-    ntok: np.ndarray, ov_ptr: np.ndarray,
+    ntok: np.ndarray, log_ntok: np.ndarray, vbeta: float, ov_ptr: np.ndarray,
     ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray, rn2: np.ndarray,
     logc_r: np.ndarray, bound: np.ndarray, dots: np.ndarray, gram: np.ndarray, p: int,
     kappa: float, table: np.ndarray, logc_kappa: float, xmax: float,
 ) -> None:  # fmt: skip
     """Add (sign = +1) or remove (−1) batch document ``i`` to/from slot ``k``: its mass, tokens,
     words (overlay) and vector (‖r ± x‖² = ‖r‖² ± 2 r·x + x·x; x·x = 0 without a vector),
-    keeping log C_p(κ‖r‖) and the slot's :func:`vector_bound` current."""
+    keeping log(m − d), log(n + Vβ), log C_p(κ‖r‖) and the slot's :func:`vector_bound`
+    current."""
     mass[k] += sign
     log_mass[k] = math.log(max(mass[k] - discount, 1e-3))
     ntok[k] += sign * nd
+    log_ntok[k] = math.log(ntok[k] + vbeta)
     c_sign = 1 if sign > 0 else -1
     for j in range(doc_ptr[i], doc_ptr[i + 1]):
         _overlay_add(doc_loc[j], k, c_sign * doc_counts[j], ov_ptr, ov_slot, ov_cnt, ov_n)
@@ -366,6 +385,10 @@ def seat_batch(
     for k in range(cap):
         logc_r[k] = log_normalizer_sq(max(rn2[k], 0.0), table, p, kappa)
     log_mass = log_masses(mass, discount)
+    log_ntok = np.empty(cap)
+    for k in range(cap):
+        log_ntok[k] = math.log(ntok[k] + vbeta)
+    wt = np.zeros(cap)
     xmax = 0.0
     for i in range(nb):
         xmax = max(xmax, math.sqrt(gram[i, i]))
@@ -387,27 +410,37 @@ def seat_batch(
                 k_old = assign[i]
                 _move(
                     i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass,
-                    discount, ntok, ov_ptr,
+                    discount, ntok, log_ntok, vbeta, ov_ptr,
                     ov_slot, ov_cnt, ov_n, rn2, logc_r, bound, dots, gram, p, kappa, table,
                     logc_kappa, xmax,
                 )  # fmt: skip
                 if k_old >= n_old and mass[k_old] < _EMPTY:
                     live[k_old] = False
-            lp_new = word_scores(
-                i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, log_mass, ntok,
-                live, head, nxt, pk, pc, g, beta, vbeta, discount, log_alpha, ov_ptr, ov_slot,
-                ov_cnt, ov_n, tmp, touched, lp,
-            )  # fmt: skip
             map_only = deterministic and (sweep > 0 or not want_norm)
-            if use_vectors and gram[i, i] > 0.0 and map_only:
-                lp_new += add_vector_scores_map(
-                    i, n_slots, live, rn2, logc_r, bound, dots, p, kappa, table, logc_kappa,
-                    weight, lp,
+            has_vector = use_vectors and gram[i, i] > 0.0
+            if map_only:
+                word_terms(
+                    i, doc_ptr, doc_words, doc_counts, doc_loc, n_old, live, head, nxt, pk, pc,
+                    g, beta, ov_ptr, ov_slot, ov_cnt, ov_n, tmp, touched, wt,
                 )  # fmt: skip
-            elif use_vectors and gram[i, i] > 0.0:
-                lp_new += add_vector_scores(
-                    i, n_slots, live, rn2, logc_r, dots, p, kappa, table, logc_kappa, weight, lp
-                )
+                map_scores(
+                    i, n_slots, nd, live, log_mass, log_ntok, ntok, vbeta, wt, has_vector, rn2,
+                    logc_r, bound, dots, p, kappa, table, logc_kappa, weight, lp,
+                )  # fmt: skip
+                lp_new = new_cluster_score(n_slots, live, nd, vbeta, discount, log_alpha)
+            else:
+                lp_new = word_scores(
+                    i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, log_mass,
+                    ntok, live, head, nxt, pk, pc, g, beta, vbeta, discount, log_alpha, ov_ptr,
+                    ov_slot, ov_cnt, ov_n, tmp, touched, wt, lp,
+                )  # fmt: skip
+                if has_vector:
+                    add_vector_scores(
+                        i, n_slots, live, rn2, logc_r, dots, p, kappa, table, logc_kappa,
+                        weight, lp,
+                    )  # fmt: skip
+            if has_vector:
+                lp_new += weight * log_sphere_density_at_zero(p)
             if map_only:
                 k = _map_choice(lp, n_slots, lp_new, tie_uid)
                 out[0] = np.nan
@@ -446,7 +479,7 @@ def seat_batch(
             assign[i] = k
             _move(
                 i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount,
-                ntok, ov_ptr, ov_slot,
+                ntok, log_ntok, vbeta, ov_ptr, ov_slot,
                 ov_cnt, ov_n, rn2, logc_r, bound, dots, gram, p, kappa, table, logc_kappa, xmax,
             )  # fmt: skip
     return n_slots
