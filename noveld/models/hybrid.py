@@ -96,7 +96,7 @@ def seating_state(
     tie_uid = np.zeros(kmax + nb, dtype=np.int64)
     tie_uid[:kmax] = stats.uid[:kmax]
     dots = np.zeros((kmax + nb, nb))
-    dots[:kmax] = resultants @ emb.T
+    np.matmul(resultants, emb.T, out=dots[:kmax])
     return SeatingState(mass, ntok, rn2, live, tie_uid, dots, emb @ emb.T)
 
 
@@ -105,32 +105,29 @@ def vector_delta(
 ) -> StatsDelta:
     """The batch's additions as :meth:`VMFMixture._embedding_delta` builds them, value for
     value (the same products sum the vectors' parts per cluster), with their (cluster,
-    reserved id) entries, unique and ordered by construction, merged into the words' rather
-    than sorted and summed with them. ``ids``: the reserved ids, positive parts then negative."""
+    reserved id) entries, unique by construction, only ordered among the words' rather than
+    looked up, sorted and summed with them. ``ids``: the reserved ids, positive parts, then
+    negative."""
     assert batch.emb is not None
     cl, inv = np.unique(uids, return_inverse=True)
     v1 = batch.vocab_size + 1
     wkey = np.searchsorted(cl, np.repeat(uids, np.diff(batch.ptr))) * v1 + batch.words
     ukey, kinv = np.unique(wkey, return_inverse=True)
     wc = np.bincount(kinv, weights=batch.counts.astype(np.float64), minlength=ukey.shape[0])
-    order = np.argsort(ids)
     onehot = np.zeros((cl.shape[0], len(batch)))
     onehot[inv, np.arange(len(batch))] = 1.0
     pos_part, neg_part = onehot @ np.maximum(batch.emb, 0.0), onehot @ np.maximum(-batch.emb, 0.0)
-    parts = np.concatenate([pos_part, neg_part], 1)[:, order]
-    on = parts > 0.0
-    dkey = (np.arange(cl.shape[0])[:, None] * v1 + ids[order][None, :])[on]
-    key = np.concatenate([ukey, dkey])
-    by_key = np.argsort(key, kind="stable")
-    key = key[by_key]
+    parts = np.concatenate([pos_part, neg_part], 1)
+    rows, cols = np.nonzero(parts)
+    by_key = np.argsort(np.concatenate([ukey, rows * v1 + ids[cols]]), kind="stable")
     return StatsDelta(
         decay=f,
         cluster_uids=cl.astype(np.int64),
         dm=np.bincount(inv, minlength=cl.shape[0]).astype(np.float64),
         dntok=np.bincount(inv, weights=batch.lengths.astype(np.float64), minlength=cl.shape[0]),
-        word_cluster=(key // v1).astype(np.int64),
-        word_ids=(key % v1).astype(np.int64),
-        word_count=np.concatenate([wc, parts[on]])[by_key],
+        word_cluster=np.concatenate([ukey // v1, rows])[by_key].astype(np.int64),
+        word_ids=np.concatenate([ukey % v1, ids[cols]])[by_key].astype(np.int64),
+        word_count=np.concatenate([wc, parts[rows, cols]])[by_key],
         born_uids=np.array([b[0] for b in born], dtype=np.int64),
         retired_uids=np.zeros(0, dtype=np.int64),
     )
@@ -165,6 +162,17 @@ class HybridMixture(VMFMixture):
 
     def __init__(self, config: HybridConfig) -> None:
         super().__init__(config)
+
+    def resultants(self, stats: MultinomialStats, extra_decay: float = 1.0) -> np.ndarray:
+        """:meth:`VMFMixture.resultants`, the same values, gathered dimension-major (the
+        (kmax × p) array returned is column-major)."""
+        pos, neg = self._dimension_ids()
+        out = np.empty((self.config.dimension, stats.kmax))
+        hkern.gather_resultants_t(
+            pos, neg, stats.head, stats.nxt, stats.pk, stats.pc, stats.kmax,
+            stats.scale * extra_decay, out,
+        )  # fmt: skip
+        return out.T
 
     @property
     def table(self) -> np.ndarray:

@@ -33,12 +33,6 @@ _E_HI = 42
 _DEGREE = 8
 
 
-def _cell_point(row: int, t: np.ndarray) -> np.ndarray:
-    """q at local coordinates ``t`` ∈ [−1, 1] of table row ``row`` (linear in t)."""
-    e, j = divmod(row, _CELLS)
-    return np.ldexp(1.0 + (j + 0.5 * (t + 1.0)) / _CELLS, e + _E_LO - 1)
-
-
 @lru_cache(maxsize=16)
 def normalizer_table(p: int, kappa: float) -> np.ndarray:
     """Chebyshev coefficients, one row per cell, of ``q ↦ log C_p(κ√q)`` interpolated at the
@@ -52,7 +46,8 @@ def normalizer_table(p: int, kappa: float) -> np.ndarray:
     nodes = np.cos(np.pi * (np.arange(_DEGREE + 1) + 0.5) / (_DEGREE + 1))
     out = np.empty((rows, _DEGREE + 1))
     for row in range(rows):
-        q = _cell_point(row, nodes)
+        e, j = divmod(row, _CELLS)  # q is linear in t on the cell
+        q = np.ldexp(1.0 + (j + 0.5 * (nodes + 1.0)) / _CELLS, e + _E_LO - 1)
         vals = log_normalizers(p, kappa * np.sqrt(q))
         out[row] = np.polynomial.chebyshev.chebfit(nodes, vals, _DEGREE)
     return out
@@ -455,6 +450,25 @@ def seat_batch(
                 ov_cnt, ov_n, rn2, logc_r, bound, dots, gram, p, kappa, table, logc_kappa, xmax,
             )  # fmt: skip
     return n_slots
+
+
+@njit(cache=True)
+def gather_resultants_t(
+    pos_ids: np.ndarray, neg_ids: np.ndarray, head: np.ndarray, nxt: np.ndarray,
+    pk: np.ndarray, pc: np.ndarray, kmax: int, scale: float, out: np.ndarray,
+) -> None:  # fmt: skip
+    """:func:`~noveld.models.kernels.vmf.gather_resultants` into ``out[j, k]``, the same sums
+    in the same order: each dimension's list walk writes one contiguous row (~4× faster)."""
+    out[:, :] = 0.0
+    for j in range(pos_ids.shape[0]):
+        for sign in (1.0, -1.0):
+            w = pos_ids[j] if sign > 0 else neg_ids[j]
+            if w < head.shape[0]:
+                e = head[w]
+                while e >= 0:
+                    if pk[e] < kmax:
+                        out[j, pk[e]] += sign * pc[e] * scale
+                    e = nxt[e]
 
 
 @njit(cache=True)
