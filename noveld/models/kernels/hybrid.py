@@ -141,13 +141,10 @@ def word_terms(
 
 @njit(cache=True)
 def new_cluster_score(
-    n_slots: int, live: np.ndarray, nd: int, vbeta: float, discount: float, log_alpha: float
+    n_live: int, nd: int, vbeta: float, discount: float, log_alpha: float
 ) -> float:
-    """The CRP × Dirichlet–multinomial weight of a new cluster for a document of ``nd`` tokens."""
-    n_live = 0
-    for k in range(n_slots):
-        if live[k]:
-            n_live += 1
+    """The CRP × Dirichlet–multinomial weight of a new cluster for a document of ``nd`` tokens
+    when ``n_live`` clusters are live."""
     return math.log(math.exp(log_alpha) + discount * n_live) - log_rising(vbeta, nd)
 
 
@@ -168,10 +165,12 @@ def word_scores(
         i, doc_ptr, doc_words, doc_counts, doc_loc, n_old, live, head, nxt, pk, pc, g, beta,
         ov_ptr, ov_slot, ov_cnt, ov_n, tmp, touched, wt,
     )  # fmt: skip
+    n_live = 0
     for k in range(n_slots):
         lp[k] = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k] if live[k] else -np.inf
+        n_live += live[k]
         wt[k] = 0.0
-    return new_cluster_score(n_slots, live, nd, vbeta, discount, log_alpha)
+    return new_cluster_score(n_live, nd, vbeta, discount, log_alpha)
 
 
 @njit(cache=True)
@@ -184,12 +183,16 @@ def log_masses(mass: np.ndarray, discount: float) -> np.ndarray:
 
 
 @njit(cache=True)
-def _map_choice(lp: np.ndarray, n_slots: int, lp_new: float, tie_uid: np.ndarray) -> int:
+def _map_choice(
+    lp: np.ndarray, cand: np.ndarray, n_cand: int, lp_new: float, tie_uid: np.ndarray
+) -> int:
     """:func:`~noveld.models.kernels.multinomial.choose`'s MAP choice alone, without the
-    normaliser (the rejuvenation sweeps need no more): −1 for a new cluster."""
+    normaliser, over the slots ``cand[:n_cand]`` (increasing; the others' weights are −inf,
+    which its scan passes over): −1 for a new cluster."""
     best = lp_new
     best_k = -1
-    for k in range(n_slots):
+    for c in range(n_cand):
+        k = cand[c]
         v = lp[k]
         if v > best + TIE_TOL or (
             v >= best - TIE_TOL and best_k >= 0 and tie_uid[k] < tie_uid[best_k]
@@ -238,17 +241,22 @@ def map_scores(
     log_ntok: np.ndarray, ntok: np.ndarray, vbeta: float, wt: np.ndarray, use_vector: bool,
     rn2: np.ndarray, logc_r: np.ndarray, bound: np.ndarray, dots: np.ndarray, p: int,
     kappa: float, table: np.ndarray, logc_kappa: float, weight: float, lp: np.ndarray,
-) -> None:  # fmt: skip
+    cand: np.ndarray,
+) -> tuple[int, float, int]:  # fmt: skip
     """:func:`word_scores` (its words' part already in ``wt``, cleared here) and
     :func:`add_vector_scores` for a MAP choice: a slot whose upper bound (the prior with
     log Γ(n+Vβ+N)/Γ(n+Vβ) ≥ N·log(n+Vβ), ``log_ntok``, + its words + weight × its
     :func:`vector_bound`) falls :data:`_PRUNE_SLACK` below the best slot's score is set to
     −inf unscored. The slots that could win are scored exactly, by the same operations in the
-    same order, the most promising first: the choice and the margin are the full scoring's."""
+    same order, the most promising first: the choice and the margin are the full scoring's.
+    Returns the live slots' count, the best score and how many slots were scored, listed in
+    increasing order in ``cand``."""
     first = -1
     top = -np.inf
+    n_live = 0
     for k in range(n_slots):
         if live[k]:
+            n_live += 1
             lp[k] = log_mass[k] - nd * log_ntok[k] + wt[k]
             if use_vector:
                 lp[k] += weight * bound[k]
@@ -258,21 +266,30 @@ def map_scores(
         else:
             lp[k] = -np.inf
     best = -np.inf
+    n_cand = 0
     for n in range(-1, n_slots):
         k = first if n < 0 else n
-        if k < 0 or not live[k] or (n >= 0 and k == first):
+        if k < 0 or not live[k]:
+            wt[max(k, 0)] = 0.0
             continue
-        if lp[k] < best - _PRUNE_SLACK:
+        if n >= 0 and k == first:
+            cand[n_cand] = k
+            n_cand += 1
+        elif lp[k] < best - _PRUNE_SLACK:
             lp[k] = -np.inf
-            continue
-        v = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k]
-        if use_vector:
-            q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
-            v += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
-        lp[k] = v
-        best = max(best, v)
-    for k in range(n_slots):
-        wt[k] = 0.0
+        else:
+            v = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k]
+            if use_vector:
+                q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
+                v += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
+            lp[k] = v
+            best = max(best, v)
+            if n >= 0:
+                cand[n_cand] = k
+                n_cand += 1
+        if n >= 0:
+            wt[k] = 0.0
+    return n_live, best, n_cand
 
 
 @njit(cache=True)
@@ -356,6 +373,8 @@ def seat_batch(
     for k in range(cap):
         log_ntok[k] = math.log(ntok[k] + vbeta)
     wt = np.zeros(cap)
+    cand = np.empty(cap, dtype=np.int64)
+    n_live, best_old, n_cand = 0, -np.inf, 0
     xmax = 0.0
     for i in range(nb):
         xmax = max(xmax, math.sqrt(gram[i, i]))
@@ -390,11 +409,11 @@ def seat_batch(
                     i, doc_ptr, doc_words, doc_counts, doc_loc, n_old, live, head, nxt, pk, pc,
                     g, beta, ov_ptr, ov_slot, ov_cnt, ov_n, tmp, touched, wt,
                 )  # fmt: skip
-                map_scores(
+                n_live, best_old, n_cand = map_scores(
                     i, n_slots, nd, live, log_mass, log_ntok, ntok, vbeta, wt, has_vector, rn2,
-                    logc_r, bound, dots, p, kappa, table, logc_kappa, weight, lp,
+                    logc_r, bound, dots, p, kappa, table, logc_kappa, weight, lp, cand,
                 )  # fmt: skip
-                lp_new = new_cluster_score(n_slots, live, nd, vbeta, discount, log_alpha)
+                lp_new = new_cluster_score(n_live, nd, vbeta, discount, log_alpha)
             else:
                 lp_new = word_scores(
                     i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, log_mass,
@@ -409,9 +428,9 @@ def seat_batch(
             if has_vector:
                 lp_new += weight * log_sphere_density_at_zero(p)
             if map_only:
-                k = _map_choice(lp, n_slots, lp_new, tie_uid)
+                k = _map_choice(lp, cand, n_cand, lp_new, tie_uid)
                 out[0] = np.nan
-                out[1] = min(lp_new - np.max(lp[:n_slots]) if n_slots else np.inf, MARGIN_CAP)
+                out[1] = min(lp_new - best_old, MARGIN_CAP)
             else:
                 u = uniforms[sweep * nb + i]
                 k = choose(lp, n_slots, lp_new, u, deterministic, out, tie_uid)
