@@ -140,15 +140,6 @@ def word_terms(
 
 
 @njit(cache=True)
-def new_cluster_score(
-    n_live: int, nd: int, vbeta: float, discount: float, log_alpha: float
-) -> float:
-    """The CRP × Dirichlet–multinomial weight of a new cluster for a document of ``nd`` tokens
-    when ``n_live`` clusters are live."""
-    return math.log(math.exp(log_alpha) + discount * n_live) - log_rising(vbeta, nd)
-
-
-@njit(cache=True)
 def word_scores(
     i: int, doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray,
     doc_loc: np.ndarray, nd: int, n_old: int, n_slots: int, log_mass: np.ndarray,
@@ -170,7 +161,7 @@ def word_scores(
         lp[k] = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k] if live[k] else -np.inf
         n_live += live[k]
         wt[k] = 0.0
-    return new_cluster_score(n_live, nd, vbeta, discount, log_alpha)
+    return math.log(math.exp(log_alpha) + discount * n_live) - log_rising(vbeta, nd)
 
 
 @njit(cache=True)
@@ -345,7 +336,7 @@ def seat_batch(
     Writes ``assign`` (slot), ``log_norm`` and ``margin`` (first pass) as the words kernel does;
     ``uniforms`` holds ``nb · (1 + sweeps)`` draws, document i of sweep s using ``s·nb + i``.
     A MAP seating (``deterministic``) scores only the slots that could win
-    (:func:`add_vector_scores_map`) in the sweeps, and in the first pass too unless
+    (:func:`map_scores`) in the sweeps, and in the first pass too unless
     ``want_norm``: ``log_norm`` (NaN then) needs every slot's weight, the seats and margins
     do not.
     """
@@ -365,22 +356,18 @@ def seat_batch(
     lp = np.empty(cap)
     out = np.empty(2)
     logc_kappa = log_vmf_normalizer(p, kappa)
-    logc_r = np.empty(cap)
-    for k in range(cap):
-        logc_r[k] = log_normalizer_sq(max(rn2[k], 0.0), table, p, kappa)
-    log_mass = log_masses(mass, discount)
-    log_ntok = np.empty(cap)
-    for k in range(cap):
-        log_ntok[k] = math.log(ntok[k] + vbeta)
-    wt = np.zeros(cap)
-    cand = np.empty(cap, dtype=np.int64)
-    n_live, best_old, n_cand = 0, -np.inf, 0
     xmax = 0.0
     for i in range(nb):
         xmax = max(xmax, math.sqrt(gram[i, i]))
-    bound = np.empty(cap)
+    log_mass = log_masses(mass, discount)
+    logc_r, log_ntok, bound = np.empty(cap), np.empty(cap), np.empty(cap)
     for k in range(cap):
+        logc_r[k] = log_normalizer_sq(max(rn2[k], 0.0), table, p, kappa)
+        log_ntok[k] = math.log(ntok[k] + vbeta)
         bound[k] = vector_bound(logc_kappa, logc_r[k], rn2[k], xmax, table, p, kappa)
+    wt = np.zeros(cap)
+    cand = np.empty(cap, dtype=np.int64)
+    n_live, best_old, n_cand = 0, -np.inf, 0
     use_vectors = weight != 0.0
     next_tie = 0
     for k in range(n_old):
@@ -395,10 +382,9 @@ def seat_batch(
             if sweep > 0:
                 k_old = assign[i]
                 _move(
-                    i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass,
-                    discount, ntok, log_ntok, vbeta, ov_ptr,
-                    ov_slot, ov_cnt, ov_n, rn2, logc_r, bound, dots, gram, p, kappa, table,
-                    logc_kappa, xmax,
+                    i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount,
+                    ntok, log_ntok, vbeta, ov_ptr, ov_slot, ov_cnt, ov_n, rn2, logc_r, bound,
+                    dots, gram, p, kappa, table, logc_kappa, xmax,
                 )  # fmt: skip
                 if k_old >= n_old and mass[k_old] < _EMPTY:
                     live[k_old] = False
@@ -413,7 +399,8 @@ def seat_batch(
                     i, n_slots, nd, live, log_mass, log_ntok, ntok, vbeta, wt, has_vector, rn2,
                     logc_r, bound, dots, p, kappa, table, logc_kappa, weight, lp, cand,
                 )  # fmt: skip
-                lp_new = new_cluster_score(n_live, nd, vbeta, discount, log_alpha)
+                lp_new = math.log(math.exp(log_alpha) + discount * n_live)
+                lp_new -= log_rising(vbeta, nd)
             else:
                 lp_new = word_scores(
                     i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, log_mass,
@@ -464,9 +451,9 @@ def seat_batch(
                     dots[k, j] = 0.0
             assign[i] = k
             _move(
-                i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount,
-                ntok, log_ntok, vbeta, ov_ptr, ov_slot,
-                ov_cnt, ov_n, rn2, logc_r, bound, dots, gram, p, kappa, table, logc_kappa, xmax,
+                i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount, ntok,
+                log_ntok, vbeta, ov_ptr, ov_slot, ov_cnt, ov_n, rn2, logc_r, bound, dots, gram,
+                p, kappa, table, logc_kappa, xmax,
             )  # fmt: skip
     return n_slots
 
