@@ -111,23 +111,31 @@ def vector_delta(
     assert batch.emb is not None
     cl, inv = np.unique(uids, return_inverse=True)
     v1 = batch.vocab_size + 1
-    wkey = np.searchsorted(cl, np.repeat(uids, np.diff(batch.ptr))) * v1 + batch.words
+    wkey = np.repeat(inv, np.diff(batch.ptr)) * v1 + batch.words
     ukey, kinv = np.unique(wkey, return_inverse=True)
     wc = np.bincount(kinv, weights=batch.counts.astype(np.float64), minlength=ukey.shape[0])
     onehot = np.zeros((cl.shape[0], len(batch)))
     onehot[inv, np.arange(len(batch))] = 1.0
     pos_part, neg_part = onehot @ np.maximum(batch.emb, 0.0), onehot @ np.maximum(-batch.emb, 0.0)
-    parts = np.concatenate([pos_part, neg_part], 1)
-    rows, cols = np.nonzero(parts)
-    by_key = np.argsort(np.concatenate([ukey, rows * v1 + ids[cols]]), kind="stable")
+    order = np.argsort(ids)
+    parts = np.concatenate([pos_part, neg_part], 1)[:, order]
+    rows, cols = np.nonzero(parts)  # by cluster, then reserved id: in key order
+    # the words' entries into their places among the vectors' (the two key sets are disjoint)
+    at = np.searchsorted(rows * v1 + ids[order][cols], ukey) + np.arange(ukey.shape[0])
+    vec = np.ones(ukey.shape[0] + rows.shape[0], dtype=np.bool_)
+    vec[at] = False
+    e_cluster, e_word = np.empty(vec.shape[0], np.int64), np.empty(vec.shape[0], np.int64)
+    e_count = np.empty(vec.shape[0])
+    e_cluster[at], e_word[at], e_count[at] = ukey // v1, ukey % v1, wc
+    e_cluster[vec], e_word[vec], e_count[vec] = rows, ids[order][cols], parts[rows, cols]
     return StatsDelta(
         decay=f,
         cluster_uids=cl.astype(np.int64),
         dm=np.bincount(inv, minlength=cl.shape[0]).astype(np.float64),
         dntok=np.bincount(inv, weights=batch.lengths.astype(np.float64), minlength=cl.shape[0]),
-        word_cluster=np.concatenate([ukey // v1, rows])[by_key].astype(np.int64),
-        word_ids=np.concatenate([ukey % v1, ids[cols]])[by_key].astype(np.int64),
-        word_count=np.concatenate([wc, parts[rows, cols]])[by_key],
+        word_cluster=e_cluster,
+        word_ids=e_word,
+        word_count=e_count,
         born_uids=np.array([b[0] for b in born], dtype=np.int64),
         retired_uids=np.zeros(0, dtype=np.int64),
     )
