@@ -247,18 +247,22 @@ def test_seating_kernel_equals_the_dense_oracle(
     st.sampled_from([0, 2]),
     st.sampled_from([0.0, 0.5]),
     st.sampled_from([0.3, 0.6, 0.9]),
+    st.sampled_from([1.0, 0.5]),
 )
 def test_map_seating_scores_only_the_slots_that_could_win_and_agrees(
-    seed: int, w: float, sweeps: int, discount: float, cosine: float
+    seed: int, w: float, sweeps: int, discount: float, cosine: float, length: float
 ) -> None:
     """Without the log normalisers the MAP kernel leaves out the slots its vector bound rules
-    out: the seats and the margins are those of the full scoring, exactly."""
+    out: the seats and the margins are those of the full scoring, exactly (also for the
+    batch's vectors shortened to ``length``, which the scores still count as unit)."""
     rng = np.random.default_rng(seed)
     model = hybrid(w, discount=discount, cosine=cosine, rejuvenation_sweeps=1)
     stats = model.new_state()
     for _ in range(3):
         model.partial_fit(make_batch(rng, 30, 0.9, 0.9), stats, rng)
     batch = make_batch(rng, 25, 0.8, 0.9)
+    assert batch.emb is not None
+    batch.emb[:] *= length
     full = run_kernel(model, stats, batch, sweeps, want_norm=True)
     pruned = run_kernel(model, stats, batch, sweeps, want_norm=False)
     assert pruned[0].tolist() == full[0].tolist()

@@ -356,7 +356,7 @@ def seat_batch(
     lp = np.empty(cap)
     out = np.empty(2)
     logc_kappa = log_vmf_normalizer(p, kappa)
-    xmax = 0.0
+    xmax = 1.0  # the scores take x·x as 1; the bound holds for any longer vector too
     for i in range(nb):
         xmax = max(xmax, math.sqrt(gram[i, i]))
     log_mass = log_masses(mass, discount)
