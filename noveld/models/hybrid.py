@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from noveld.models.base import BatchResult, DocBatch, FitTest
+from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.dpmm import (
     advance_documents,
     apply_additions,
@@ -72,7 +72,7 @@ class SeatingState:
     rn2: np.ndarray
     live: np.ndarray
     tie_uid: np.ndarray
-    dots: np.ndarray
+    dots: np.ndarray  # (slots × documents): r_k · x_d
     gram: np.ndarray
 
 
@@ -95,9 +95,50 @@ def seating_state(
     live[:kmax] = alive
     tie_uid = np.zeros(kmax + nb, dtype=np.int64)
     tie_uid[:kmax] = stats.uid[:kmax]
-    dots = np.zeros((nb, kmax + nb))
-    dots[:, :kmax] = emb @ resultants.T
+    dots = np.zeros((kmax + nb, nb))
+    np.matmul(resultants, emb.T, out=dots[:kmax])
     return SeatingState(mass, ntok, rn2, live, tie_uid, dots, emb @ emb.T)
+
+
+def vector_delta(
+    batch: DocBatch, uids: np.ndarray, ids: np.ndarray, f: float, born: list[tuple[int, int, float]]
+) -> StatsDelta:
+    """The batch's additions as :meth:`VMFMixture._embedding_delta` builds them, value for
+    value (the same products sum the vectors' parts per cluster), with their (cluster,
+    reserved id) entries, unique by construction, only ordered among the words' rather than
+    looked up, sorted and summed with them. ``ids``: the reserved ids, positive parts, then
+    negative."""
+    assert batch.emb is not None
+    cl, inv = np.unique(uids, return_inverse=True)
+    v1 = batch.vocab_size + 1
+    wkey = np.repeat(inv, np.diff(batch.ptr)) * v1 + batch.words
+    ukey, kinv = np.unique(wkey, return_inverse=True)
+    wc = np.bincount(kinv, weights=batch.counts.astype(np.float64), minlength=ukey.shape[0])
+    onehot = np.zeros((cl.shape[0], len(batch)))
+    onehot[inv, np.arange(len(batch))] = 1.0
+    pos_part, neg_part = onehot @ np.maximum(batch.emb, 0.0), onehot @ np.maximum(-batch.emb, 0.0)
+    order = np.argsort(ids)
+    parts = np.concatenate([pos_part, neg_part], 1)[:, order]
+    rows, cols = np.nonzero(parts)  # by cluster, then reserved id: in key order
+    # the words' entries into their places among the vectors' (the two key sets are disjoint)
+    at = np.searchsorted(rows * v1 + ids[order][cols], ukey) + np.arange(ukey.shape[0])
+    vec = np.ones(ukey.shape[0] + rows.shape[0], dtype=np.bool_)
+    vec[at] = False
+    e_cluster, e_word = np.empty(vec.shape[0], np.int64), np.empty(vec.shape[0], np.int64)
+    e_count = np.empty(vec.shape[0])
+    e_cluster[at], e_word[at], e_count[at] = ukey // v1, ukey % v1, wc
+    e_cluster[vec], e_word[vec], e_count[vec] = rows, ids[order][cols], parts[rows, cols]
+    return StatsDelta(
+        decay=f,
+        cluster_uids=cl.astype(np.int64),
+        dm=np.bincount(inv, minlength=cl.shape[0]).astype(np.float64),
+        dntok=np.bincount(inv, weights=batch.lengths.astype(np.float64), minlength=cl.shape[0]),
+        word_cluster=e_cluster,
+        word_ids=e_word,
+        word_count=e_count,
+        born_uids=np.array([b[0] for b in born], dtype=np.int64),
+        retired_uids=np.zeros(0, dtype=np.int64),
+    )
 
 
 def births_in_order(
@@ -129,6 +170,23 @@ class HybridMixture(VMFMixture):
 
     def __init__(self, config: HybridConfig) -> None:
         super().__init__(config)
+
+    def resultants(self, stats: MultinomialStats, extra_decay: float = 1.0) -> np.ndarray:
+        """:meth:`VMFMixture.resultants`, the same values, gathered dimension-major (the
+        (kmax × p) array returned is column-major)."""
+        pos, neg = self._dimension_ids()
+        out = np.empty((self.config.dimension, stats.kmax))
+        hkern.gather_resultants_t(
+            pos, neg, stats.head, stats.nxt, stats.pk, stats.pc, stats.kmax,
+            stats.scale * extra_decay, out,
+        )  # fmt: skip
+        return out.T
+
+    @property
+    def table(self) -> np.ndarray:
+        """The seating's table of log C_p(κ√q) (:func:`~noveld.models.kernels.hybrid.
+        normalizer_table`, built once per dimension and κ)."""
+        return hkern.normalizer_table(self.config.dimension, self.config.kappa)
 
     def partial_fit(
         self,
@@ -166,11 +224,11 @@ class HybridMixture(VMFMixture):
             local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, kmax,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
-            cfg.kappa, cfg.weight, cfg.deterministic, uniforms, sweeps, forced, assign,
-            log_norm, margin,
+            cfg.kappa, self.table, cfg.weight, cfg.deterministic, False, uniforms, sweeps,
+            forced, assign, log_norm, margin,
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
-        delta = self._embedding_delta(replace(batch, emb=emb), uids, pos, neg, f, born, stats)
+        delta = vector_delta(replace(batch, emb=emb), uids, np.concatenate([pos, neg]), f, born)
         apply_additions(stats, delta)
         slot_of = {int(u): k for k, u in enumerate(stats.uid[: stats.kmax].tolist())}
         for u, _, _ in born:
@@ -333,8 +391,8 @@ class HybridMixture(VMFMixture):
         s.mass[k] -= 1.0
         s.ntok[k] = max(s.ntok[k] - nd, 0.0)
         if x.any():
-            s.dots[0, k] -= 1.0
-            s.rn2[k] = max(s.rn2[k] - 2.0 * s.dots[0, k] - 1.0, 0.0)
+            s.dots[k, 0] -= 1.0
+            s.rn2[k] = max(s.rn2[k] - 2.0 * s.dots[k, 0] - 1.0, 0.0)
         lp, lp_new = self._document_scores(
             s, 0, words, counts, stats, n_words, batch_size, bool(x.any()), out_of=k
         )
@@ -378,19 +436,20 @@ class HybridMixture(VMFMixture):
         kmax = stats.kmax
         counts = counts.astype(np.int64)
         lp = np.empty(kmax + 1)
+        log_mass = hkern.log_masses(s.mass, cfg.discount)
         lp_new = hkern.word_scores(
             0, np.array([0, n]), words.astype(np.int64), counts, np.arange(n, dtype=np.int64),
-            int(counts.sum()), kmax, kmax, s.mass, s.ntok, s.live, stats.head, stats.nxt,
+            int(counts.sum()), kmax, kmax, log_mass, s.ntok, s.live, stats.head, stats.nxt,
             stats.pk, stats.pc, stats.scale, cfg.beta, n_words * cfg.beta, cfg.discount,
             self.log_alpha(batch_size), np.arange(n + 1, dtype=np.int64),
             np.full(n, out_of, dtype=np.int64), -counts, np.full(n, int(out_of >= 0)),
-            np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), lp,
+            np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), np.zeros(kmax + 1), lp,
         )  # fmt: skip
         if has_vector and cfg.weight:
             p, kappa = cfg.dimension, cfg.kappa
-            logc_r = hkern.log_normalizers(p, kappa * np.sqrt(s.rn2))
+            logc_r = hkern.log_normalizers_sq(s.rn2, self.table, p, kappa)
             lp_new += hkern.add_vector_scores(
-                d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa,
+                d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa, self.table,
                 vkern.log_vmf_normalizer(p, kappa), cfg.weight, lp,
             )  # fmt: skip
         return lp, lp_new

@@ -166,9 +166,14 @@ def oracle_seat(
 
 
 def run_kernel(
-    model: HybridMixture, stats: MultinomialStats, batch: DocBatch, sweeps: int
+    model: HybridMixture,
+    stats: MultinomialStats,
+    batch: DocBatch,
+    sweeps: int,
+    want_norm: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel on the same state (read-only), as ``partial_fit`` calls it."""
+    """The kernel on the same state (read-only), as ``partial_fit`` calls it (which asks for
+    no log normalisers: ``want_norm`` False)."""
     from noveld.models.hybrid import seating_state
 
     cfg = model.config
@@ -182,10 +187,30 @@ def run_kernel(
         local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, stats.kmax,
         stats.head, stats.nxt, stats.pk, stats.pc, stats.scale, cfg.beta,
         batch.n_words * cfg.beta, cfg.discount, model.log_alpha(nb), cfg.dimension, cfg.kappa,
-        cfg.weight, True, np.zeros(nb * (1 + sweeps)), sweeps, np.full(nb, -1), assign,
-        log_norm, margin,
+        model.table, cfg.weight, True, want_norm, np.zeros(nb * (1 + sweeps)), sweeps,
+        np.full(nb, -1), assign, log_norm, margin,
     )  # fmt: skip
     return assign, log_norm, margin
+
+
+@pytest.mark.parametrize(("p", "cosine"), [(P, 0.6), (2, 0.5), (3, 0.9), (64, 0.4), (256, 0.4),
+                                           (384, 0.3)])  # fmt: skip
+def test_the_normalizer_table_matches_the_exact_function(p: int, cosine: float) -> None:
+    """The seating's tabulated log C_p(κ√q) is within 1e-12 · max(|log C_p|, 1) of the exact
+    :func:`~noveld.models.kernels.vmf.log_vmf_normalizer` over 20 decades of q (and exact
+    outside the table and at 0). The kernel-against-oracle tests below compare the tabulated
+    kernel with the exact oracle at 1e-9: the table's error is 1e-3 of that on their values."""
+    kappa = vkern.kappa_from_cosine(cosine, p)
+    table = hkern.normalizer_table(p, kappa)
+    rng = np.random.default_rng(p)
+    q = np.concatenate([
+        np.exp(rng.uniform(math.log(1e-8), math.log(1e14), 20_000)),
+        rng.uniform(0.0, 4.0, 5_000), [0.0, 1.0, 2.0**-22, 2.0**-21, 2.0**41, 2.0**42],
+    ])  # fmt: skip
+    exact = hkern.log_normalizers(p, kappa * np.sqrt(q))
+    got = hkern.log_normalizers_sq(q, table, p, kappa)
+    assert np.all(np.abs(got - exact) <= 1e-12 * np.maximum(np.abs(exact), 1.0))
+    assert got[-6] == exact[-6] == vkern.log_sphere_density_at_zero(p)
 
 
 @settings(max_examples=40, deadline=None)
@@ -199,6 +224,9 @@ def run_kernel(
 def test_seating_kernel_equals_the_dense_oracle(
     seed: int, w: float, sweeps: int, discount: float, half_life: float
 ) -> None:
+    """The kernel (tabulated normaliser) against the oracle (exact normaliser): the same
+    seats, and log normalisers and margins within 1e-9 (the table is within ~1e-13 of the
+    exact function on these values, see the table's test)."""
     rng = np.random.default_rng(seed)
     model = hybrid(w, discount=discount, half_life_docs=half_life, rejuvenation_sweeps=1)
     stats = model.new_state()
@@ -210,6 +238,36 @@ def test_seating_kernel_equals_the_dense_oracle(
     assert assign.tolist() == ref
     np.testing.assert_allclose(log_norm, ref_norm, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(margin, ref_margin, rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([0.25, 1.0, 4.0]),
+    st.sampled_from([0, 2]),
+    st.sampled_from([0.0, 0.5]),
+    st.sampled_from([0.3, 0.6, 0.9]),
+    st.sampled_from([1.0, 0.5]),
+)
+def test_map_seating_scores_only_the_slots_that_could_win_and_agrees(
+    seed: int, w: float, sweeps: int, discount: float, cosine: float, length: float
+) -> None:
+    """Without the log normalisers the MAP kernel leaves out the slots its vector bound rules
+    out: the seats and the margins are those of the full scoring, exactly (also for the
+    batch's vectors shortened to ``length``, which the scores still count as unit)."""
+    rng = np.random.default_rng(seed)
+    model = hybrid(w, discount=discount, cosine=cosine, rejuvenation_sweeps=1)
+    stats = model.new_state()
+    for _ in range(3):
+        model.partial_fit(make_batch(rng, 30, 0.9, 0.9), stats, rng)
+    batch = make_batch(rng, 25, 0.8, 0.9)
+    assert batch.emb is not None
+    batch.emb[:] *= length
+    full = run_kernel(model, stats, batch, sweeps, want_norm=True)
+    pruned = run_kernel(model, stats, batch, sweeps, want_norm=False)
+    assert pruned[0].tolist() == full[0].tolist()
+    assert pruned[2].tolist() == full[2].tolist()
+    assert np.isnan(pruned[1]).all()
 
 
 @settings(max_examples=40, deadline=None)

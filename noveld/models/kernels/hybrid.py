@@ -7,20 +7,69 @@ The statistics are read, never written: the clusters' word counts come from the 
 vectors' resultants from dense arrays, so the model can apply the batch afterwards through the
 same delta every replica applies. A document without a vector (a zero row) is scored on its
 words only; one without words on its vector only (its Dirichlet–multinomial factor is 1).
+The vMF normaliser comes from a Chebyshev table in ‖r‖² (:func:`normalizer_table`), not a
+log-Bessel evaluation per cluster per document.
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from numba import njit
 
-from noveld.models.kernels.multinomial import MARGIN_CAP, choose, log_rising
+from noveld.models.kernels.multinomial import MARGIN_CAP, TIE_TOL, choose, log_rising
 from noveld.models.kernels.vmf import log_sphere_density_at_zero, log_vmf_normalizer
 
 #: a new slot whose mass falls below this (its documents all left) is closed
 _EMPTY = 0.5
+
+#: the normaliser's table: cells per octave of q = ‖r‖², the frexp exponents of q tabulated
+#: (q in [2^(E_LO − 1), 2^(E_HI − 1)); outside it is computed exactly) and the Chebyshev degree
+_CELLS = 16
+_E_LO = -20
+_E_HI = 42
+_DEGREE = 8
+
+
+@lru_cache(maxsize=16)
+def normalizer_table(p: int, kappa: float) -> np.ndarray:
+    """Chebyshev coefficients, one row per cell, of ``q ↦ log C_p(κ√q)`` interpolated at the
+    cell's Chebyshev points from the exact :func:`log_vmf_normalizer`.
+
+    The function is analytic in q except on the negative axis (the zeros of I_ν(κ√q)/q^{ν/2}),
+    so on cells 1/16 of an octave wide degree 8 reproduces it to ~1e-14 relative (checked
+    against the exact function in the tests); the table spares the seating a log-Bessel
+    evaluation per cluster per document."""
+    rows = (_E_HI - _E_LO) * _CELLS
+    nodes = np.cos(np.pi * (np.arange(_DEGREE + 1) + 0.5) / (_DEGREE + 1))
+    out = np.empty((rows, _DEGREE + 1))
+    for row in range(rows):
+        e, j = divmod(row, _CELLS)  # q is linear in t on the cell
+        q = np.ldexp(1.0 + (j + 0.5 * (nodes + 1.0)) / _CELLS, e + _E_LO - 1)
+        vals = log_normalizers(p, kappa * np.sqrt(q))
+        out[row] = np.polynomial.chebyshev.chebfit(nodes, vals, _DEGREE)
+    return out
+
+
+@njit(cache=True)
+def log_normalizer_sq(q: float, table: np.ndarray, p: int, kappa: float) -> float:
+    """log C_p(κ√q) from :func:`normalizer_table` (exact outside the tabulated range)."""
+    m, e = math.frexp(q)
+    if q <= 0.0 or e < _E_LO or e >= _E_HI:
+        return log_vmf_normalizer(p, kappa * math.sqrt(max(q, 0.0)))
+    y = (2.0 * m - 1.0) * _CELLS
+    j = min(int(y), _CELLS - 1)
+    t = 2.0 * (y - j) - 1.0
+    c = table[(e - _E_LO) * _CELLS + j]
+    # Clenshaw's recurrence
+    b1 = 0.0
+    b2 = 0.0
+    t2 = 2.0 * t
+    for n in range(c.shape[0] - 1, 0, -1):
+        b1, b2 = c[n] + t2 * b1 - b2, b1
+    return c[0] + t * b1 - b2
 
 
 @njit(cache=True)
@@ -45,46 +94,17 @@ def _overlay_add(
 
 
 @njit(cache=True)
-def word_scores(
-    i: int,
-    doc_ptr: np.ndarray,
-    doc_words: np.ndarray,
-    doc_counts: np.ndarray,
-    doc_loc: np.ndarray,
-    nd: int,
-    n_old: int,
-    n_slots: int,
-    mass: np.ndarray,
-    ntok: np.ndarray,
-    live: np.ndarray,
-    head: np.ndarray,
-    nxt: np.ndarray,
-    pk: np.ndarray,
-    pc: np.ndarray,
-    g: float,
-    beta: float,
-    vbeta: float,
-    discount: float,
-    log_alpha: float,
-    ov_ptr: np.ndarray,
-    ov_slot: np.ndarray,
-    ov_cnt: np.ndarray,
-    ov_n: np.ndarray,
-    tmp: np.ndarray,
-    touched: np.ndarray,
-    lp: np.ndarray,
-) -> float:
-    """CRP prior × Dirichlet–multinomial predictive of batch document ``i`` into
-    ``lp[:n_slots]`` (−inf where not live); returns the new-cluster weight. The terms are
-    :func:`noveld.models.kernels.multinomial.score_document`'s, with a cluster's count of a
-    word = pool count × g (old slots) + the batch's documents seated there (the overlay)."""
-    n_live = 0
-    for k in range(n_slots):
-        if live[k]:
-            n_live += 1
-            lp[k] = math.log(max(mass[k] - discount, 1e-3)) - log_rising(ntok[k] + vbeta, nd)
-        else:
-            lp[k] = -np.inf
+def word_terms(
+    i: int, doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray,
+    doc_loc: np.ndarray, n_old: int, live: np.ndarray, head: np.ndarray, nxt: np.ndarray,
+    pk: np.ndarray, pc: np.ndarray, g: float, beta: float, ov_ptr: np.ndarray,
+    ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray, tmp: np.ndarray,
+    touched: np.ndarray, wt: np.ndarray,
+) -> None:  # fmt: skip
+    """Add to ``wt[k]`` (zero elsewhere) batch document ``i``'s word factors, relative to the
+    empty cluster, in each live slot sharing a word: :func:`~noveld.models.kernels.multinomial.
+    score_document`'s terms, with a cluster's count of a word = pool count × g (old slots) +
+    the batch's documents seated there (the overlay)."""
     nv = head.shape[0]
     for j in range(doc_ptr[i], doc_ptr[i + 1]):
         w = doc_words[j]
@@ -114,16 +134,70 @@ def word_scores(
             tmp[k] = 0.0
             if x > 0.0 and live[k]:
                 if c == 1:
-                    lp[k] += math.log1p(x / beta)
+                    wt[k] += math.log1p(x / beta)
                 else:
-                    lp[k] += log_rising(x + beta, c) - base
+                    wt[k] += log_rising(x + beta, c) - base
+
+
+@njit(cache=True)
+def word_scores(
+    i: int, doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray,
+    doc_loc: np.ndarray, nd: int, n_old: int, n_slots: int, log_mass: np.ndarray,
+    ntok: np.ndarray, live: np.ndarray, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray,
+    pc: np.ndarray, g: float, beta: float, vbeta: float, discount: float, log_alpha: float,
+    ov_ptr: np.ndarray, ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray,
+    tmp: np.ndarray, touched: np.ndarray, wt: np.ndarray, lp: np.ndarray,
+) -> float:  # fmt: skip
+    """CRP prior × Dirichlet–multinomial predictive of batch document ``i`` into
+    ``lp[:n_slots]`` (−inf where not live); returns the new-cluster weight. ``log_mass``
+    holds each slot's log(max(m_k − d, 1e-3)) (:func:`log_masses`); ``wt`` is zero and left
+    so (:func:`word_terms` works in it)."""
+    word_terms(
+        i, doc_ptr, doc_words, doc_counts, doc_loc, n_old, live, head, nxt, pk, pc, g, beta,
+        ov_ptr, ov_slot, ov_cnt, ov_n, tmp, touched, wt,
+    )  # fmt: skip
+    n_live = 0
+    for k in range(n_slots):
+        lp[k] = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k] if live[k] else -np.inf
+        n_live += live[k]
+        wt[k] = 0.0
     return math.log(math.exp(log_alpha) + discount * n_live) - log_rising(vbeta, nd)
+
+
+@njit(cache=True)
+def log_masses(mass: np.ndarray, discount: float) -> np.ndarray:
+    """The CRP prior's log(max(m_k − d, 1e-3)) of every slot (the seating keeps it current)."""
+    out = np.empty(mass.shape[0])
+    for k in range(mass.shape[0]):
+        out[k] = math.log(max(mass[k] - discount, 1e-3))
+    return out
+
+
+@njit(cache=True)
+def _map_choice(
+    lp: np.ndarray, cand: np.ndarray, n_cand: int, lp_new: float, tie_uid: np.ndarray
+) -> int:
+    """:func:`~noveld.models.kernels.multinomial.choose`'s MAP choice alone, without the
+    normaliser, over the slots ``cand[:n_cand]`` (increasing; the others' weights are −inf,
+    which its scan passes over): −1 for a new cluster."""
+    best = lp_new
+    best_k = -1
+    for c in range(n_cand):
+        k = cand[c]
+        v = lp[k]
+        if v > best + TIE_TOL or (
+            v >= best - TIE_TOL and best_k >= 0 and tie_uid[k] < tie_uid[best_k]
+        ):
+            best = v
+            best_k = k
+    return best_k
 
 
 @njit(cache=True)
 def add_vector_scores(
     i: int, n_slots: int, live: np.ndarray, rn2: np.ndarray, logc_r: np.ndarray,
-    dots: np.ndarray, p: int, kappa: float, logc_kappa: float, weight: float, lp: np.ndarray,
+    dots: np.ndarray, p: int, kappa: float, table: np.ndarray, logc_kappa: float,
+    weight: float, lp: np.ndarray,
 ) -> float:  # fmt: skip
     """Add ``weight`` × the collapsed vMF log predictive of document ``i``'s unit vector to
     ``lp[:n_slots]``; returns what the new cluster gets (``weight · log C_p(0)``)::
@@ -132,81 +206,139 @@ def add_vector_scores(
     """
     for k in range(n_slots):
         if live[k]:
-            r_new = math.sqrt(max(rn2[k] + 2.0 * dots[i, k] + 1.0, 0.0))
-            lp[k] += weight * (logc_kappa + logc_r[k] - log_vmf_normalizer(p, kappa * r_new))
+            q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
+            lp[k] += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
     return weight * log_sphere_density_at_zero(p)
+
+
+#: a MAP seating leaves out a slot whose score's upper bound falls this far below the best
+_PRUNE_SLACK = 1e-6
+
+
+@njit(cache=True)
+def vector_bound(
+    logc_kappa: float, logc_r: float, rn2: float, xmax: float, table: np.ndarray, p: int,
+    kappa: float,
+) -> float:  # fmt: skip
+    """An upper bound on a slot's vMF term over vectors of norm ≤ ``xmax``: log C_p is
+    decreasing and ‖r + x‖² ≤ (‖r‖ + ‖x‖)², plus a margin for the table's error."""
+    far = log_normalizer_sq((math.sqrt(max(rn2, 0.0)) + xmax) ** 2, table, p, kappa)
+    return logc_kappa + logc_r - far + 1e-10 * (abs(far) + abs(logc_r) + 1.0)
+
+
+@njit(cache=True)
+def map_scores(
+    i: int, n_slots: int, nd: int, live: np.ndarray, log_mass: np.ndarray,
+    log_ntok: np.ndarray, ntok: np.ndarray, vbeta: float, wt: np.ndarray, use_vector: bool,
+    rn2: np.ndarray, logc_r: np.ndarray, bound: np.ndarray, dots: np.ndarray, p: int,
+    kappa: float, table: np.ndarray, logc_kappa: float, weight: float, lp: np.ndarray,
+    cand: np.ndarray,
+) -> tuple[int, float, int]:  # fmt: skip
+    """:func:`word_scores` (its words' part already in ``wt``, cleared here) and
+    :func:`add_vector_scores` for a MAP choice: a slot whose upper bound (the prior with
+    log Γ(n+Vβ+N)/Γ(n+Vβ) ≥ N·log(n+Vβ), ``log_ntok``, + its words + weight × its
+    :func:`vector_bound`) falls :data:`_PRUNE_SLACK` below the best slot's score is set to
+    −inf unscored. The slots that could win are scored exactly, by the same operations in the
+    same order, the most promising first: the choice and the margin are the full scoring's.
+    Returns the live slots' count, the best score and how many slots were scored, listed in
+    increasing order in ``cand``."""
+    first = -1
+    top = -np.inf
+    n_live = 0
+    for k in range(n_slots):
+        if live[k]:
+            n_live += 1
+            lp[k] = log_mass[k] - nd * log_ntok[k] + wt[k]
+            if use_vector:
+                lp[k] += weight * bound[k]
+            if lp[k] > top:
+                top = lp[k]
+                first = k
+        else:
+            lp[k] = -np.inf
+    best = -np.inf
+    n_cand = 0
+    for n in range(-1, n_slots):
+        k = first if n < 0 else n
+        if k < 0 or not live[k]:
+            wt[max(k, 0)] = 0.0
+            continue
+        if n >= 0 and k == first:
+            cand[n_cand] = k
+            n_cand += 1
+        elif lp[k] < best - _PRUNE_SLACK:
+            lp[k] = -np.inf
+        else:
+            v = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k]
+            if use_vector:
+                q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
+                v += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
+            lp[k] = v
+            best = max(best, v)
+            if n >= 0:
+                cand[n_cand] = k
+                n_cand += 1
+        if n >= 0:
+            wt[k] = 0.0
+    return n_live, best, n_cand
 
 
 @njit(cache=True)
 def _move(
     i: int, k: int, sign: float, doc_ptr: np.ndarray, doc_counts: np.ndarray,
-    doc_loc: np.ndarray, nd: int, mass: np.ndarray, ntok: np.ndarray, ov_ptr: np.ndarray,
+    doc_loc: np.ndarray, nd: int, mass: np.ndarray, log_mass: np.ndarray, discount: float,
+    ntok: np.ndarray, log_ntok: np.ndarray, vbeta: float, ov_ptr: np.ndarray,
     ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray, rn2: np.ndarray,
-    logc_r: np.ndarray, dots: np.ndarray, gram: np.ndarray, p: int, kappa: float,
+    logc_r: np.ndarray, bound: np.ndarray, dots: np.ndarray, gram: np.ndarray, p: int,
+    kappa: float, table: np.ndarray, logc_kappa: float, xmax: float,
 ) -> None:  # fmt: skip
     """Add (sign = +1) or remove (−1) batch document ``i`` to/from slot ``k``: its mass, tokens,
-    words (overlay) and vector (‖r ± x‖² = ‖r‖² ± 2 r·x + x·x; x·x = 0 without a vector)."""
+    words (overlay) and vector (‖r ± x‖² = ‖r‖² ± 2 r·x + x·x; x·x = 0 without a vector),
+    keeping log(m − d), log(n + Vβ), log C_p(κ‖r‖) and the slot's :func:`vector_bound`
+    current."""
     mass[k] += sign
+    log_mass[k] = math.log(max(mass[k] - discount, 1e-3))
     ntok[k] += sign * nd
+    log_ntok[k] = math.log(ntok[k] + vbeta)
     c_sign = 1 if sign > 0 else -1
     for j in range(doc_ptr[i], doc_ptr[i + 1]):
         _overlay_add(doc_loc[j], k, c_sign * doc_counts[j], ov_ptr, ov_slot, ov_cnt, ov_n)
     xx = gram[i, i]
     if xx > 0.0:
-        rn2[k] = max(rn2[k] + sign * 2.0 * dots[i, k] + xx, 0.0)
+        rn2[k] = max(rn2[k] + sign * 2.0 * dots[k, i] + xx, 0.0)
         for j in range(gram.shape[0]):
-            dots[j, k] += sign * gram[j, i]
-        logc_r[k] = log_vmf_normalizer(p, kappa * math.sqrt(rn2[k]))
+            dots[k, j] += sign * gram[i, j]
+        logc_r[k] = log_normalizer_sq(rn2[k], table, p, kappa)
+        bound[k] = vector_bound(logc_kappa, logc_r[k], rn2[k], xmax, table, p, kappa)
 
 
 @njit(cache=True)
 def seat_batch(
-    doc_ptr: np.ndarray,
-    doc_words: np.ndarray,
-    doc_counts: np.ndarray,
-    doc_len: np.ndarray,
-    doc_loc: np.ndarray,
-    n_local: int,
-    gram: np.ndarray,
-    dots: np.ndarray,
-    mass: np.ndarray,
-    ntok: np.ndarray,
-    rn2: np.ndarray,
-    live: np.ndarray,
-    tie_uid: np.ndarray,
-    n_old: int,
-    head: np.ndarray,
-    nxt: np.ndarray,
-    pk: np.ndarray,
-    pc: np.ndarray,
-    g: float,
-    beta: float,
-    vbeta: float,
-    discount: float,
-    log_alpha: float,
-    p: int,
-    kappa: float,
-    weight: float,
-    deterministic: bool,
-    uniforms: np.ndarray,
-    sweeps: int,
-    forced: np.ndarray,
-    assign: np.ndarray,
-    log_norm: np.ndarray,
-    margin: np.ndarray,
-) -> int:
+    doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray, doc_len: np.ndarray,
+    doc_loc: np.ndarray, n_local: int, gram: np.ndarray, dots: np.ndarray, mass: np.ndarray,
+    ntok: np.ndarray, rn2: np.ndarray, live: np.ndarray, tie_uid: np.ndarray, n_old: int,
+    head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray, g: float, beta: float,
+    vbeta: float, discount: float, log_alpha: float, p: int, kappa: float, table: np.ndarray,
+    weight: float, deterministic: bool, want_norm: bool, uniforms: np.ndarray, sweeps: int,
+    forced: np.ndarray, assign: np.ndarray, log_norm: np.ndarray, margin: np.ndarray,
+) -> int:  # fmt: skip
     """Sequential CRP seating of a batch under both views, then ``sweeps`` collapsed Gibbs
     sweeps over it (remove, reseat); returns the number of slots used.
 
     Slots ``0 .. n_old−1`` are the existing clusters (true ``mass``, ``ntok``, ‖r‖² in ``rn2``,
     ``live`` = alive); slots ``n_old ..`` open for new clusters, in order, and close when their
     last document leaves. ``doc_loc`` numbers each (document, word) entry's word among the
-    batch's ``n_local`` distinct words. ``gram`` is X·Xᵀ (a zero row: no vector) and
-    ``dots[:, k]`` starts as X·r_k; both stay current. ``tie_uid`` orders MAP ties as
+    batch's ``n_local`` distinct words. ``gram`` is X·Xᵀ (symmetric; a zero row: no vector)
+    and ``dots[k]``, one row per slot so that a move updates contiguous memory, starts as
+    r_k·Xᵀ; both stay current. ``tie_uid`` orders MAP ties as
     :func:`~noveld.models.kernels.multinomial.choose` does (the oldest wins); new slots get
     increasing values after the old ones'. ``forced[i] ≥ 0`` seats document i there for good.
     Writes ``assign`` (slot), ``log_norm`` and ``margin`` (first pass) as the words kernel does;
     ``uniforms`` holds ``nb · (1 + sweeps)`` draws, document i of sweep s using ``s·nb + i``.
+    A MAP seating (``deterministic``) scores only the slots that could win
+    (:func:`map_scores`) in the sweeps, and in the first pass too unless
+    ``want_norm``: ``log_norm`` (NaN then) needs every slot's weight, the seats and margins
+    do not.
     """
     nb = doc_len.shape[0]
     cap = mass.shape[0]
@@ -224,9 +356,18 @@ def seat_batch(
     lp = np.empty(cap)
     out = np.empty(2)
     logc_kappa = log_vmf_normalizer(p, kappa)
-    logc_r = np.empty(cap)
+    xmax = 1.0  # the scores take x·x as 1; the bound holds for any longer vector too
+    for i in range(nb):
+        xmax = max(xmax, math.sqrt(gram[i, i]))
+    log_mass = log_masses(mass, discount)
+    logc_r, log_ntok, bound = np.empty(cap), np.empty(cap), np.empty(cap)
     for k in range(cap):
-        logc_r[k] = log_vmf_normalizer(p, kappa * math.sqrt(max(rn2[k], 0.0)))
+        logc_r[k] = log_normalizer_sq(max(rn2[k], 0.0), table, p, kappa)
+        log_ntok[k] = math.log(ntok[k] + vbeta)
+        bound[k] = vector_bound(logc_kappa, logc_r[k], rn2[k], xmax, table, p, kappa)
+    wt = np.zeros(cap)
+    cand = np.empty(cap, dtype=np.int64)
+    n_live, best_old, n_cand = 0, -np.inf, 0
     use_vectors = weight != 0.0
     next_tie = 0
     for k in range(n_old):
@@ -241,21 +382,45 @@ def seat_batch(
             if sweep > 0:
                 k_old = assign[i]
                 _move(
-                    i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, ntok, ov_ptr,
-                    ov_slot, ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa,
+                    i, k_old, -1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount,
+                    ntok, log_ntok, vbeta, ov_ptr, ov_slot, ov_cnt, ov_n, rn2, logc_r, bound,
+                    dots, gram, p, kappa, table, logc_kappa, xmax,
                 )  # fmt: skip
                 if k_old >= n_old and mass[k_old] < _EMPTY:
                     live[k_old] = False
-            lp_new = word_scores(
-                i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, mass, ntok,
-                live, head, nxt, pk, pc, g, beta, vbeta, discount, log_alpha, ov_ptr, ov_slot,
-                ov_cnt, ov_n, tmp, touched, lp,
-            )  # fmt: skip
-            if use_vectors and gram[i, i] > 0.0:
-                lp_new += add_vector_scores(
-                    i, n_slots, live, rn2, logc_r, dots, p, kappa, logc_kappa, weight, lp
-                )
-            k = choose(lp, n_slots, lp_new, uniforms[sweep * nb + i], deterministic, out, tie_uid)
+            map_only = deterministic and (sweep > 0 or not want_norm)
+            has_vector = use_vectors and gram[i, i] > 0.0
+            if map_only:
+                word_terms(
+                    i, doc_ptr, doc_words, doc_counts, doc_loc, n_old, live, head, nxt, pk, pc,
+                    g, beta, ov_ptr, ov_slot, ov_cnt, ov_n, tmp, touched, wt,
+                )  # fmt: skip
+                n_live, best_old, n_cand = map_scores(
+                    i, n_slots, nd, live, log_mass, log_ntok, ntok, vbeta, wt, has_vector, rn2,
+                    logc_r, bound, dots, p, kappa, table, logc_kappa, weight, lp, cand,
+                )  # fmt: skip
+                lp_new = math.log(math.exp(log_alpha) + discount * n_live)
+                lp_new -= log_rising(vbeta, nd)
+            else:
+                lp_new = word_scores(
+                    i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, log_mass,
+                    ntok, live, head, nxt, pk, pc, g, beta, vbeta, discount, log_alpha, ov_ptr,
+                    ov_slot, ov_cnt, ov_n, tmp, touched, wt, lp,
+                )  # fmt: skip
+                if has_vector:
+                    add_vector_scores(
+                        i, n_slots, live, rn2, logc_r, dots, p, kappa, table, logc_kappa,
+                        weight, lp,
+                    )  # fmt: skip
+            if has_vector:
+                lp_new += weight * log_sphere_density_at_zero(p)
+            if map_only:
+                k = _map_choice(lp, cand, n_cand, lp_new, tie_uid)
+                out[0] = np.nan
+                out[1] = min(lp_new - best_old, MARGIN_CAP)
+            else:
+                u = uniforms[sweep * nb + i]
+                k = choose(lp, n_slots, lp_new, u, deterministic, out, tie_uid)
             if sweep == 0:
                 log_norm[i] = out[0]
                 margin[i] = out[1]
@@ -277,17 +442,48 @@ def seat_batch(
                 tie_uid[k] = next_tie
                 next_tie += 1
                 mass[k] = 0.0
+                log_mass[k] = math.log(max(-discount, 1e-3))
                 ntok[k] = 0.0
                 rn2[k] = 0.0
                 logc_r[k] = log_vmf_normalizer(p, 0.0)
+                bound[k] = vector_bound(logc_kappa, logc_r[k], 0.0, xmax, table, p, kappa)
                 for j in range(nb):
-                    dots[j, k] = 0.0
+                    dots[k, j] = 0.0
             assign[i] = k
             _move(
-                i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, ntok, ov_ptr, ov_slot,
-                ov_cnt, ov_n, rn2, logc_r, dots, gram, p, kappa,
+                i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount, ntok,
+                log_ntok, vbeta, ov_ptr, ov_slot, ov_cnt, ov_n, rn2, logc_r, bound, dots, gram,
+                p, kappa, table, logc_kappa, xmax,
             )  # fmt: skip
     return n_slots
+
+
+@njit(cache=True)
+def gather_resultants_t(
+    pos_ids: np.ndarray, neg_ids: np.ndarray, head: np.ndarray, nxt: np.ndarray,
+    pk: np.ndarray, pc: np.ndarray, kmax: int, scale: float, out: np.ndarray,
+) -> None:  # fmt: skip
+    """:func:`~noveld.models.kernels.vmf.gather_resultants` into ``out[j, k]``, the same sums
+    in the same order: each dimension's list walk writes one contiguous row (~4× faster)."""
+    out[:, :] = 0.0
+    for j in range(pos_ids.shape[0]):
+        for sign in (1.0, -1.0):
+            w = pos_ids[j] if sign > 0 else neg_ids[j]
+            if w < head.shape[0]:
+                e = head[w]
+                while e >= 0:
+                    if pk[e] < kmax:
+                        out[j, pk[e]] += sign * pc[e] * scale
+                    e = nxt[e]
+
+
+@njit(cache=True)
+def log_normalizers_sq(q: np.ndarray, table: np.ndarray, p: int, kappa: float) -> np.ndarray:
+    """:func:`log_normalizer_sq` at every entry of a flat array of squared norms."""
+    out = np.empty(q.shape[0])
+    for i in range(q.shape[0]):
+        out[i] = log_normalizer_sq(q[i], table, p, kappa)
+    return out
 
 
 @njit(cache=True)
