@@ -24,6 +24,36 @@ CASES = [
         "bench_e2e", ["--data", DATA, "--repeat", "1"], r"wall clock: .* docs/s", id="e2e"
     ),
     pytest.param(
+        "bench_encoder",
+        ["--data", DATA, "--dims", "64", "--repeats", "1"],
+        r"\n +64 +\d+ +\d+\.\d",
+        id="encoder",
+    ),
+    pytest.param(
+        "bench_hybrid",
+        ["--data", DATA, "--rounds", "1", "--dim", "64"],
+        r"hybrid: median +[\d,]+ docs/s",
+        id="hybrid",
+    ),
+    pytest.param(
+        "ceiling_hybrid",
+        ["--data", DATA, "--weights", "0.25", "--cosines", "0.4", "--dim", "64"],
+        r"NMI of seating against the true history, w 0.25, cos 0.4 .*: \d\.\d{4}",
+        id="ceiling_hybrid",
+    ),
+    pytest.param(
+        "edcm_long_docs",
+        ["--data", DATA],
+        r"nmi \d\.\d+ .* clusters \d+",
+        id="edcm_long_docs",
+    ),
+    pytest.param(
+        "quality_hybrid",
+        ["--data", DATA, "--weights", "0.25", "--cosines", "0.4", "--dim", "64"],
+        r"hybrid w 0.25 cos 0.4: NMI \d\.\d+",
+        id="quality_hybrid",
+    ),
+    pytest.param(
         "bench_failover",
         ["--data", DATA, "--topology", "sentinel", "--repeat", "1", "--rate", "200"],
         r"sentinel run 1: promoted [\d.]+ s",
