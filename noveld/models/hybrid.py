@@ -160,6 +160,26 @@ def births_in_order(
     return uids, born
 
 
+class _MemberFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
+    """Each document's words and counts, then its vector on the dimensions' reserved entries
+    (x_j · 2^20, rounded), computed per document on access."""
+
+    def __init__(self, batch: DocBatch, pos: np.ndarray, neg: np.ndarray) -> None:
+        self._batch, self._pos, self._neg = batch, pos, neg
+
+    def __len__(self) -> int:
+        return len(self._batch)
+
+    def __getitem__(self, d: int) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
+        batch = self._batch
+        w, c = batch.doc(d)
+        x = np.zeros(0) if batch.emb is None else batch.emb[d]
+        on = np.flatnonzero(x)
+        ids = np.where(x[on] > 0.0, self._pos[on], self._neg[on])
+        values = np.rint(np.abs(x[on]) * FEATURE_SCALE).astype(np.int64)
+        return np.concatenate([w, ids]), np.concatenate([c.astype(np.int64), values])
+
+
 class HybridMixture(VMFMixture):
     """CRP seating under words × vectors, with Gibbs rejuvenation of the batch, forgetting,
     retirement and known labels as in :class:`~noveld.models.vmf.VMFMixture`."""
@@ -327,17 +347,10 @@ class HybridMixture(VMFMixture):
 
     def member_features(self, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
         """What the novelty tracker keeps of a member for re-founding: its words and counts,
-        then its vector as the dimensions' reserved entries with integer values x_j · 2^20."""
+        then its vector as the dimensions' reserved entries with integer values x_j · 2^20
+        (built when asked: the tracker keeps a few members of young candidates only)."""
         pos, neg = self._dimension_ids()
-        out: list[tuple[np.ndarray, np.ndarray]] = []
-        for d in range(len(batch)):
-            w, c = batch.doc(d)
-            x = np.zeros(0) if batch.emb is None else batch.emb[d]
-            on = np.flatnonzero(x)
-            ids = np.where(x[on] > 0.0, pos[on], neg[on])
-            values = np.rint(np.abs(x[on]) * FEATURE_SCALE).astype(np.int64)
-            out.append((np.concatenate([w, ids]), np.concatenate([c.astype(np.int64), values])))
-        return out
+        return _MemberFeatures(batch, pos, neg)
 
     def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
         """:meth:`still_belongs_both` on the live statistics, for members kept as
