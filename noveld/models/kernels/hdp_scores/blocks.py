@@ -135,18 +135,26 @@ def group_log_predictive(
     slot_t = pair_w  # reuse the caller's scratch (n entries each)
     slot_c = np.zeros(n)
     same = np.zeros(n)
+    # each distinct word's earlier occurrences by slot, as a list of (slot, count) nodes, so
+    # a word's ``same`` costs its own slots rather than a scan of every earlier word
+    word_of, n_distinct = _distinct_words(ws, nlw.shape[0])
+    head = np.full(n_distinct, -1, dtype=np.int64)
+    node_slot = np.empty(n, dtype=np.int64)
+    node_cnt = np.empty(n)
+    node_next = np.empty(n, dtype=np.int64)
+    n_nodes = 0
     n_slots = 0
     claimed = 0
     out = 0.0
     for i in range(n):
         w = ws[i]
+        cw = word_of[i]
         num, best_l, best_v = _state_weights(w, k, zeta, beta, tw, cat, ix, psums[i], bus[i])
         nums[i] = num
-        for s in range(n_slots):
-            same[s] = 0.0
-        for j in range(i):  # earlier occurrences of this word, by the slot they sit in
-            if ws[j] == w:
-                same[pair_t[j]] += 1.0
+        e = head[cw]
+        while e >= 0:  # earlier occurrences of this word, by the slot they sit in
+            same[node_slot[e]] = node_cnt[e]
+            e = node_next[e]
         for s in range(n_slots):
             y = slot_t[s]
             o = okl[k, y] if k >= 0 else 0.0
@@ -172,32 +180,63 @@ def group_log_predictive(
             n_slots += 1
         slot_c[s_of] += 1.0
         pair_t[i] = s_of
+        found = False
+        e = head[cw]
+        while e >= 0:
+            same[node_slot[e]] = 0.0
+            if node_slot[e] == s_of:
+                node_cnt[e] += 1.0
+                found = True
+            e = node_next[e]
+        if not found:
+            node_slot[n_nodes] = s_of
+            node_cnt[n_nodes] = 1.0
+            node_next[n_nodes] = head[cw]
+            head[cw] = n_nodes
+            n_nodes += 1
     if n_empty > 0:
-        out = max(out, _one_fresh_topic(ws, k, zeta, beta, vbeta, tw, cat, empties[0], nums))
+        out = max(out, _one_fresh_topic(ws, k, zeta, beta, vbeta, tw, cat, empties[0], nums,
+                                            word_of, n_distinct))  # fmt: skip
     return out
+
+
+@njit(cache=True)
+def _distinct_words(ws: np.ndarray, n_words: int) -> tuple[np.ndarray, int]:
+    """Each position's distinct-word number (0, 1, … in order of first occurrence) and how many
+    distinct words ``ws`` holds (its ids are below ``n_words``)."""
+    number = np.full(n_words, -1, dtype=np.int64)
+    word_of = np.empty(ws.shape[0], dtype=np.int64)
+    n_distinct = 0
+    for i in range(ws.shape[0]):
+        w = ws[i]
+        if number[w] < 0:
+            number[w] = n_distinct
+            n_distinct += 1
+        word_of[i] = number[w]
+    return word_of, n_distinct
 
 
 @njit(cache=True)
 def _one_fresh_topic(
     ws: np.ndarray, k: int, zeta: float, beta: float, vbeta: float, tw: Arrays, cat: Arrays,
-    e: int, nums: np.ndarray,
+    e: int, nums: np.ndarray, word_of: np.ndarray, n_distinct: int,
 ) -> float:  # fmt: skip
     """The sequential predictive of ``ws`` under category ``k`` when all its words take the
     unused topic ``e`` (counted in ``e``'s word distribution as they come); ``nums[i]`` is the
-    state's numerator for word i under k."""
+    state's numerator for word i under k; ``word_of`` numbers the distinct words
+    (:func:`_distinct_words`)."""
     nlw, nl, inv, _ = tw
     okl, ok = cat[0], cat[1]
     n_topics = nl.shape[0]
     base = ok[k] if k >= 0 else 0.0
     o_e = okl[k, e] if k >= 0 else 0.0
+    seen = np.zeros(n_distinct)  # earlier occurrences of each distinct word
     out = 0.0
     for i in range(ws.shape[0]):
         w = ws[i]
         num = nums[i]
-        same = 0.0
-        for j in range(i):
-            if ws[j] == w:
-                same += 1.0
+        same = seen[word_of[i]]
+        seen[word_of[i]] += 1.0
         num += (zeta + o_e + i) * (beta + nlw[w, e] + same) / (vbeta + nl[e] + i)
         num -= (zeta + o_e) * phi(w, e, nlw, inv, beta)
         out += math.log(num / (n_topics * zeta + base + i))
