@@ -54,7 +54,7 @@ def _index_word_topic(w: int, y: int, nlw: np.ndarray, ix: Arrays) -> None:
     wzlen[w] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def move_token(
     w: int, y: int, k: int, s: float, vbeta: float, tw: Arrays, cat: Arrays, ix: Arrays,
     ctl: np.ndarray,

@@ -12,14 +12,6 @@ from noveld.models.kernels.hdp_scores.topics import EMPTY_BELOW, Arrays, phi
 
 
 @njit(cache=True)
-def _own_count(y: int, own_t: np.ndarray, own_c: np.ndarray, n_own: int) -> float:
-    for j in range(n_own):
-        if own_t[j] == y:
-            return own_c[j]
-    return 0.0
-
-
-@njit(cache=True)
 def block_log_predictive(
     ws: np.ndarray, k: int, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays,
     phi_sums: np.ndarray, best_used: np.ndarray, empties: np.ndarray, n_empty: int,
@@ -39,6 +31,7 @@ def block_log_predictive(
     claimed = 0
     out = 0.0
     base = ok[k] if k >= 0 else 0.0
+    own = np.zeros(n_topics)  # own_c by topic, so a topic's own count is one look-up
     for i in range(ws.shape[0]):
         w = ws[i]
         num = zeta * phi_sums[i]
@@ -48,7 +41,7 @@ def block_log_predictive(
                 y = nz[k, q]
                 ph = phi(w, y, nlw, inv, beta)
                 num += okl[k, y] * ph
-                v = (zeta + okl[k, y] + _own_count(y, own_t, own_c, n_own)) * ph
+                v = (zeta + okl[k, y] + own[y]) * ph
                 if v > best_v or (v == best_v and y < best_l):
                     best_v, best_l = v, y
         for j in range(n_own):
@@ -62,7 +55,7 @@ def block_log_predictive(
         y = best_used[i]
         if y >= 0:
             o = okl[k, y] if k >= 0 else 0.0
-            v = (zeta + o + _own_count(y, own_t, own_c, n_own)) * phi(w, y, nlw, inv, beta)
+            v = (zeta + o + own[y]) * phi(w, y, nlw, inv, beta)
             if v > best_v or (v == best_v and y < best_l):
                 best_v, best_l = v, y
         if claimed < n_empty:
@@ -71,15 +64,15 @@ def block_log_predictive(
             if v > best_v:
                 best_v, best_l = v, e
                 claimed += 1
-        found = False
-        for j in range(n_own):
-            if own_t[j] == best_l:
-                own_c[j] += 1.0
-                found = True
-        if not found:
+        if own[best_l] > 0.0:
+            for j in range(n_own):
+                if own_t[j] == best_l:
+                    own_c[j] += 1.0
+        else:
             own_t[n_own] = best_l
             own_c[n_own] = 1.0
             n_own += 1
+        own[best_l] += 1.0
     return out
 
 
