@@ -25,7 +25,7 @@ from noveld.models.kernels.hdp_scores.categories import choose_block_category
 from noveld.models.kernels.hdp_scores.topics import CATS, Arrays, draw_topic, pick, pick_log
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def new_table_weight(
     y: int, zeta: float, gamma: float, cat: Arrays, kmax: int, discount: float = 0.0
 ) -> float:
@@ -45,7 +45,7 @@ def new_table_weight(
     return num / den
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def open_tables(
     d: int, i: int, t_old: int, lo: int, hi: int, tok_t: np.ndarray, tabs: Arrays,
     doc_tabs: np.ndarray, n_doc_tabs: int, tab_first: np.ndarray, out: np.ndarray,
@@ -76,7 +76,7 @@ def open_tables(
     return n_open
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def word_table(
     i: int, d: int, n_open: int, zeta: float, alpha: float, gamma: float, cat: Arrays,
     ctl: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: np.ndarray,
