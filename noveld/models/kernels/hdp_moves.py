@@ -221,12 +221,21 @@ def _members(
 
 
 @njit(cache=True)
-def _shares_a_word(a: np.ndarray, b: np.ndarray, tok_word: np.ndarray) -> bool:
-    for i in range(a.shape[0]):
-        for j in range(b.shape[0]):
-            if tok_word[a[i]] == tok_word[b[j]]:
-                return True
-    return False
+def _shares_a_word(
+    a: np.ndarray, b: np.ndarray, tok_word: np.ndarray, mark: np.ndarray
+) -> bool:  # fmt: skip
+    """Whether token sets ``a`` and ``b`` share a word (``mark``: zeros, one per word; left
+    zero)."""
+    for i in a:
+        mark[tok_word[i]] = True
+    out = False
+    for j in b:
+        if mark[tok_word[j]]:
+            out = True
+            break
+    for i in a:
+        mark[tok_word[i]] = False
+    return out
 
 
 @njit(cache=True)
@@ -295,12 +304,13 @@ def merge_births(
     ks = np.full(1, -1, dtype=np.int64)
     one = np.empty(1)
     gains = np.full((n_young, n_young), -np.inf)
+    mark = np.zeros(tw[0].shape[0], dtype=np.bool_)
     log_k_minus_one = math.log(new_category_weight(gamma, discount, mk, alive, kmax) - discount)
     for a in range(n_young):
         ta, da = toks[tok_ptr[a] : tok_ptr[a + 1]], docs[dptr[a] : dptr[a + 1]]
         for b in range(a + 1, n_young):
             tb, db = toks[tok_ptr[b] : tok_ptr[b + 1]], docs[dptr[b] : dptr[b + 1]]
-            if not _shares_a_word(ta, tb, tok_word):
+            if not _shares_a_word(ta, tb, tok_word, mark):
                 continue
             ka, kb = young[a], young[b]
             _take(ta, da, ka, -1.0, tok_word, tok_y, vbeta, tw, cat, ix, ctl, cx)

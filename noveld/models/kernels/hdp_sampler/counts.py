@@ -34,7 +34,7 @@ def open_category(ctl: np.ndarray, cat: Arrays) -> int:
     return kc
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _index_word_topic(w: int, y: int, nlw: np.ndarray, ix: Arrays) -> None:
     """List topic y among word w's topics (if absent), dropping stale entries when the word's
     slice is full (its room is its topics at the start plus its tokens, so it always fits)."""
@@ -54,7 +54,7 @@ def _index_word_topic(w: int, y: int, nlw: np.ndarray, ix: Arrays) -> None:
     wzlen[w] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def move_token(
     w: int, y: int, k: int, s: float, vbeta: float, tw: Arrays, cat: Arrays, ix: Arrays,
     ctl: np.ndarray,
@@ -118,7 +118,7 @@ def context_weights(
     return extra
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def move_context(d: int, k: int, s: float, cx: Arrays) -> None:
     """Add (s = 1) or remove (s = −1) document d's context observations in category k."""
     ctx_ptr, col_v, col_f, cvk = cx[0], cx[1], cx[2], cx[4]

@@ -25,7 +25,7 @@ from noveld.models.kernels.hdp_scores.categories import choose_block_category
 from noveld.models.kernels.hdp_scores.topics import CATS, Arrays, draw_topic, pick, pick_log
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def new_table_weight(
     y: int, zeta: float, gamma: float, cat: Arrays, kmax: int, discount: float = 0.0
 ) -> float:
@@ -45,30 +45,51 @@ def new_table_weight(
     return num / den
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def open_tables(
+    d: int, i: int, t_old: int, lo: int, hi: int, tok_t: np.ndarray, tabs: Arrays,
+    doc_tabs: np.ndarray, n_doc_tabs: int, tab_first: np.ndarray, out: np.ndarray,
+) -> int:  # fmt: skip
+    """The open tables of document d (its tables ``doc_tabs[:n_doc_tabs]``) without token i,
+    taken out of table ``t_old``, into ``out`` in order of their first token — the order a scan
+    of the document's other tokens meets them. ``tab_first[t]`` is the first token at t; it
+    moves past i here when i was t_old's first (a scan only then). Returns their number."""
+    tab_size = tabs[2]
+    if tab_first[t_old] == i:
+        nxt = hi
+        for j in range(i + 1, hi):
+            if tok_t[j] == t_old:
+                nxt = j
+                break
+        tab_first[t_old] = nxt
+    n_open = 0
+    for q in range(n_doc_tabs):
+        t = doc_tabs[q]
+        if tab_size[t] <= 0:
+            continue
+        p = n_open  # insertion by first token (a document has few tables)
+        while p > 0 and tab_first[out[p - 1]] > tab_first[t]:
+            out[p] = out[p - 1]
+            p -= 1
+        out[p] = t
+        n_open += 1
+    return n_open
+
+
+@njit(cache=True, inline="always")
 def word_table(
-    i: int, d: int, lo: int, hi: int, zeta: float, alpha: float, gamma: float, cat: Arrays,
-    ctl: np.ndarray, tok_t: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: np.ndarray,
+    i: int, d: int, n_open: int, zeta: float, alpha: float, gamma: float, cat: Arrays,
+    ctl: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: np.ndarray,
     wts: np.ndarray, u1: float, u2: float, deterministic: bool, n_tab: int, discount: float,
 ) -> tuple[int, int]:  # fmt: skip
-    """Eq. 3 for token i (taken out, its topic known) of the document spanning ``lo:hi``:
-    one of the document's open tables, or a new one whose category is drawn by eq. 6 for this
-    word. Returns (table, tables used); table −1 when out of category capacity."""
+    """Eq. 3 for token i (taken out, its topic known) of document d: one of the document's
+    open tables ``scratch[:n_open]`` (:func:`open_tables`), or a new one whose category is
+    drawn by eq. 6 for this word. Returns (table, tables used); table −1 when out of category
+    capacity."""
     okl, ok, mk, alive = cat[0], cat[1], cat[2], cat[3]
     tab_doc, tab_k, tab_size = tabs
     n_topics = okl.shape[1]
     y = tok_y[i]
-    n_open = 0
-    for j in range(lo, hi):
-        tj = tok_t[j]
-        if j == i or tab_size[tj] <= 0:
-            continue
-        seen = False
-        for q in range(n_open):
-            seen = seen or scratch[q] == tj
-        if not seen:
-            scratch[n_open] = tj
-            n_open += 1
     best = 0.0
     for q in range(n_open):
         kq = tab_k[scratch[q]]

@@ -7,7 +7,12 @@ import numpy as np
 from numba import njit
 
 from noveld.models.kernels.hdp_sampler.counts import move_context, move_token
-from noveld.models.kernels.hdp_sampler.steps import seat_document, table_category, word_table
+from noveld.models.kernels.hdp_sampler.steps import (
+    open_tables,
+    seat_document,
+    table_category,
+    word_table,
+)
 from noveld.models.kernels.hdp_scores.categories import choose_block_category
 from noveld.models.kernels.hdp_scores.topics import CATS, Arrays, draw_topic
 
@@ -81,8 +86,14 @@ def sample_batch(
     per_pass = 5 * n_tok + n_docs
     inv, inv_sum = tw[2], tw[3]
     extra = (np.empty(okl.shape[0] + 1), np.zeros(okl.shape[0] + 1))
+    tab_first = np.empty(tabs[0].shape[0], dtype=np.int64)  # a table's first token
+    doc_tabs = np.empty(2 * max_len, dtype=np.int64)  # the document's tables (≤ 2/token)
+    by_doc_ptr = np.zeros(n_docs + 1, dtype=np.int64)
+    by_doc = np.empty(0, dtype=np.int64)
     for sweep in range(first_sweep, n_sweeps + 1):
         ui = per_pass * sweep
+        if sweep > 0:  # each document's open tables (a sweep adds only the current one's)
+            by_doc_ptr, by_doc = _open_tables_by_document(tabs, n_tab, n_docs)
         for d in range(n_docs):
             lo, hi = doc_ptr[d], doc_ptr[d + 1]
             inv_sum[0] = inv.sum()  # exact again at every document (incremental in between)
@@ -96,6 +107,13 @@ def sample_batch(
                     return -1
                 continue
             ui += 1
+            n_doc_tabs = 0
+            if known[d] < 0:  # the document's tables and their first tokens
+                for q in range(by_doc_ptr[d], by_doc_ptr[d + 1]):  # at most one per token
+                    doc_tabs[n_doc_tabs] = by_doc[q]
+                    n_doc_tabs += 1
+                for i in range(hi - 1, lo - 1, -1):
+                    tab_first[tok_t[i]] = i
             for i in range(lo, hi):
                 w = tok_word[i]
                 t = tok_t[i]
@@ -105,13 +123,21 @@ def sample_batch(
                     left = t if tab_size[t] == 0 else -1  # the token's table emptied
                     if left >= 0:
                         cat[2][tabs[1][t]] -= 1.0
+                    before = n_tab
+                    n_open = open_tables(d, i, t, lo, hi, tok_t, tabs, doc_tabs, n_doc_tabs,
+                                         tab_first, open_tabs)  # fmt: skip
                     t, n_tab = word_table(
-                        i, d, lo, hi, zeta, alpha, gamma, cat, ctl, tok_t, tok_y, tabs,
+                        i, d, n_open, zeta, alpha, gamma, cat, ctl, tok_y, tabs,
                         open_tabs, wts, rng_u[ui], rng_u[ui + 1], deterministic, n_tab,
                         discount,
                     )  # fmt: skip
                     if t < 0:
                         return -1
+                    if t == before:  # a new table of the document
+                        doc_tabs[n_doc_tabs] = t
+                        n_doc_tabs += 1
+                        tab_first[t] = i
+                    tab_first[t] = min(tab_first[t], i)
                     if left >= 0 and t != left and cx[5][d] == left:
                         # the document's context leaves the emptied table with its last token
                         move_context(d, tabs[1][left], -1.0, cx)
@@ -127,8 +153,9 @@ def sample_batch(
                 move_token(w, y, tabs[1][t], 1.0, vbeta, tw, cat, ix, ctl)
             if known[d] >= 0:
                 continue
-            for t in range(n_tab):
-                if tabs[0][t] != d or tab_size[t] <= 0:
+            for q in range(n_doc_tabs):  # in table order, as the tables were opened
+                t = doc_tabs[q]
+                if tab_size[t] <= 0:
                     continue
                 ui = table_category(
                     t, lo, hi, tok_word, zeta, beta, vbeta, gamma, blocked, tw, cat, ix, ctl,
@@ -138,6 +165,29 @@ def sample_batch(
                 if ui < 0:
                     return -1
     return n_tab
+
+
+@njit(cache=True)
+def _open_tables_by_document(
+    tabs: Arrays, n_tab: int, n_docs: int
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The open tables of each document, in table order (CSR: document d's are
+    ``tables[ptr[d]:ptr[d + 1]]``): a sweep then walks a document's tables, not every table
+    the batch has opened so far."""
+    tab_doc, tab_size = tabs[0], tabs[2]
+    ptr = np.zeros(n_docs + 1, dtype=np.int64)
+    for t in range(n_tab):
+        if tab_size[t] > 0:
+            ptr[tab_doc[t] + 1] += 1
+    for d in range(n_docs):
+        ptr[d + 1] += ptr[d]
+    fill = ptr[:n_docs].copy()
+    tables = np.empty(ptr[n_docs], dtype=np.int64)
+    for t in range(n_tab):
+        if tab_size[t] > 0:
+            tables[fill[tab_doc[t]]] = t
+            fill[tab_doc[t]] += 1
+    return ptr, tables
 
 
 @njit(cache=True)

@@ -12,14 +12,6 @@ from noveld.models.kernels.hdp_scores.topics import EMPTY_BELOW, Arrays, phi
 
 
 @njit(cache=True)
-def _own_count(y: int, own_t: np.ndarray, own_c: np.ndarray, n_own: int) -> float:
-    for j in range(n_own):
-        if own_t[j] == y:
-            return own_c[j]
-    return 0.0
-
-
-@njit(cache=True)
 def block_log_predictive(
     ws: np.ndarray, k: int, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays,
     phi_sums: np.ndarray, best_used: np.ndarray, empties: np.ndarray, n_empty: int,
@@ -39,6 +31,7 @@ def block_log_predictive(
     claimed = 0
     out = 0.0
     base = ok[k] if k >= 0 else 0.0
+    own = np.zeros(n_topics)  # own_c by topic, so a topic's own count is one look-up
     for i in range(ws.shape[0]):
         w = ws[i]
         num = zeta * phi_sums[i]
@@ -48,7 +41,7 @@ def block_log_predictive(
                 y = nz[k, q]
                 ph = phi(w, y, nlw, inv, beta)
                 num += okl[k, y] * ph
-                v = (zeta + okl[k, y] + _own_count(y, own_t, own_c, n_own)) * ph
+                v = (zeta + okl[k, y] + own[y]) * ph
                 if v > best_v or (v == best_v and y < best_l):
                     best_v, best_l = v, y
         for j in range(n_own):
@@ -62,7 +55,7 @@ def block_log_predictive(
         y = best_used[i]
         if y >= 0:
             o = okl[k, y] if k >= 0 else 0.0
-            v = (zeta + o + _own_count(y, own_t, own_c, n_own)) * phi(w, y, nlw, inv, beta)
+            v = (zeta + o + own[y]) * phi(w, y, nlw, inv, beta)
             if v > best_v or (v == best_v and y < best_l):
                 best_v, best_l = v, y
         if claimed < n_empty:
@@ -71,15 +64,15 @@ def block_log_predictive(
             if v > best_v:
                 best_v, best_l = v, e
                 claimed += 1
-        found = False
-        for j in range(n_own):
-            if own_t[j] == best_l:
-                own_c[j] += 1.0
-                found = True
-        if not found:
+        if own[best_l] > 0.0:
+            for j in range(n_own):
+                if own_t[j] == best_l:
+                    own_c[j] += 1.0
+        else:
             own_t[n_own] = best_l
             own_c[n_own] = 1.0
             n_own += 1
+        own[best_l] += 1.0
     return out
 
 
@@ -135,18 +128,26 @@ def group_log_predictive(
     slot_t = pair_w  # reuse the caller's scratch (n entries each)
     slot_c = np.zeros(n)
     same = np.zeros(n)
+    # each distinct word's earlier occurrences by slot, as a list of (slot, count) nodes, so
+    # a word's ``same`` costs its own slots rather than a scan of every earlier word
+    word_of, n_distinct = _distinct_words(ws, nlw.shape[0])
+    head = np.full(n_distinct, -1, dtype=np.int64)
+    node_slot = np.empty(n, dtype=np.int64)
+    node_cnt = np.empty(n)
+    node_next = np.empty(n, dtype=np.int64)
+    n_nodes = 0
     n_slots = 0
     claimed = 0
     out = 0.0
     for i in range(n):
         w = ws[i]
+        cw = word_of[i]
         num, best_l, best_v = _state_weights(w, k, zeta, beta, tw, cat, ix, psums[i], bus[i])
         nums[i] = num
-        for s in range(n_slots):
-            same[s] = 0.0
-        for j in range(i):  # earlier occurrences of this word, by the slot they sit in
-            if ws[j] == w:
-                same[pair_t[j]] += 1.0
+        e = head[cw]
+        while e >= 0:  # earlier occurrences of this word, by the slot they sit in
+            same[node_slot[e]] = node_cnt[e]
+            e = node_next[e]
         for s in range(n_slots):
             y = slot_t[s]
             o = okl[k, y] if k >= 0 else 0.0
@@ -172,32 +173,63 @@ def group_log_predictive(
             n_slots += 1
         slot_c[s_of] += 1.0
         pair_t[i] = s_of
+        found = False
+        e = head[cw]
+        while e >= 0:
+            same[node_slot[e]] = 0.0
+            if node_slot[e] == s_of:
+                node_cnt[e] += 1.0
+                found = True
+            e = node_next[e]
+        if not found:
+            node_slot[n_nodes] = s_of
+            node_cnt[n_nodes] = 1.0
+            node_next[n_nodes] = head[cw]
+            head[cw] = n_nodes
+            n_nodes += 1
     if n_empty > 0:
-        out = max(out, _one_fresh_topic(ws, k, zeta, beta, vbeta, tw, cat, empties[0], nums))
+        out = max(out, _one_fresh_topic(ws, k, zeta, beta, vbeta, tw, cat, empties[0], nums,
+                                            word_of, n_distinct))  # fmt: skip
     return out
+
+
+@njit(cache=True)
+def _distinct_words(ws: np.ndarray, n_words: int) -> tuple[np.ndarray, int]:
+    """Each position's distinct-word number (0, 1, … in order of first occurrence) and how many
+    distinct words ``ws`` holds (its ids are below ``n_words``)."""
+    number = np.full(n_words, -1, dtype=np.int64)
+    word_of = np.empty(ws.shape[0], dtype=np.int64)
+    n_distinct = 0
+    for i in range(ws.shape[0]):
+        w = ws[i]
+        if number[w] < 0:
+            number[w] = n_distinct
+            n_distinct += 1
+        word_of[i] = number[w]
+    return word_of, n_distinct
 
 
 @njit(cache=True)
 def _one_fresh_topic(
     ws: np.ndarray, k: int, zeta: float, beta: float, vbeta: float, tw: Arrays, cat: Arrays,
-    e: int, nums: np.ndarray,
+    e: int, nums: np.ndarray, word_of: np.ndarray, n_distinct: int,
 ) -> float:  # fmt: skip
     """The sequential predictive of ``ws`` under category ``k`` when all its words take the
     unused topic ``e`` (counted in ``e``'s word distribution as they come); ``nums[i]`` is the
-    state's numerator for word i under k."""
+    state's numerator for word i under k; ``word_of`` numbers the distinct words
+    (:func:`_distinct_words`)."""
     nlw, nl, inv, _ = tw
     okl, ok = cat[0], cat[1]
     n_topics = nl.shape[0]
     base = ok[k] if k >= 0 else 0.0
     o_e = okl[k, e] if k >= 0 else 0.0
+    seen = np.zeros(n_distinct)  # earlier occurrences of each distinct word
     out = 0.0
     for i in range(ws.shape[0]):
         w = ws[i]
         num = nums[i]
-        same = 0.0
-        for j in range(i):
-            if ws[j] == w:
-                same += 1.0
+        same = seen[word_of[i]]
+        seen[word_of[i]] += 1.0
         num += (zeta + o_e + i) * (beta + nlw[w, e] + same) / (vbeta + nl[e] + i)
         num -= (zeta + o_e) * phi(w, e, nlw, inv, beta)
         out += math.log(num / (n_topics * zeta + base + i))

@@ -21,7 +21,7 @@ def phi(w: int, y: int, nlw: np.ndarray, inv: np.ndarray, beta: float) -> float:
     return (beta + nlw[w, y]) * inv[y]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def phi_sum(w: int, tw: Arrays, ix: Arrays, beta: float) -> float:
     """``Σ_l φ_l(w) = β Σ_l inv[y] + Σ_{y ∋ w} n_lw inv[y]``."""
     nlw, _, inv, inv_sum = tw
@@ -33,7 +33,7 @@ def phi_sum(w: int, tw: Arrays, ix: Arrays, beta: float) -> float:
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def best_used_topic(w: int, tw: Arrays, ix: Arrays, beta: float, n_empty: int) -> int:
     """The used topic with the largest ``φ_l(w)``; −1 when none holds w and unused topics exist
     (the unused class then beats every used topic not holding w)."""
@@ -103,7 +103,7 @@ def pick_log(logw: np.ndarray, n: int, u: float, deterministic: bool) -> int:
     return pick(logw, n, u, deterministic)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def draw_topic(
     w: int, k: int, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays,
     ctl: np.ndarray, wts: np.ndarray, u: float, deterministic: bool,
