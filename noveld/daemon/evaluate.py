@@ -85,6 +85,7 @@ def run_and_record(
         progress_out=progress_out,
         snapshot=False,
         breaker_advice=BREAKER_ADVICE,
+        tail_fate="an incomplete line, not scored",
     )
     rec.invalid = progress.invalid
     if code == EXIT_OK and progress.stopped:

@@ -1,13 +1,15 @@
 """What a newcomer trips over first: the demo refuses flags that describe an input it does not
-read, and evaluate's JSON report gives counts as integers."""
+read, evaluate's JSON report gives counts as integers, and messages say what really happened (no
+saved state, an incomplete line, a file for a state dir, a refused input)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from cli_runner import noveld
+from cli_runner import NOVELD, noveld
 
 
 @pytest.mark.parametrize(
@@ -53,3 +55,67 @@ def test_evaluate_json_gives_counts_as_integers(tmp_path: Path) -> None:
     for key in ("births", "true_clusters", "clusters", "docs"):
         assert type(report[key]) is int, (key, report[key])
     assert report["true_clusters"] >= 1 and report["births"] >= 1
+
+
+def test_a_closed_stdout_without_state_does_not_claim_a_saved_state(tmp_path: Path) -> None:
+    rows = [json.dumps({"id": f"d{i}", "text": f"story{i // 40} w{i % 7} common"})
+            for i in range(4000)]  # fmt: skip
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    proc = subprocess.Popen(
+        [*NOVELD, "run", "--input", str(path), "--emit-assignments", "--batch-size", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as `| head -1` does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1, err
+    assert "stdout was closed by its reader" in err
+    assert "saved state" not in err
+    assert "No state is saved (no --state-dir or --redis-url)" in err
+
+
+def test_evaluate_says_an_incomplete_last_line_is_not_scored(tmp_path: Path) -> None:
+    stream = tmp_path / "s.jsonl"
+    gen = noveld("generate", "--docs", "200", "--out", str(stream), timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    with stream.open("a") as fh:
+        fh.write('{"id": "cut", "text": "half a rec')  # a writer stopped mid-line
+    out = noveld("evaluate", str(stream), timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "next run" not in out.stderr
+    assert f"the last line of {stream} has no newline" in out.stderr
+    assert "an incomplete line, not scored" in out.stderr
+
+
+def test_a_state_dir_that_is_a_file_is_named_so(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "text": "b"}\n')
+    taken = tmp_path / "st"
+    taken.write_text("not a directory")
+    out = noveld("run", "--input", str(src), "--state-dir", str(taken), timeout=120)
+    assert out.returncode == 2
+    assert "Errno" not in out.stderr
+    assert f"--state-dir {taken} is not a directory" in out.stderr
+    assert taken.read_text() == "not a directory"
+
+
+@pytest.mark.parametrize("kind", ["missing", "a directory"])
+def test_a_refused_input_leaves_no_state_dir(tmp_path: Path, kind: str) -> None:
+    src = tmp_path / "in.jsonl"
+    if kind == "a directory":
+        src.mkdir()  # unreadable as a file (permission bits do not stop root)
+    st = tmp_path / "deep" / "st"
+    out = noveld("run", "--input", str(src), "--state-dir", str(st), timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert f"cannot read input {src}" in out.stderr
+    assert not st.exists()
+
+
+def test_a_refused_input_keeps_a_state_dir_that_was_there(tmp_path: Path) -> None:
+    st = tmp_path / "st"
+    st.mkdir()
+    out = noveld("run", "--input", str(tmp_path / "none.jsonl"), "--state-dir", str(st))
+    assert out.returncode == 2, out.stderr
+    assert st.is_dir()  # the user's directory: not removed
