@@ -1,15 +1,18 @@
 """What a newcomer trips over first: the demo refuses flags that describe an input it does not
-read, evaluate's JSON report gives counts as integers, and messages say what really happened (no
-saved state, an incomplete line, a file for a state dir, a refused input)."""
+read, evaluate's JSON report gives counts as integers, messages say what really happened (no
+saved state, an incomplete line, a file for a state dir, a refused input), and a run on a
+terminal says it reads stdin."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 from pathlib import Path
 
 import pytest
-from cli_runner import NOVELD, noveld
+from cli_runner import NOVELD, noveld, wait_for_output
 
 
 @pytest.mark.parametrize(
@@ -119,3 +122,26 @@ def test_a_refused_input_keeps_a_state_dir_that_was_there(tmp_path: Path) -> Non
     out = noveld("run", "--input", str(tmp_path / "none.jsonl"), "--state-dir", str(st))
     assert out.returncode == 2, out.stderr
     assert st.is_dir()  # the user's directory: not removed
+
+
+def test_run_on_a_terminal_says_it_reads_stdin() -> None:
+    main, secondary = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [*NOVELD, "run"], stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        os.close(secondary)
+        assert proc.stderr is not None
+        said = wait_for_output(proc.stderr, "or give --input FILE", timeout=120)
+        assert "reading JSONL documents from stdin" in said and "Ctrl-D" in said
+        os.write(main, b"\x04")  # Ctrl-D at the start of a line: end of input
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    finally:
+        os.close(main)
+
+
+def test_run_from_a_pipe_does_not_say_it_reads_stdin() -> None:
+    out = noveld("run", input_text='{"id": "a", "text": "b"}\n', timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "reading JSONL documents from stdin" not in out.stderr
