@@ -1,7 +1,6 @@
 """What a newcomer trips over first: the demo refuses flags that describe an input it does not
 read, evaluate's JSON report gives counts as integers, messages say what really happened (no
-saved state, an incomplete line, a file for a state dir, a refused input), and a run on a
-terminal says it reads stdin."""
+saved state, an incomplete line, a file for a state dir), and flat context fields are read."""
 
 from __future__ import annotations
 
@@ -58,6 +57,20 @@ def test_evaluate_json_gives_counts_as_integers(tmp_path: Path) -> None:
     for key in ("births", "true_clusters", "clusters", "docs"):
         assert type(report[key]) is int, (key, report[key])
     assert report["true_clusters"] >= 1 and report["births"] >= 1
+
+
+def _flat_stream(path: Path, docs: int = 300) -> Path:
+    """A generated labelled stream, its context moved into flat fields (``category``,
+    ``source``) as users' records usually carry it."""
+    gen = noveld("generate", "--docs", str(docs), "--out", str(path), timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    with path.open("w") as fh:
+        for i, row in enumerate(rows):
+            row["source"] = row.pop("context", {}).get("source", "wire")
+            row["category"] = f"Natural/{row['label']}" if i % 2 else None
+            fh.write(json.dumps(row) + "\n")
+    return path
 
 
 def test_a_closed_stdout_without_state_does_not_claim_a_saved_state(tmp_path: Path) -> None:
@@ -145,3 +158,32 @@ def test_run_from_a_pipe_does_not_say_it_reads_stdin() -> None:
     out = noveld("run", input_text='{"id": "a", "text": "b"}\n', timeout=120)
     assert out.returncode == 0, out.stderr
     assert "reading JSONL documents from stdin" not in out.stderr
+
+
+def test_flat_context_fields_are_read(tmp_path: Path) -> None:
+    stream = _flat_stream(tmp_path / "flat.jsonl")
+    flags = ("--context-field", "category", "--context-field", "source")
+    out = noveld("evaluate", str(stream), "--json", *flags, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["invalid_records"] == 0 and report["docs"] == 300
+    run = noveld("run", "--input", str(stream), "--dlq", str(tmp_path / "dlq.jsonl"),
+                 "--context-field", "category", timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert not (tmp_path / "dlq.jsonl").exists() or not (tmp_path / "dlq.jsonl").read_text()
+
+
+def test_evaluate_names_the_dominant_reason_when_the_breaker_opens(tmp_path: Path) -> None:
+    stream = _flat_stream(tmp_path / "flat.jsonl")
+    rows = [json.loads(line) for line in stream.read_text().splitlines()]
+    with stream.open("w") as fh:
+        for row in rows:
+            row["category"] = [row["category"]]  # a list: no context field
+            fh.write(json.dumps(row) + "\n")
+    for json_flag in ((), ("--json",)):
+        out = noveld("evaluate", str(stream), "--context-field", "category", *json_flag,
+                     "--max-consecutive-invalid", "20", timeout=300)  # fmt: skip
+        assert out.returncode == 3, out.stderr
+        assert "circuit breaker" in out.stderr
+        assert "are bad_field" in out.stderr, out.stderr
+        assert "'category' must be an object (of context fields) or a string" in out.stderr
