@@ -78,7 +78,7 @@ def run_file(
         return _run_file(settings, input_path, *args)
     if state_dir.exists() and not state_dir.is_dir():
         raise UserError(f"--state-dir {state_dir} is not a directory (a file of that name exists)")
-    created = not state_dir.exists()
+    created = _first_missing(state_dir)  # the directories this run creates, if any
     with ExitStack() as held:
         try:
             held.enter_context(hold_state_dir(state_dir))
@@ -89,17 +89,32 @@ def run_file(
         try:
             return _run_file(settings, input_path, *args)
         except UserError:  # refused before reading: leave no empty directory behind
-            if created:
-                _remove_if_unused(state_dir)
+            if created is not None:
+                _remove_if_unused(state_dir, created)
             raise
 
 
-def _remove_if_unused(state_dir: Path) -> None:
-    """Remove a state dir this run created and saved nothing in (only its lock file)."""
+def _first_missing(state_dir: Path) -> Path | None:
+    """The outermost of ``state_dir`` and its parents that does not exist yet (None: the
+    directory is there already)."""
+    missing = None
+    for path in (state_dir, *state_dir.parents):
+        if path.exists():
+            break
+        missing = path
+    return missing
+
+
+def _remove_if_unused(state_dir: Path, created: Path) -> None:
+    """Remove a state dir this run created and saved nothing in (only its lock file), with
+    the parents it created for it."""
     try:
         if {p.name for p in state_dir.iterdir()} <= {LOCK_NAME}:
             (state_dir / LOCK_NAME).unlink(missing_ok=True)
-            state_dir.rmdir()
+            for path in (state_dir, *state_dir.parents):
+                path.rmdir()
+                if path == created:
+                    break
     except OSError:  # then it stays; harmless
         pass
 
