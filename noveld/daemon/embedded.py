@@ -34,7 +34,12 @@ from noveld.daemon.reporter import Reporter
 from noveld.daemon.runner import Loop, run
 from noveld.daemon.settings import Settings
 from noveld.daemon.sinks import FileDeadLetters, StdoutEvents
-from noveld.daemon.startup import default_store, say_persistence_risk, start_metrics
+from noveld.daemon.startup import (
+    default_store,
+    refuse_a_file_as_state_dir,
+    say_persistence_risk,
+    start_metrics,
+)
 from noveld.models.hdp import live_clusters
 from noveld.state.base import FingerprintMismatch, StateStore, partition_key
 from noveld.state.dir_lock import LOCK_NAME, StateDirBusy, hold_state_dir
@@ -76,8 +81,7 @@ def run_file(
             breaker_advice, tail_fate)  # fmt: skip
     if saved or not snapshot or state_dir is None:
         return _run_file(settings, input_path, *args)
-    if state_dir.exists() and not state_dir.is_dir():
-        raise UserError(f"--state-dir {state_dir} is not a directory (a file of that name exists)")
+    refuse_a_file_as_state_dir(state_dir)
     created = _first_missing(state_dir)  # the directories this run creates, if any
     with ExitStack() as held:
         try:

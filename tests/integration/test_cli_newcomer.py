@@ -105,12 +105,14 @@ def test_evaluate_says_an_incomplete_last_line_is_not_scored(tmp_path: Path) -> 
     assert "an incomplete line, not scored" in out.stderr
 
 
-def test_a_state_dir_that_is_a_file_is_named_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["run", "fit"])
+def test_a_state_dir_that_is_a_file_is_named_so(tmp_path: Path, command: str) -> None:
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": "a", "text": "b"}\n')
     taken = tmp_path / "st"
     taken.write_text("not a directory")
-    out = noveld("run", "--input", str(src), "--state-dir", str(taken), timeout=120)
+    given = ["--input", str(src)] if command == "run" else [str(src)]
+    out = noveld(command, *given, "--state-dir", str(taken), timeout=120)
     assert out.returncode == 2
     assert "Errno" not in out.stderr
     assert f"--state-dir {taken} is not a directory" in out.stderr
