@@ -7,11 +7,13 @@ exit 130 and a line saying so."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from noveld.daemon.exits import EXIT_INTERRUPTED
 
@@ -48,6 +50,48 @@ def one_blas_thread(environ: dict[str, str] | os._Environ[str] = os.environ) -> 
         environ.setdefault(name, "1")
 
 
+KERNEL_COMMANDS = frozenset({"run", "evaluate", "demo", "fit"})
+"""The commands that cluster, and so compile the numba kernels on their first use."""
+
+_KERNELS = Path(__file__).resolve().parent / "models" / "kernels"
+
+
+def kernel_cache_dirs(environ: Mapping[str, str] = os.environ) -> list[Path]:
+    """Where numba keeps the compiled kernels (``NUMBA_CACHE_DIR``, else ``__pycache__`` next
+    to them, else the user-wide cache): one directory per kernel package."""
+    packages = [_KERNELS, *(p for p in _KERNELS.iterdir() if (p / "__init__.py").exists())]
+    target = environ.get("NUMBA_CACHE_DIR")
+    if target:
+        return [Path(target) / _cache_subpath(p) for p in packages]
+    home = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return [p / "__pycache__" for p in packages] + [
+        Path(home) / "numba" / _cache_subpath(p) for p in packages
+    ]
+
+
+def _cache_subpath(package: Path) -> str:
+    """numba's name for a source directory's cache (``get_suitable_cache_subpath``)."""
+    return f"{package.name}_{hashlib.sha1(str(package).encode()).hexdigest()}"
+
+
+def kernels_cached(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether numba has compiled noveld's kernels before (an index file of its cache is
+    there): a glob of a few directories, no numba import."""
+    return any(any(d.glob("*.nbi")) for d in kernel_cache_dirs(environ) if d.is_dir())
+
+
+def say_compiling(argv: list[str], environ: Mapping[str, str] = os.environ) -> bool:
+    """Say on stderr that the kernels compile now, once, when a clustering command starts
+    with none cached (10–30 s otherwise silent); whether it was said."""
+    if not argv or argv[0] not in KERNEL_COMMANDS or {"-q", "--quiet", "-h", "--help"} & set(argv):
+        return False
+    if kernels_cached(environ):
+        return False
+    sys.stderr.write("noveld: compiling kernels (once)…\n")
+    sys.stderr.flush()
+    return True
+
+
 def main() -> int:
     """Import the command line and run it; SIGTERM interrupts like SIGINT until a command
     installs its own handler (``noveld run``'s stops after the batch and saves).
@@ -69,6 +113,7 @@ def main() -> int:
         seeded = seed_numba_cache()
         if seeded is not None and seeded.startswith("could not"):
             sys.stderr.write(f"noveld: warning: {seeded}\n")
+        say_compiling(sys.argv[1:])
         from noveld.daemon.cli import main as cli_main
 
         # a command's own interrupts end inside cli_main; one that escapes it came while the

@@ -5,7 +5,8 @@ never raises: any byte string yields a Document or an Invalid.
 
 Lenient conversions (documented contract): an integer ``id`` or ``label`` becomes its decimal
 string; ``null`` counts as absent for every field; in ``context`` numbers and booleans become
-strings (``true``/``false``) and ``null`` values are dropped; a leading UTF-8 BOM is ignored.
+strings (``true``/``false``) and ``null`` values are dropped; a context field holding a scalar
+is one context field (its name → the value); a leading UTF-8 BOM is ignored.
 """
 
 from __future__ import annotations
@@ -66,8 +67,12 @@ class FieldNames:
     tokens: str = "tokens"
     embedding: str = "embedding"
     label: str = "label"
-    context: str = "context"
+    context: str | tuple[str, ...] = "context"
     ts: str = "ts"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.context, list):  # from the settings' JSON-shaped dump
+            object.__setattr__(self, "context", tuple(self.context))
 
 
 @dataclass(frozen=True)
@@ -268,13 +273,29 @@ def _label(obj: dict[str, Any], name: str) -> str | None:
     )
 
 
-def _context(obj: dict[str, Any], name: str) -> dict[str, str]:
-    """Categorical context: object of string → string; scalars converted, nulls dropped."""
-    value = obj.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise _Reject(InvalidReason.BAD_FIELD, f"{name!r} must be an object")
+def _context(obj: dict[str, Any], names: str | tuple[str, ...]) -> dict[str, str]:
+    """Categorical context from each named field: an object of string → scalar (its fields),
+    or a scalar (one field: its name → the value); scalars converted, nulls dropped."""
+    out: dict[str, str] = {}
+    for name in (names,) if isinstance(names, str) else names:
+        value = obj.get(name)
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            out.update(_context_object(value, name))
+        elif isinstance(value, str | int | float):
+            out[name] = _context_value(value, repr(name))
+        else:
+            raise _Reject(
+                InvalidReason.BAD_FIELD,
+                f"{name!r} must be an object (of context fields) or a string, number or "
+                f"boolean (one context field), got {_type_name(value)}",
+            )
+    return out
+
+
+def _context_object(value: dict[str, Any], name: str) -> dict[str, str]:
+    """The context fields of an object field, nulls dropped."""
     out: dict[str, str] = {}
     for key, v in value.items():
         if any(c < " " for c in key):  # the context vocabulary joins field and value with one
@@ -282,18 +303,10 @@ def _context(obj: dict[str, Any], name: str) -> dict[str, str]:
                 InvalidReason.BAD_FIELD,
                 f"{name!r} field name {key[:32]!r} holds a control character",
             )
-        if isinstance(v, str):
-            out[key] = v
-        elif v is None:
+        if v is None:
             continue
-        elif isinstance(v, bool):
-            out[key] = "true" if v else "false"
-        elif isinstance(v, int):
-            out[key] = str(v)
-        elif isinstance(v, float) and math.isfinite(v):
-            out[key] = repr(v)
-        elif isinstance(v, float):
-            raise _Reject(InvalidReason.BAD_FIELD, f"{name!r}.{key[:32]!r} is not finite ({v})")
+        if isinstance(v, str | int | float):
+            out[key] = _context_value(v, f"{name!r}.{key[:32]!r}")
         else:
             raise _Reject(
                 InvalidReason.BAD_FIELD,
@@ -301,6 +314,19 @@ def _context(obj: dict[str, Any], name: str) -> dict[str, str]:
                 f"{_type_name(v)}",
             )
     return out
+
+
+def _context_value(v: str | int | float, where: str) -> str:
+    """A context value as the vocabulary keeps it (booleans ``true``/``false``)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if not math.isfinite(v):
+        raise _Reject(InvalidReason.BAD_FIELD, f"{where} is not finite ({v})")
+    return repr(v)
 
 
 def _ts(obj: dict[str, Any], name: str) -> float | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 from kafka import KafkaProducer, TopicPartition
@@ -34,6 +35,30 @@ bootstrap itself, but not a TLS handshake: against a listener that accepts and n
 (a plaintext port, a hung broker) an ``SSL`` client's constructor waited forever."""
 
 
+_KAFKA_LOG = logging.getLogger("kafka")
+_quiet = {"depth": 0, "level": logging.NOTSET}  # start-ups in progress, kafka's level before
+_quiet_lock = threading.Lock()
+
+
+@contextmanager
+def quiet_kafka_logs() -> Iterator[None]:
+    """Hold kafka-python's own log below CRITICAL while a client starts: each failed attempt
+    to reach the bootstrap servers logs two or three WARNING/ERROR lines, a score of them
+    before the one message that names the problem (``kafka_unreachable``)."""
+    with _quiet_lock:
+        if _quiet["depth"] == 0:
+            _quiet["level"] = _KAFKA_LOG.level
+            _KAFKA_LOG.setLevel(logging.CRITICAL)
+        _quiet["depth"] += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet["depth"] -= 1
+            if _quiet["depth"] == 0:
+                _KAFKA_LOG.setLevel(_quiet["level"])
+
+
 def start_within(build: Callable[[], T], what: str, timeout_s: float = START_TIMEOUT_S) -> T:
     """``build()`` (a kafka-python client's constructor) on a helper thread; its result, or
     its exception, or :class:`BrokerSilent` naming ``what`` once ``timeout_s`` passed. A
@@ -57,7 +82,9 @@ def start_within(build: Callable[[], T], what: str, timeout_s: float = START_TIM
         done.set()
 
     threading.Thread(target=run, name=f"noveld-start-{what}", daemon=True).start()
-    if not done.wait(timeout_s):
+    with quiet_kafka_logs():
+        finished = done.wait(timeout_s)
+    if not finished:
         with lock:
             if "client" not in out:
                 out["abandoned"] = True

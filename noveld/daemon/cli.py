@@ -122,9 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.command != "run":
             return 0
         sys.stderr.write(
-            "noveld: error: stdout was closed by its reader; stopped. Events not written yet "
-            "stay in the saved state (--state-dir or --redis-url); the next run writes them "
-            "first.\n"
+            f"noveld: error: stdout was closed by its reader; stopped. {_unwritten(ns)}\n"
         )
         return EXIT_IO
     except OSError as exc:  # an unwritable path, a full disk: the environment, not a bug
@@ -136,6 +134,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # before the pipeline's own handler, or a one-shot command
         sys.stderr.write("noveld: interrupted\n")
         return EXIT_INTERRUPTED
+
+
+def _unwritten(ns: argparse.Namespace) -> str:
+    """What became of the events a run could not write: kept in its saved state, or lost when
+    it saves none (no ``--state-dir``, no ``--redis-url``)."""
+    try:
+        settings = settings_from(ns)
+        saved = settings.redis.url is not None or settings.state.dir is not None
+    except Exception:  # the settings were read once already; say the cautious thing
+        saved = False
+    if saved:
+        return (
+            "Events not written yet stay in the saved state (--state-dir or --redis-url); the "
+            "next run writes them first."
+        )
+    return (
+        "No state is saved (no --state-dir or --redis-url), so the events not written are "
+        "lost and a new run starts again from the first line; give --state-dir to keep them."
+    )
 
 
 def _validation_text(exc: ValidationError) -> str:

@@ -23,7 +23,7 @@ from noveld.daemon.exits import EXIT_INTERRUPTED, EXIT_OK
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings
 from noveld.daemon.signals import graceful_stop
-from noveld.daemon.startup import default_store
+from noveld.daemon.startup import default_store, refuse_a_file_as_state_dir
 from noveld.eval.metrics import clustering_scores
 from noveld.models.base import BatchResult, DocBatch
 from noveld.models.dpmm import DPMM
@@ -125,6 +125,7 @@ def _target(settings: Settings) -> str:
         return f"Redis namespace {settings.namespace!r}"
     if settings.state.dir is None:
         raise UserError("noveld fit needs --state-dir DIR or --redis-url URL to write the state to")
+    refuse_a_file_as_state_dir(settings.state.dir)
     try:
         with hold_state_dir(settings.state.dir):  # a run holding it: refused now, not after
             _refuse_filled(settings.state.dir)  # the pass and the sweeps (the write holds it

@@ -12,6 +12,11 @@ from noveld.daemon.kafka_flags import KAFKA_SECURITY
 from noveld.daemon.model_kinds import MODEL_FLAGS, MODEL_SWITCHES
 
 _FIELDS = ["id", "text", "tokens", "embedding", "label", "context", "ts"]
+_CONTEXT_FLAG = {
+    "action": "append",
+    "help": "JSON field holding the document's context: an object of context fields, or a "
+    "scalar (one context field, named after it); give it again for more (default context)",
+}
 
 #: options of every command that runs a model (run, config show, evaluate, fit, demo)
 COMMON: tuple[Group, ...] = (
@@ -90,8 +95,11 @@ COMMON: tuple[Group, ...] = (
                 f"--{name}-field",
                 setting=f"fields.{name}",
                 dest=f"field_{name}",
-                metavar="NAME",
-                help=f"JSON field holding the document {name} (default {name})",
+                **{
+                    "metavar": "NAME",
+                    "help": f"JSON field holding the document {name} (default {name})",
+                    **(_CONTEXT_FLAG if name == "context" else {}),
+                },
             )
             for name in _FIELDS
         ),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import IO, Any
 
 from noveld.daemon.cli_settings import settings_from
 from noveld.daemon.embedded import run_file
@@ -36,6 +36,12 @@ def cmd_run(ns: argparse.Namespace) -> int:
         return code
     input_path = settings.input or "-"
     err = None if ns.quiet else sys.stderr
+    if input_path == "-" and err is not None and _on_terminal(sys.stdin):
+        err.write(
+            "noveld: reading JSONL documents from stdin (one JSON object a line); end with "
+            "Ctrl-D, or give --input FILE\n"
+        )
+        err.flush()
     code, progress, pipeline = run_file(settings, input_path, sys.stdout, err)
     if pipeline.pending_events:  # "done" must not read as "every event went out"
         sys.stderr.write(
@@ -58,6 +64,14 @@ def cmd_run(ns: argparse.Namespace) -> int:
             )
         )
     return code
+
+
+def _on_terminal(stream: IO[str] | None) -> bool:
+    """Whether ``stream`` is a terminal (a person typing, not a pipe or a file)."""
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
 
 
 def cmd_config_show(ns: argparse.Namespace) -> int:

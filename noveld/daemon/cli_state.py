@@ -172,6 +172,9 @@ def _cmd_import(ns: argparse.Namespace) -> int:
 @contextmanager
 def _holding(state_dir: Path) -> Iterator[None]:
     """Hold a state dir while a tool rewrites its snapshot; refused while a run holds it."""
+    from noveld.daemon.startup import refuse_a_file_as_state_dir
+
+    refuse_a_file_as_state_dir(state_dir)
     try:
         with hold_state_dir(state_dir):
             yield

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 from typing import IO, Any
 
 import redis
@@ -33,10 +34,15 @@ from noveld.daemon.reporter import Reporter
 from noveld.daemon.runner import Loop, run
 from noveld.daemon.settings import Settings
 from noveld.daemon.sinks import FileDeadLetters, StdoutEvents
-from noveld.daemon.startup import default_store, say_persistence_risk, start_metrics
+from noveld.daemon.startup import (
+    default_store,
+    refuse_a_file_as_state_dir,
+    say_persistence_risk,
+    start_metrics,
+)
 from noveld.models.hdp import live_clusters
 from noveld.state.base import FingerprintMismatch, StateStore, partition_key
-from noveld.state.dir_lock import StateDirBusy, hold_state_dir
+from noveld.state.dir_lock import LOCK_NAME, StateDirBusy, hold_state_dir
 from noveld.state.redis.store import RedisStore
 
 STDIN_POLL_MS = 200
@@ -55,6 +61,7 @@ def run_file(
     on_start: Callable[[Pipeline], None] | None = None,
     store: StateStore | None = None,
     breaker_advice: str | None = None,
+    tail_fate: str | None = None,
 ) -> tuple[int, Progress, Pipeline]:
     """Run the pipeline over a JSONL file (or ``-``) until exhausted or signalled.
 
@@ -62,13 +69,20 @@ def run_file(
     ``store`` replaces the default in-process store (e.g. a RedisStore). The default store's
     state dir is held for the whole run (:func:`hold_state_dir`): a second run on it is refused.
     ``breaker_advice`` follows the circuit breaker's message (default: where the invalid
-    records are, and that a new run resumes after fixing the producer).
+    records are, and that a new run resumes after fixing the producer). ``tail_fate`` says
+    what becomes of a file's unterminated last line (default: read by the next run, or by
+    none when no state is saved).
     """
-    args = (events_out, progress_out, events_sink, observer, snapshot, on_start, store,
-            breaker_advice)  # fmt: skip
+    saved = store is not None or settings.redis.url is not None
     state_dir = settings.state.dir
-    if store is not None or settings.redis.url is not None or not snapshot or state_dir is None:
+    if tail_fate is None and not (saved or (snapshot and state_dir is not None)):
+        tail_fate = "not processed (no state is saved, so no later run resumes at it)"
+    args = (events_out, progress_out, events_sink, observer, snapshot, on_start, store,
+            breaker_advice, tail_fate)  # fmt: skip
+    if saved or not snapshot or state_dir is None:
         return _run_file(settings, input_path, *args)
+    refuse_a_file_as_state_dir(state_dir)
+    created = _first_missing(state_dir)  # the directories this run creates, if any
     with ExitStack() as held:
         try:
             held.enter_context(hold_state_dir(state_dir))
@@ -76,7 +90,37 @@ def run_file(
             raise UserError(str(exc)) from exc
         except OSError as exc:  # the directory cannot be created, or its lock file written
             raise UserError(f"cannot save state in {state_dir}: {exc}") from exc
-        return _run_file(settings, input_path, *args)
+        try:
+            return _run_file(settings, input_path, *args)
+        except UserError:  # refused before reading: leave no empty directory behind
+            if created is not None:
+                _remove_if_unused(state_dir, created)
+            raise
+
+
+def _first_missing(state_dir: Path) -> Path | None:
+    """The outermost of ``state_dir`` and its parents that does not exist yet (None: the
+    directory is there already)."""
+    missing = None
+    for path in (state_dir, *state_dir.parents):
+        if path.exists():
+            break
+        missing = path
+    return missing
+
+
+def _remove_if_unused(state_dir: Path, created: Path) -> None:
+    """Remove a state dir this run created and saved nothing in (only its lock file), with
+    the parents it created for it."""
+    try:
+        if {p.name for p in state_dir.iterdir()} <= {LOCK_NAME}:
+            (state_dir / LOCK_NAME).unlink(missing_ok=True)
+            for path in (state_dir, *state_dir.parents):
+                path.rmdir()
+                if path == created:
+                    break
+    except OSError:  # then it stays; harmless
+        pass
 
 
 def _run_file(
@@ -90,6 +134,7 @@ def _run_file(
     on_start: Callable[[Pipeline], None] | None,
     store: StateStore | None,
     breaker_advice: str | None,
+    tail_fate: str | None,
 ) -> tuple[int, Progress, Pipeline]:
     """:func:`run_file` with the state dir held (or none to hold)."""
     if store is None:
@@ -164,6 +209,8 @@ def _run_file(
     metrics, server = start_metrics(settings, pipeline)
     hooks = FileHooks(settings, input_path, source, pipeline, store, dlq, lease, metrics, server,
                       report)  # fmt: skip
+    if tail_fate is not None:
+        hooks.tail_fate = tail_fate
     # the input read now, which an outage may have opened again
     pipeline.input_checksum = lambda _key, offset: hooks.source.checksum_at(offset)
     if on_start is not None:

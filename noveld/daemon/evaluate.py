@@ -34,9 +34,11 @@ class RunStopped(RuntimeError):
     """The evaluated run ended before its input did (circuit breaker, signal, an I/O error,
     each said on stderr): a score of part of the file would pass for the whole one's."""
 
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: int, invalid_why: str = "") -> None:
         why = {
-            EXIT_CIRCUIT_OPEN: "the circuit breaker opened (too many invalid records in a row). "
+            EXIT_CIRCUIT_OPEN: "the circuit breaker opened (too many invalid records in a row"
+            + (f"; {invalid_why}" if invalid_why else "")
+            + "). "
             + BREAKER_ADVICE,
             EXIT_INTERRUPTED: "interrupted by a signal; nothing is scored.",
         }.get(code, f"the run stopped (exit {code}, said above); nothing is scored.")
@@ -53,6 +55,7 @@ class StreamRecorder:
     clusters: list[int] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     invalid: int = 0  # records the pipeline dead-lettered (not scored)
+    invalid_why: str = ""  # their commonest reason (Progress.dominant_reason)
 
     def __call__(
         self, docs: list[Document], positions: list[SourcePosition], assignments: np.ndarray
@@ -85,8 +88,10 @@ def run_and_record(
         progress_out=progress_out,
         snapshot=False,
         breaker_advice=BREAKER_ADVICE,
+        tail_fate="an incomplete line, not scored",
     )
     rec.invalid = progress.invalid
+    rec.invalid_why = progress.dominant_reason()
     if code == EXIT_OK and progress.stopped:
         code = EXIT_INTERRUPTED
     return rec, sink.events, time.perf_counter() - t0, code
@@ -130,7 +135,7 @@ def evaluate_file(
     """Run and score one labelled JSONL file (:class:`RunStopped` if the run ended early)."""
     rec, events, seconds, code = run_and_record(settings, path, progress_out)
     if code != EXIT_OK:
-        raise RunStopped(code)
+        raise RunStopped(code, rec.invalid_why)
     if on_done is not None:
         on_done(rec)
     return score(rec, events, seconds, window)
@@ -194,7 +199,7 @@ def evaluate_known(
         )
         rec, events, seconds, code = run_and_record(on, str(stream), progress_out)
     if code != EXIT_OK:
-        raise RunStopped(code)
+        raise RunStopped(code, rec.invalid_why)
     label_of_uid = {label_uid(c): c for c in known}
     hidden = [i for i, doc_id in enumerate(rec.ids) if doc_id not in revealed_ids]
     hidden = [i for i in hidden if rec.ids[i] in truth_by_id]

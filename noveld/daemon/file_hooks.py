@@ -67,6 +67,9 @@ class FileHooks(LoopHooks):
         self.server = server
         self.report = report
         self.draining = False  # stopping: a pipe's read-ahead is processed, not dropped
+        self.tail_fate = "left unread for the next run, in case a writer is still appending it"
+        """What the message on an unterminated last line says becomes of it (evaluate has
+        no next run: there it is not scored)."""
         self.drained_from = 0
 
     def leave_on_stop(self) -> bool:
@@ -168,7 +171,7 @@ class FileHooks(LoopHooks):
         elif source.held_tail:
             report.say(
                 f"the last line of {self.input_path} has no newline and is not JSON (yet): "
-                "left unread for the next run, in case a writer is still appending it"
+                + self.tail_fate
                 + (
                     " (it holds carriage returns: if the file's lines end in CR alone, "
                     "convert them to newlines — noveld reads such a file as one line)"

@@ -32,6 +32,7 @@ class Progress:
         self.replayed = 0
         self.clusters = 0
         self.reasons: Counter[str] = Counter()
+        self.details: dict[str, str] = {}  # reason → the detail of its last invalid record
         self.stopped = False  # by SIGINT/SIGTERM before the input ran out
 
     def update(self, rep: BatchReport) -> None:
@@ -44,11 +45,23 @@ class Progress:
         self.replayed += int(rep.replayed)
         self.clusters = rep.clusters_active
         self.reasons.update(rep.invalid_reasons)
+        self.details.update(rep.invalid_details)
         now = self._clock()
         if self.stream is not None and now - self._last >= self.interval_s:
             self._last = now
             self.stream.write(f"noveld: {self.line()}\n")
             self.stream.flush()
+
+    def dominant_reason(self) -> str:
+        """The commonest reason records were invalid, with its count and the detail of its
+        last record ("" if none was)."""
+        if not self.reasons:
+            return ""
+        reason, n = self.reasons.most_common(1)[0]
+        detail = self.details.get(reason, "")
+        return f"most invalid records ({n:,} of {self.invalid:,}) are {reason}" + (
+            f", the last one: {detail}" if detail else ""
+        )
 
     @property
     def elapsed(self) -> float:

@@ -84,8 +84,21 @@ class FieldSettings(Section):
     tokens: str = Field("tokens", min_length=1)
     embedding: str = Field("embedding", min_length=1)
     label: str = Field("label", min_length=1)
-    context: str = Field("context", min_length=1)
+    context: str | list[str] = Field(
+        "context",
+        description="the field(s) of the document's context: each an object of context fields "
+        "or a scalar (one context field, named after it)",
+    )
     ts: str = Field("ts", min_length=1)
+
+    @field_validator("context")
+    @classmethod
+    def _context_names(cls, value: str | list[str]) -> str | list[str]:
+        """Field names, none empty, each once; a single one as a plain string."""
+        names = [value] if isinstance(value, str) else list(dict.fromkeys(value))
+        if not names or not all(names):
+            raise ValueError("context field names must be non-empty")
+        return names[0] if len(names) == 1 else names
 
 
 class TokenizerSettings(Section):

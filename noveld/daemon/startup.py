@@ -4,6 +4,7 @@ warning it may owe, and the metrics server."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import IO
 
 import redis
@@ -19,6 +20,13 @@ from noveld.state.memory import MemoryStore
 from noveld.state.redis.connect import connect
 from noveld.state.redis.store import RedisStore
 from noveld.state.redis_url import redacted
+
+
+def refuse_a_file_as_state_dir(state_dir: Path) -> None:
+    """:class:`UserError` when ``--state-dir`` names a file (creating the directory failed
+    with a bare "[Errno 17] File exists")."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise UserError(f"--state-dir {state_dir} is not a directory (a file of that name exists)")
 
 
 def default_store(settings: Settings, snapshot: bool = True) -> StateStore:

@@ -90,5 +90,7 @@ def step_or_stop(
         return EXIT_IO
     except CircuitOpen as exc:
         progress.update(exc.report)
-        report.say(f"circuit breaker open: {exc}. {breaker_advice}")
+        why = progress.dominant_reason()
+        why = f"{why[:1].upper()}{why[1:]}. " if why else ""
+        report.say(f"circuit breaker open: {exc}. {why}{breaker_advice}")
         return EXIT_CIRCUIT_OPEN

@@ -124,7 +124,6 @@ def test_id_boundaries_and_integer_ids(parser: str) -> None:
         {"text": "x", "label": True},
         {"text": "x", "label": ["a"]},
         {"text": "x", "context": ["a"]},
-        {"text": "x", "context": "source=ap"},
         {"text": "x", "context": {"nested": {"a": "b"}}},
         {"text": "x", "context": {"list": ["a"]}},
         {"text": "x", "context": {"a\x1fb": "c"}},  # the context vocabulary's separator
@@ -388,3 +387,33 @@ def test_label_and_context_rejections_say_what_is_accepted(parser: str) -> None:
     assert nested.detail == (
         "'context'.'source' must be a string, number, boolean or null, got array"
     )
+
+
+def test_a_scalar_context_field_is_one_context_field(parser: str) -> None:
+    """Flat records carry their context in scalar fields: each is one context field, named
+    after it (a scalar ``context`` was dead-lettered as ``bad_field``)."""
+    flat = FieldNames(context=("category", "source", "meta"))
+    doc = _doc(
+        {"id": "a", "text": "x", "category": "Natural/Earthquake", "source": 3,
+         "meta": {"lang": "en", "wire": True}},
+        flat,
+    )  # fmt: skip
+    assert doc.context == {"category": "Natural/Earthquake", "source": "3", "lang": "en",
+                           "wire": "true"}  # fmt: skip
+    assert _doc({"id": "a", "text": "x", "category": None}, flat).context == {}
+    assert _doc({"id": "a", "text": "x", "context": "source=ap"}).context == {
+        "context": "source=ap"
+    }
+    assert FieldNames(context=["a", "b"]).context == ("a", "b")  # type: ignore[arg-type]
+
+
+def test_a_context_field_of_another_shape_says_what_is_accepted(parser: str) -> None:
+    flat = FieldNames(context=("category",))
+    out = _dec({"id": "a", "text": "x", "category": ["Natural"]}, flat)
+    assert isinstance(out, Invalid) and out.reason == InvalidReason.BAD_FIELD
+    assert out.detail == (
+        "'category' must be an object (of context fields) or a string, number or boolean "
+        "(one context field), got array"
+    )
+    nan = _dec(b'{"id": "a", "text": "x", "category": NaN}', flat)
+    assert isinstance(nan, Invalid) and nan.detail == "'category' is not finite (nan)"

@@ -60,3 +60,12 @@ def test_the_fingerprint_paragraph_names_every_fingerprint_key() -> None:
         keys |= set(model_fingerprint(load_settings(None, {"model": model}))) - {"schema"}
     missing = sorted(k for k in keys if f"`{k}`" not in paragraph)
     assert not missing, f"fingerprint keys not in docs/configuration.md: {missing}"
+
+
+def test_the_readme_shows_the_compose_stack_and_how_to_watch_the_events() -> None:
+    """A newcomer's first production-like try: start the stack, feed it, watch its events."""
+    text = (ROOT / "README.md").read_text()
+    assert "docker compose -f deploy/compose.yaml up" in text
+    assert "noveld produce" in text and "--kafka-bootstrap localhost:9094" in text
+    assert "kcat -b localhost:9094 -t noveld.events" in text
+    assert "kafka-console-consumer.sh" in text and "--topic noveld.events" in text

@@ -41,6 +41,7 @@ class Rejections:
         self._dead.append((rec, reason, detail))
         rep.invalid += 1
         rep.invalid_reasons[reason.value] = rep.invalid_reasons.get(reason.value, 0) + 1
+        rep.invalid_details[reason.value] = detail
         self.consecutive += 1
 
     def send(self, sink: DeadLetterSink) -> None:

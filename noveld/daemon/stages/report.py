@@ -29,6 +29,7 @@ class BatchReport:
     log_predictive_per_token: float = float("nan")
     stage_seconds: dict[str, float] = field(default_factory=dict)
     invalid_reasons: dict[str, int] = field(default_factory=dict)
+    invalid_details: dict[str, str] = field(default_factory=dict)  # reason → its last detail
 
 
 class CircuitOpen(RuntimeError):
