@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
+from noveld.models.base import BatchResult, DocBatch, FitTest
 from noveld.models.dpmm import (
     advance_documents,
     apply_additions,
@@ -26,9 +26,17 @@ from noveld.models.dpmm import (
     ensure_clusters,
     move_counts,
 )
+from noveld.models.hybrid_batch import (
+    MemberFeatures,
+    SeatingState,
+    births_in_order,
+    seating_state,
+    vector_delta,
+)
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
+from noveld.models.kernels import vmf_table as vtable
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vmf import FEATURE_SCALE, VMFConfig, VMFMixture
 
@@ -62,124 +70,6 @@ class HybridConfig(VMFConfig):
         return min(1.0, EFFECTIVE_DIMENSION / self.dimension)
 
 
-@dataclass
-class SeatingState:
-    """The batch's working copy of the clusters the kernel reads and updates: existing slots
-    first (true units), then room for one new cluster per document."""
-
-    mass: np.ndarray
-    ntok: np.ndarray
-    rn2: np.ndarray
-    live: np.ndarray
-    tie_uid: np.ndarray
-    dots: np.ndarray  # (slots × documents): r_k · x_d
-    gram: np.ndarray
-
-
-def seating_state(
-    stats: MultinomialStats, resultants: np.ndarray, emb: np.ndarray, f: float
-) -> SeatingState:
-    """The working copy for a batch with unit vectors ``emb`` (zero rows: none), the clusters'
-    ``resultants`` already decayed by ``f``, the batch's pending decay."""
-    kmax = stats.kmax
-    nb = emb.shape[0]
-    g = stats.scale * f
-    alive = stats.alive[:kmax]
-    mass = np.zeros(kmax + nb)
-    mass[:kmax] = np.where(alive, stats.m[:kmax] * g, 0.0)
-    ntok = np.zeros(kmax + nb)
-    ntok[:kmax] = np.where(alive, stats.ntok[:kmax] * g, 0.0)
-    rn2 = np.zeros(kmax + nb)
-    rn2[:kmax] = np.einsum("kj,kj->k", resultants, resultants)
-    live = np.zeros(kmax + nb, dtype=np.bool_)
-    live[:kmax] = alive
-    tie_uid = np.zeros(kmax + nb, dtype=np.int64)
-    tie_uid[:kmax] = stats.uid[:kmax]
-    dots = np.zeros((kmax + nb, nb))
-    np.matmul(resultants, emb.T, out=dots[:kmax])
-    return SeatingState(mass, ntok, rn2, live, tie_uid, dots, emb @ emb.T)
-
-
-def vector_delta(
-    batch: DocBatch, uids: np.ndarray, ids: np.ndarray, f: float, born: list[tuple[int, int, float]]
-) -> StatsDelta:
-    """The batch's additions as :meth:`VMFMixture._embedding_delta` builds them, value for
-    value (the same products sum the vectors' parts per cluster), with their (cluster,
-    reserved id) entries, unique by construction, only ordered among the words' rather than
-    looked up, sorted and summed with them. ``ids``: the reserved ids, positive parts, then
-    negative."""
-    assert batch.emb is not None
-    cl, inv = np.unique(uids, return_inverse=True)
-    v1 = batch.vocab_size + 1
-    wkey = np.repeat(inv, np.diff(batch.ptr)) * v1 + batch.words
-    ukey, kinv = np.unique(wkey, return_inverse=True)
-    wc = np.bincount(kinv, weights=batch.counts.astype(np.float64), minlength=ukey.shape[0])
-    onehot = np.zeros((cl.shape[0], len(batch)))
-    onehot[inv, np.arange(len(batch))] = 1.0
-    pos_part, neg_part = onehot @ np.maximum(batch.emb, 0.0), onehot @ np.maximum(-batch.emb, 0.0)
-    order = np.argsort(ids)
-    parts = np.concatenate([pos_part, neg_part], 1)[:, order]
-    rows, cols = np.nonzero(parts)  # by cluster, then reserved id: in key order
-    # the words' entries into their places among the vectors' (the two key sets are disjoint)
-    at = np.searchsorted(rows * v1 + ids[order][cols], ukey) + np.arange(ukey.shape[0])
-    vec = np.ones(ukey.shape[0] + rows.shape[0], dtype=np.bool_)
-    vec[at] = False
-    e_cluster, e_word = np.empty(vec.shape[0], np.int64), np.empty(vec.shape[0], np.int64)
-    e_count = np.empty(vec.shape[0])
-    e_cluster[at], e_word[at], e_count[at] = ukey // v1, ukey % v1, wc
-    e_cluster[vec], e_word[vec], e_count[vec] = rows, ids[order][cols], parts[rows, cols]
-    return StatsDelta(
-        decay=f,
-        cluster_uids=cl.astype(np.int64),
-        dm=np.bincount(inv, minlength=cl.shape[0]).astype(np.float64),
-        dntok=np.bincount(inv, weights=batch.lengths.astype(np.float64), minlength=cl.shape[0]),
-        word_cluster=e_cluster,
-        word_ids=e_word,
-        word_count=e_count,
-        born_uids=np.array([b[0] for b in born], dtype=np.int64),
-        retired_uids=np.zeros(0, dtype=np.int64),
-    )
-
-
-def births_in_order(
-    assign: np.ndarray, n_old: int, margin: np.ndarray, stats: MultinomialStats
-) -> tuple[np.ndarray, list[tuple[int, int, float]]]:
-    """Cluster uid per document and the births: new slots (``≥ n_old``) become uids in order
-    of their first document, each born with that document's novelty margin."""
-    next_uid = int(stats.ictl[kern.NEXT_UID])
-    uid_of: dict[int, int] = {}
-    born: list[tuple[int, int, float]] = []
-    for d, k in enumerate(assign.tolist()):
-        if k >= n_old and k not in uid_of:
-            uid_of[k] = next_uid + len(uid_of)
-            born.append((uid_of[k], d, float(min(margin[d], kern.MARGIN_CAP))))
-    uids = np.array(
-        [uid_of[k] if k >= n_old else int(stats.uid[k]) for k in assign.tolist()],
-        dtype=np.int64,
-    )
-    return uids, born
-
-
-class _MemberFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
-    """Each document's words and counts, then its vector on the dimensions' reserved entries
-    (x_j · 2^20, rounded), computed per document on access."""
-
-    def __init__(self, batch: DocBatch, pos: np.ndarray, neg: np.ndarray) -> None:
-        self._batch, self._pos, self._neg = batch, pos, neg
-
-    def __len__(self) -> int:
-        return len(self._batch)
-
-    def __getitem__(self, d: int) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
-        batch = self._batch
-        w, c = batch.doc(d)
-        x = np.zeros(0) if batch.emb is None else batch.emb[d]
-        on = np.flatnonzero(x)
-        ids = np.where(x[on] > 0.0, self._pos[on], self._neg[on])
-        values = np.rint(np.abs(x[on]) * FEATURE_SCALE).astype(np.int64)
-        return np.concatenate([w, ids]), np.concatenate([c.astype(np.int64), values])
-
-
 class HybridMixture(VMFMixture):
     """CRP seating under words × vectors, with Gibbs rejuvenation of the batch, forgetting,
     retirement and known labels as in :class:`~noveld.models.vmf.VMFMixture`."""
@@ -196,7 +86,7 @@ class HybridMixture(VMFMixture):
         (kmax × p) array returned is column-major)."""
         pos, neg = self._dimension_ids()
         out = np.empty((self.config.dimension, stats.kmax))
-        hkern.gather_resultants_t(
+        vtable.gather_resultants_t(
             pos, neg, stats.head, stats.nxt, stats.pk, stats.pc, stats.kmax,
             stats.scale * extra_decay, out,
         )  # fmt: skip
@@ -206,7 +96,7 @@ class HybridMixture(VMFMixture):
     def table(self) -> np.ndarray:
         """The seating's table of log C_p(κ√q) (:func:`~noveld.models.kernels.hybrid.
         normalizer_table`, built once per dimension and κ)."""
-        return hkern.normalizer_table(self.config.dimension, self.config.kappa)
+        return vtable.normalizer_table(self.config.dimension, self.config.kappa)
 
     def partial_fit(
         self,
@@ -336,9 +226,9 @@ class HybridMixture(VMFMixture):
         p, kappa = self.config.dimension, self.config.kappa
         r = self.resultants(stats)
         rn2 = np.einsum("kj,kj->k", r, r)
-        logc = hkern.log_normalizers(p, kappa * np.sqrt(rn2))
+        logc = vtable.log_normalizers(p, kappa * np.sqrt(rn2))
         both = rn2[young, None] + rn2[None, :] + 2.0 * (r[young] @ r.T)
-        logc_both = hkern.log_normalizers(p, kappa * np.sqrt(np.maximum(both, 0.0)).ravel())
+        logc_both = vtable.log_normalizers(p, kappa * np.sqrt(np.maximum(both, 0.0)).ravel())
         out: np.ndarray = (
             logc[young, None] + logc[None, :] - logc_both.reshape(both.shape)
             - vkern.log_sphere_density_at_zero(p)
@@ -350,7 +240,7 @@ class HybridMixture(VMFMixture):
         then its vector as the dimensions' reserved entries with integer values x_j · 2^20
         (built when asked: the tracker keeps a few members of young candidates only)."""
         pos, neg = self._dimension_ids()
-        return _MemberFeatures(batch, pos, neg)
+        return MemberFeatures(batch, pos, neg)
 
     def refound_test(self, stats: MultinomialStats, batch: DocBatch) -> FitTest:
         """:meth:`still_belongs_both` on the live statistics, for members kept as
@@ -460,7 +350,7 @@ class HybridMixture(VMFMixture):
         )  # fmt: skip
         if has_vector and cfg.weight:
             p, kappa = cfg.dimension, cfg.kappa
-            logc_r = hkern.log_normalizers_sq(s.rn2, self.table, p, kappa)
+            logc_r = vtable.log_normalizers_sq(s.rn2, self.table, p, kappa)
             lp_new += hkern.add_vector_scores(
                 d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa, self.table,
                 vkern.log_vmf_normalizer(p, kappa), cfg.weight, lp,

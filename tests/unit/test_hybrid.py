@@ -18,6 +18,7 @@ from noveld.models.hybrid import HybridConfig, HybridMixture
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
+from noveld.models.kernels import vmf_table as vtable
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vmf import VMFConfig, VMFMixture
 from noveld.state.base import NamespaceState, state_digest
@@ -174,7 +175,7 @@ def run_kernel(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The kernel on the same state (read-only), as ``partial_fit`` calls it (which asks for
     no log normalisers: ``want_norm`` False)."""
-    from noveld.models.hybrid import seating_state
+    from noveld.models.hybrid_batch import seating_state
 
     cfg = model.config
     nb = len(batch)
@@ -201,14 +202,14 @@ def test_the_normalizer_table_matches_the_exact_function(p: int, cosine: float) 
     outside the table and at 0). The kernel-against-oracle tests below compare the tabulated
     kernel with the exact oracle at 1e-9: the table's error is 1e-3 of that on their values."""
     kappa = vkern.kappa_from_cosine(cosine, p)
-    table = hkern.normalizer_table(p, kappa)
+    table = vtable.normalizer_table(p, kappa)
     rng = np.random.default_rng(p)
     q = np.concatenate([
         np.exp(rng.uniform(math.log(1e-8), math.log(1e14), 20_000)),
         rng.uniform(0.0, 4.0, 5_000), [0.0, 1.0, 2.0**-22, 2.0**-21, 2.0**41, 2.0**42],
     ])  # fmt: skip
-    exact = hkern.log_normalizers(p, kappa * np.sqrt(q))
-    got = hkern.log_normalizers_sq(q, table, p, kappa)
+    exact = vtable.log_normalizers(p, kappa * np.sqrt(q))
+    got = vtable.log_normalizers_sq(q, table, p, kappa)
     assert np.all(np.abs(got - exact) <= 1e-12 * np.maximum(np.abs(exact), 1.0))
     assert got[-6] == exact[-6] == vkern.log_sphere_density_at_zero(p)
 
