@@ -36,7 +36,7 @@ bootstrap itself, but not a TLS handshake: against a listener that accepts and n
 
 
 _KAFKA_LOG = logging.getLogger("kafka")
-_quiet = {"depth": 0, "level": logging.NOTSET}  # start-ups in progress, kafka's level before
+_quiet: dict[str, Any] = {"depth": 0, "level": logging.NOTSET, "held": False}
 _quiet_lock = threading.Lock()
 
 
@@ -46,7 +46,7 @@ def quiet_kafka_logs() -> Iterator[None]:
     to reach the bootstrap servers logs two or three WARNING/ERROR lines, a score of them
     before the one message that names the problem (``kafka_unreachable``)."""
     with _quiet_lock:
-        if _quiet["depth"] == 0:
+        if _quiet["depth"] == 0 and not _quiet["held"]:
             _quiet["level"] = _KAFKA_LOG.level
             _KAFKA_LOG.setLevel(logging.CRITICAL)
         _quiet["depth"] += 1
@@ -55,8 +55,21 @@ def quiet_kafka_logs() -> Iterator[None]:
     finally:
         with _quiet_lock:
             _quiet["depth"] -= 1
-            if _quiet["depth"] == 0:
+            if _quiet["depth"] == 0 and not _quiet["held"]:
                 _KAFKA_LOG.setLevel(_quiet["level"])
+
+
+def _hold_quiet(held: bool) -> None:
+    """After a client failed to start, kafka-python's IO thread goes on logging its failed
+    attempts; its log stays quiet until a client starts (``held``), then gets its level back."""
+    with _quiet_lock:
+        if held and not _quiet["held"]:
+            if _quiet["depth"] == 0:
+                _quiet["level"] = _KAFKA_LOG.level
+            _KAFKA_LOG.setLevel(logging.CRITICAL)
+        elif not held and _quiet["held"] and _quiet["depth"] == 0:
+            _KAFKA_LOG.setLevel(_quiet["level"])
+        _quiet["held"] = held
 
 
 def start_within(build: Callable[[], T], what: str, timeout_s: float = START_TIMEOUT_S) -> T:
@@ -84,6 +97,8 @@ def start_within(build: Callable[[], T], what: str, timeout_s: float = START_TIM
     threading.Thread(target=run, name=f"noveld-start-{what}", daemon=True).start()
     with quiet_kafka_logs():
         finished = done.wait(timeout_s)
+        failed = not finished or "error" in out
+        _hold_quiet(failed)
     if not finished:
         with lock:
             if "client" not in out:
