@@ -33,6 +33,7 @@ from noveld.models.hybrid_batch import (
     seating_state,
     vector_delta,
 )
+from noveld.models.hybrid_known import absorb_into_known
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
@@ -144,6 +145,7 @@ class HybridMixture(VMFMixture):
         for u, _, _ in born:
             stats.fresh[slot_of[u]] = True
         pairs = self._merge_young(batch, uids, born, stats) if cfg.merge else []
+        pairs += self._absorb(batch, uids, stats, pairs)
         own = {u for u, _, _ in born}
         merged = [(src, dst, src in own) for src, dst in pairs]
         final = uids.copy()
@@ -217,6 +219,27 @@ class HybridMixture(VMFMixture):
             pairs.append((int(stats.uid[src]), int(stats.uid[dst])))
             used.update((y, k))
         return pairs
+
+    def _absorb(
+        self,
+        batch: DocBatch,
+        uids: np.ndarray,
+        stats: MultinomialStats,
+        merged: list[tuple[int, int]],
+    ) -> list[tuple[int, int]]:
+        """Clusters absorbed into the known categories the batch seated documents in
+        (:func:`~noveld.models.hybrid_known.absorb_into_known`), after this batch's merges."""
+        if not self._pinned:
+            return []
+        survivor = dict(merged)
+        seated = [stats.slot_of(survivor.get(u, u)) for u in np.unique(uids).tolist()]
+        taken = {stats.slot_of(d) for _, d in merged}
+        return absorb_into_known(
+            stats, np.array([k for k in seated if k >= 0], dtype=np.int64), self._pinned,
+            np.concatenate(self._dimension_ids()), batch.vocab_size, batch.n_words,
+            self.config, self.log_alpha(len(batch)), self.config.weight,
+            self.vector_merge_gains, taken,
+        )  # fmt: skip
 
     def vector_merge_gains(self, stats: MultinomialStats, young: np.ndarray) -> np.ndarray:
         """``out[i, k]``: the log ratio of the vectors' collapsed marginal with clusters

@@ -560,3 +560,50 @@ def test_predict_is_the_first_seating_of_each_document_alone(seed: int, w: float
         assign, _, _ = run_kernel(model, stats, one, 0)
         k = int(assign[0])
         assert got[d] == (int(stats.uid[k]) if k < stats.kmax else -1)
+
+
+def _story(rng: np.random.Generator, topic: int, n: int) -> tuple[list[list[int]], np.ndarray]:
+    """``n`` documents of one story: words of its own block, vectors near its own axis."""
+    words = [(2 * P + topic * 8 + rng.integers(0, 8, size=6)).tolist() for _ in range(n)]
+    x = np.eye(P)[2 * topic] + 0.2 * rng.standard_normal((n, P))
+    return words, x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _batch(parts: list[tuple[list[list[int]], np.ndarray]]) -> DocBatch:
+    docs = [d for w, _ in parts for d in w]
+    b = DocBatch.from_docs(docs, 2 * P + V)
+    emb = np.concatenate([x for _, x in parts])
+    return DocBatch(b.ptr, b.words, b.counts, b.lengths, 2 * P + V, 2 * P, emb=emb)
+
+
+@pytest.mark.parametrize("margin", [20.0, 1e9])
+def test_an_unlabelled_twin_is_absorbed_into_its_known_category(margin: float) -> None:
+    """Story A's first documents come unlabelled and open a twin; once its labelled documents
+    fill the known category the twin is absorbed (both views agree), story B never is; with an
+    enormous margin nothing is. The writer equals a replay of its deltas."""
+    from test_known_labels import label_uid
+
+    rng = np.random.default_rng(5)
+    model = hybrid(1.0, absorb_margin=margin, split=False, alpha=0.3)
+    stats, replica = model.new_state(), model.new_state()
+    known_a = label_uid("a")
+    pinned = frozenset({known_a})
+    first = model.partial_fit(_batch([_story(rng, 0, 8), _story(rng, 1, 8)]), stats, rng,
+                              None, pinned)  # fmt: skip
+    replay_delta(replica, first.delta, 0.0, uncounted=model.uncounted_words)
+    twin, b_cluster = int(first.assignments[0]), int(first.assignments[8])
+    assert twin != b_cluster
+    known = np.full(10, -1, dtype=np.int64)
+    known[:6] = known_a
+    second = model.partial_fit(_batch([_story(rng, 0, 10)]), stats, rng, known, pinned)
+    replay_delta(replica, second.delta, 0.0, uncounted=model.uncounted_words)
+    merged = {(s, d) for s, d, _ in second.merged}
+    live = set(stats.uid[stats.active_slots()].tolist())
+    assert b_cluster in live and all(s != b_cluster for s, _ in merged)
+    if margin < 1e6:
+        assert (twin, known_a) in merged and twin not in live
+        assert set(second.assignments.tolist()) == {known_a}
+    else:
+        assert not merged and twin in live
+    assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, stats))
+    np.testing.assert_allclose(model.resultants(replica), model.resultants(stats), atol=1e-12)
