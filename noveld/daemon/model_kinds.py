@@ -45,6 +45,8 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--vmf-cosine", "vmf_cosine", float, "vmf: typical member-to-mean cosine, sets κ (0.5)"),
     ("--hybrid-cosine", "hybrid_cosine", float, "hybrid: the vectors' member-to-mean cosine (0.4)"),
     ("--view-weight", "view_weight", float, "hybrid: the vector view's weight (64 / p, ≤ 1)"),
+    ("--document-concentration", "document_concentration", float,
+     "hybrid: s; n words count as n(1+s)/(n+s) (15; 0 = n)"),
 )  # fmt: skip
 MODEL_FLAGS: tuple[Flag, ...] = tuple(
     flag(name, setting=f"model.{key}", dest=key, type=typ, help=help_)
@@ -244,8 +246,8 @@ KINDS: tuple[ModelKind, ...] = (
     ModelKind(
         "dpmm",
         "hybrid",
-        own=("embedding_dim", "hybrid_cosine", "view_weight"),
-        fingerprint=("embedding_dim", "hybrid_cosine", "view_weight"),
+        own=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
+        fingerprint=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
         refuses=_hybrid_views,
     ),
 )

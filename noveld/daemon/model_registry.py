@@ -139,6 +139,7 @@ def _build_hybrid(settings: Settings) -> ClusterModel:
             dimension=dense_dimension(m),
             cosine=m.hybrid_cosine,
             view_weight=m.view_weight,
+            document_concentration=m.document_concentration,
         )
     )
 

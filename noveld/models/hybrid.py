@@ -38,6 +38,7 @@ from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
 from noveld.models.kernels import vmf_table as vtable
+from noveld.models.kernels.tempering import length_tempering
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vmf import FEATURE_SCALE, VMFConfig, VMFMixture
 
@@ -55,11 +56,20 @@ class HybridConfig(VMFConfig):
 
     cosine: float = 0.4
     view_weight: float | None = None
+    #: s of the words' length tempering (:func:`~noveld.models.kernels.tempering.
+    #: length_tempering`): a document of n tokens counts as n(1 + s)/(n + s) words; 0: as n
+    document_concentration: float = 15.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.view_weight is not None and not self.view_weight >= 0.0:
             raise ValueError("the view weight must be >= 0")
+        if not self.document_concentration >= 0.0:
+            raise ValueError("the document concentration must be >= 0 (0: no tempering)")
+
+    def tempering(self, lengths: np.ndarray) -> np.ndarray:
+        """τ of each document (token counts ``lengths``): the power on its words predictive."""
+        return length_tempering(lengths.astype(np.float64), self.document_concentration)
 
     @property
     def weight(self) -> float:
@@ -136,7 +146,7 @@ class HybridMixture(VMFMixture):
             stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
             cfg.kappa, self.table, cfg.weight, cfg.deterministic, False, uniforms, sweeps,
-            forced, assign, log_norm, margin,
+            forced, assign, log_norm, margin, cfg.tempering(batch.lengths),
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
         delta = vector_delta(replace(batch, emb=emb), uids, np.concatenate([pos, neg]), f, born)
@@ -370,6 +380,7 @@ class HybridMixture(VMFMixture):
             self.log_alpha(batch_size), np.arange(n + 1, dtype=np.int64),
             np.full(n, out_of, dtype=np.int64), -counts, np.full(n, int(out_of >= 0)),
             np.zeros(kmax + 1), np.empty(kmax + 1, dtype=np.int64), np.zeros(kmax + 1), lp,
+            float(cfg.tempering(np.array([counts.sum()]))[0]),
         )  # fmt: skip
         if has_vector and cfg.weight:
             p, kappa = cfg.dimension, cfg.kappa

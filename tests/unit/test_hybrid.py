@@ -67,9 +67,12 @@ def oracle_weights(
     r: list[np.ndarray], live: list[bool], cfg: HybridConfig, vbeta: float, log_alpha: float,
 ) -> tuple[np.ndarray, float]:  # fmt: skip
     """Log seating weights of one document (word counts over V, unit vector or None) from
-    scratch with gammaln: CRP prior × DM predictive relative to the empty cluster × vMF^w."""
+    scratch with gammaln: CRP prior × (DM predictive relative to the empty cluster)^τ × vMF^w,
+    τ = (1 + s)/(n + s) for a document of n tokens (1 when s = 0)."""
     beta, d, p, kappa, w = cfg.beta, cfg.discount, cfg.dimension, cfg.kappa, cfg.weight
     nd = float(x_words.sum())
+    s = cfg.document_concentration
+    tau = min(1.0, (1.0 + s) / (max(nd, 1.0) + s)) if s > 0 else 1.0
     logc = vkern.log_vmf_normalizer
     base = float((gammaln(beta + x_words) - gammaln(beta)).sum())
     out = np.full(len(m), -np.inf)
@@ -78,13 +81,14 @@ def oracle_weights(
             continue
         nk = float(n[k].sum())
         words = float((gammaln(n[k] + beta + x_words) - gammaln(n[k] + beta)).sum()) - base
-        out[k] = math.log(max(m[k] - d, 1e-3)) + gammaln(nk + vbeta) - gammaln(nk + nd + vbeta)
-        out[k] += words
+        dm = gammaln(nk + vbeta) - gammaln(nk + nd + vbeta) + words
+        out[k] = math.log(max(m[k] - d, 1e-3)) + tau * dm
         if x is not None and w:
             rk = float(np.linalg.norm(r[k]))
             out[k] += w * (logc(p, kappa) + logc(p, kappa * rk)
                            - logc(p, kappa * float(np.linalg.norm(r[k] + x))))  # fmt: skip
-    new = math.log(math.exp(log_alpha) + d * sum(live)) + gammaln(vbeta) - gammaln(nd + vbeta)
+    new = math.log(math.exp(log_alpha) + d * sum(live))
+    new += tau * (gammaln(vbeta) - gammaln(nd + vbeta))
     if x is not None and w:
         new += w * vkern.log_sphere_density_at_zero(p)
     return out, float(new)
@@ -189,7 +193,7 @@ def run_kernel(
         stats.head, stats.nxt, stats.pk, stats.pc, stats.scale, cfg.beta,
         batch.n_words * cfg.beta, cfg.discount, model.log_alpha(nb), cfg.dimension, cfg.kappa,
         model.table, cfg.weight, True, want_norm, np.zeros(nb * (1 + sweeps)), sweeps,
-        np.full(nb, -1), assign, log_norm, margin,
+        np.full(nb, -1), assign, log_norm, margin, cfg.tempering(batch.lengths),
     )  # fmt: skip
     return assign, log_norm, margin
 
@@ -221,15 +225,18 @@ def test_the_normalizer_table_matches_the_exact_function(p: int, cosine: float) 
     st.sampled_from([0, 2]),
     st.sampled_from([0.0, 0.5]),
     st.sampled_from([0.0, 40.0]),
+    st.sampled_from([0.0, 2.0, 15.0]),
 )
 def test_seating_kernel_equals_the_dense_oracle(
-    seed: int, w: float, sweeps: int, discount: float, half_life: float
+    seed: int, w: float, sweeps: int, discount: float, half_life: float, s: float
 ) -> None:
     """The kernel (tabulated normaliser) against the oracle (exact normaliser): the same
     seats, and log normalisers and margins within 1e-9 (the table is within ~1e-13 of the
-    exact function on these values, see the table's test)."""
+    exact function on these values, see the table's test), with and without the words'
+    length tempering (s = 0: none; s = 2: a 12-token document's words count as 3)."""
     rng = np.random.default_rng(seed)
-    model = hybrid(w, discount=discount, half_life_docs=half_life, rejuvenation_sweeps=1)
+    model = hybrid(w, discount=discount, half_life_docs=half_life, rejuvenation_sweeps=1,
+                   document_concentration=s)  # fmt: skip
     stats = model.new_state()
     for _ in range(2):  # a state with old clusters (decayed with a half-life)
         model.partial_fit(make_batch(rng, 12, 0.9, 0.8), stats, rng)
@@ -317,7 +324,7 @@ def test_with_view_weight_zero_it_seats_as_the_words_model(
     cfg = dict(alpha=0.5, beta=0.1, alpha_scaling="none", retire_min_mass=0.0, deterministic=True,
                discount=discount, half_life_docs=half_life, rejuvenation_sweeps=sweeps)  # fmt: skip
     words = DPMM(DPMMConfig(**cfg, merge=False, split=False))  # type: ignore[arg-type]
-    both = hybrid(0.0, **cfg)  # type: ignore[arg-type]
+    both = hybrid(0.0, document_concentration=0.0, **cfg)  # type: ignore[arg-type]
     s_words, s_both = words.new_state(), both.new_state()
     a_words: list[int] = []
     a_both: list[int] = []
@@ -607,3 +614,20 @@ def test_an_unlabelled_twin_is_absorbed_into_its_known_category(margin: float) -
         assert not merged and twin in live
     assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, stats))
     np.testing.assert_allclose(model.resultants(replica), model.resultants(stats), atol=1e-12)
+
+
+def test_length_tempering_counts_a_document_as_n_1_plus_s_over_n_plus_s_words() -> None:
+    """τ = (1 + s)/(n + s): 1 for one token, n·τ grows toward 1 + s, s = 0 leaves every
+    document untempered."""
+    from noveld.models.kernels.tempering import length_tempering
+
+    n = np.array([0.0, 1.0, 6.0, 100.0, 900.0, 1e6])
+    tau = length_tempering(n, 15.0)
+    assert tau[0] == tau[1] == 1.0
+    np.testing.assert_allclose(tau[2:], 16.0 / (n[2:] + 15.0))
+    effective = n[1:] * tau[1:]
+    assert np.all(np.diff(effective) > 0) and effective[-1] < 16.0
+    assert np.all(length_tempering(n, 0.0) == 1.0)
+    assert HybridConfig(dimension=8).document_concentration == 15.0
+    with pytest.raises(ValueError, match="document concentration"):
+        HybridConfig(dimension=8, document_concentration=-1.0)

@@ -38,6 +38,7 @@ SAMPLES: dict[str, str] = {
     "encoder_dim": "128",
     "hybrid_cosine": "0.6",
     "view_weight": "0.5",
+    "document_concentration": "7",
 }
 #: the other model settings a flag's sample needs to be accepted
 COMPANIONS: dict[str, dict[str, object]] = {

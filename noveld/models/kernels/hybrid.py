@@ -101,22 +101,24 @@ def word_scores(
     ntok: np.ndarray, live: np.ndarray, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray,
     pc: np.ndarray, g: float, beta: float, vbeta: float, discount: float, log_alpha: float,
     ov_ptr: np.ndarray, ov_slot: np.ndarray, ov_cnt: np.ndarray, ov_n: np.ndarray,
-    tmp: np.ndarray, touched: np.ndarray, wt: np.ndarray, lp: np.ndarray,
+    tmp: np.ndarray, touched: np.ndarray, wt: np.ndarray, lp: np.ndarray, tau: float = 1.0,
 ) -> float:  # fmt: skip
-    """CRP prior × Dirichlet–multinomial predictive of batch document ``i`` into
+    """CRP prior × (Dirichlet–multinomial predictive)^τ of batch document ``i`` into
     ``lp[:n_slots]`` (−inf where not live); returns the new-cluster weight. ``log_mass``
     holds each slot's log(max(m_k − d, 1e-3)) (:func:`log_masses`); ``wt`` is zero and left
-    so (:func:`word_terms` works in it)."""
+    so (:func:`word_terms` works in it); ``tau`` tempers the words
+    (:func:`~noveld.models.kernels.tempering.length_tempering`)."""
     word_terms(
         i, doc_ptr, doc_words, doc_counts, doc_loc, n_old, live, head, nxt, pk, pc, g, beta,
         ov_ptr, ov_slot, ov_cnt, ov_n, tmp, touched, wt,
     )  # fmt: skip
     n_live = 0
     for k in range(n_slots):
-        lp[k] = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k] if live[k] else -np.inf
+        words = wt[k] - log_rising(ntok[k] + vbeta, nd)
+        lp[k] = log_mass[k] + tau * words if live[k] else -np.inf
         n_live += live[k]
         wt[k] = 0.0
-    return math.log(math.exp(log_alpha) + discount * n_live) - log_rising(vbeta, nd)
+    return math.log(math.exp(log_alpha) + discount * n_live) - tau * log_rising(vbeta, nd)
 
 
 @njit(cache=True)
@@ -187,7 +189,7 @@ def map_scores(
     log_ntok: np.ndarray, ntok: np.ndarray, vbeta: float, wt: np.ndarray, use_vector: bool,
     rn2: np.ndarray, logc_r: np.ndarray, bound: np.ndarray, dots: np.ndarray, p: int,
     kappa: float, table: np.ndarray, logc_kappa: float, weight: float, lp: np.ndarray,
-    cand: np.ndarray,
+    cand: np.ndarray, tau: float = 1.0,
 ) -> tuple[int, float, int]:  # fmt: skip
     """:func:`word_scores` (its words' part already in ``wt``, cleared here) and
     :func:`add_vector_scores` for a MAP choice: a slot whose upper bound (the prior with
@@ -203,7 +205,7 @@ def map_scores(
     for k in range(n_slots):
         if live[k]:
             n_live += 1
-            lp[k] = log_mass[k] - nd * log_ntok[k] + wt[k]
+            lp[k] = log_mass[k] + tau * (wt[k] - nd * log_ntok[k])
             if use_vector:
                 lp[k] += weight * bound[k]
             if lp[k] > top:
@@ -224,7 +226,7 @@ def map_scores(
         elif lp[k] < best - _PRUNE_SLACK:
             lp[k] = -np.inf
         else:
-            v = log_mass[k] - log_rising(ntok[k] + vbeta, nd) + wt[k]
+            v = log_mass[k] + tau * (wt[k] - log_rising(ntok[k] + vbeta, nd))
             if use_vector:
                 q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
                 v += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
@@ -276,6 +278,7 @@ def seat_batch(
     vbeta: float, discount: float, log_alpha: float, p: int, kappa: float, table: np.ndarray,
     weight: float, deterministic: bool, want_norm: bool, uniforms: np.ndarray, sweeps: int,
     forced: np.ndarray, assign: np.ndarray, log_norm: np.ndarray, margin: np.ndarray,
+    tau: np.ndarray,
 ) -> int:  # fmt: skip
     """Sequential CRP seating of a batch under both views, then ``sweeps`` collapsed Gibbs
     sweeps over it (remove, reseat); returns the number of slots used.
@@ -290,6 +293,8 @@ def seat_batch(
     increasing values after the old ones'. ``forced[i] ≥ 0`` seats document i there for good.
     Writes ``assign`` (slot), ``log_norm`` and ``margin`` (first pass) as the words kernel does;
     ``uniforms`` holds ``nb · (1 + sweeps)`` draws, document i of sweep s using ``s·nb + i``.
+    ``tau[i]`` tempers document i's words predictive
+    (:func:`~noveld.models.kernels.tempering.length_tempering`).
     A MAP seating (``deterministic``) scores only the slots that could win
     (:func:`map_scores`) in the sweeps, and in the first pass too unless
     ``want_norm``: ``log_norm`` (NaN then) needs every slot's weight, the seats and margins
@@ -352,15 +357,15 @@ def seat_batch(
                 )  # fmt: skip
                 n_live, best_old, n_cand = map_scores(
                     i, n_slots, nd, live, log_mass, log_ntok, ntok, vbeta, wt, has_vector, rn2,
-                    logc_r, bound, dots, p, kappa, table, logc_kappa, weight, lp, cand,
+                    logc_r, bound, dots, p, kappa, table, logc_kappa, weight, lp, cand, tau[i],
                 )  # fmt: skip
                 lp_new = math.log(math.exp(log_alpha) + discount * n_live)
-                lp_new -= log_rising(vbeta, nd)
+                lp_new -= tau[i] * log_rising(vbeta, nd)
             else:
                 lp_new = word_scores(
                     i, doc_ptr, doc_words, doc_counts, doc_loc, nd, n_old, n_slots, log_mass,
                     ntok, live, head, nxt, pk, pc, g, beta, vbeta, discount, log_alpha, ov_ptr,
-                    ov_slot, ov_cnt, ov_n, tmp, touched, wt, lp,
+                    ov_slot, ov_cnt, ov_n, tmp, touched, wt, lp, tau[i],
                 )  # fmt: skip
                 if has_vector:
                     add_vector_scores(
