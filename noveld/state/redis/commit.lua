@@ -10,13 +10,17 @@
 -- KEYS[8] novelty   string: novelty-tracker JSON
 -- KEYS[9] lifecycle hash: announced cluster id -> "born" | "retired" | "merged" (its last event)
 -- KEYS[10] lease    string: the one writer allowed when lease_ms > 0 (svi), expiring
+-- KEYS[11] stories  hash: cluster uid -> story summary JSON (noveld/models/stories.py)
 -- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq,
 --         vocab_gen (the vocabulary generation the writer's word ids belong to),
 --         outbox_chunk (events per outbox entry at most), lifecycle: [[event index (0-based),
 --         cluster id, "born"|"retired"|"merged", event id, only if announced (1: an end the
 --         writer offers for a cluster it did not announce itself, kept only when another writer
 --         did)], ...] for the cluster events, lease_ms (> 0: one writer at a time; the commit
---         is refused while another writer holds the lease, and renews this writer's)
+--         is refused while another writer holds the lease, and renews this writer's),
+--         stories (absent: summaries are off): {touched: {uid: summary of the batch's
+--         documents}, merges: [[uid, survivor uid], ...], dropped: [uid, ...], limits: {width,
+--         buckets, exemplars, terms, text, max}} (uids as decimal strings)
 -- ARGV[2] packed delta ('' when the batch had no valid document)
 -- ARGV[3] novelty JSON
 -- ARGV[4..] the events' JSON, in order
@@ -167,6 +171,108 @@ for name, v in pairs(h.counters) do
   end
 end
 redis.call('SET', KEYS[8], ARGV[3])
+
+-- 6b. story summaries: the batch's deltas folded in, merged clusters folded into their
+--     survivors, retired and merged clusters dropped (fold() is StoryLimits' fold in
+--     noveld/models/stories.py, its oracle)
+local function shift(counts, head, to_head, b)
+  -- counts[j] is bucket head - #counts + j; out[i] is bucket to_head - b + i
+  local n = #counts
+  local out = {}
+  for i = 1, b do
+    local j = (to_head - b + i) - head + n
+    if j >= 1 and j <= n then
+      out[i] = counts[j]
+    else
+      out[i] = 0
+    end
+  end
+  return out
+end
+
+local function fold(base, add, lim, take_terms)
+  if not base then
+    base = {born = add.born, last = add.last, docs = 0, width = add.width, head = add.head,
+            counts = {}, terms = {}, exemplars = {}}
+  end
+  local b = lim.buckets
+  local head = math.max(base.head, add.head)
+  local counts = {}
+  for i = 1, b do
+    counts[i] = 0
+  end
+  for _, s in ipairs({base, add}) do
+    if s.width == lim.width then
+      local r = shift(s.counts, s.head, head, b)
+      for i = 1, b do
+        counts[i] = counts[i] + r[i]
+      end
+    end
+  end
+  local seen, exemplars = {}, {}
+  for _, list in ipairs({base.exemplars, add.exemplars}) do
+    for _, e in ipairs(list) do
+      if #exemplars < lim.exemplars and not seen[e[1]] then
+        seen[e[1]] = true
+        local t = e[2]
+        if not lim.text then
+          t = cjson.null
+        end
+        exemplars[#exemplars + 1] = {e[1], t}
+      end
+    end
+  end
+  local terms = base.terms
+  if take_terms and #add.terms > 0 then
+    terms = add.terms
+  end
+  local kept = {}
+  for i = 1, math.min(#terms, lim.terms) do
+    kept[i] = terms[i]
+  end
+  return {born = math.min(base.born, add.born), last = math.max(base.last, add.last),
+          docs = base.docs + add.docs, width = lim.width, head = head, counts = counts,
+          terms = kept, exemplars = exemplars}
+end
+
+local st = h.stories
+if st then
+  local lim = st.limits
+  local held = redis.call('HLEN', KEYS[11])
+  local function stored(uid)
+    local raw = redis.call('HGET', KEYS[11], uid)
+    if raw then
+      return cjson.decode(raw)
+    end
+    return nil
+  end
+  for uid, add in pairs(st.touched) do
+    local base = stored(uid)
+    if base or held < lim.max then
+      if not base then
+        held = held + 1
+      end
+      redis.call('HSET', KEYS[11], uid, cjson.encode(fold(base, add, lim, true)))
+    end
+  end
+  for _, m in ipairs(st.merges) do
+    local gone = stored(m[1])
+    if gone then
+      redis.call('HDEL', KEYS[11], m[1])
+      held = held - 1
+      local survivor = stored(m[2])
+      if survivor or held < lim.max then
+        if not survivor then
+          held = held + 1
+        end
+        redis.call('HSET', KEYS[11], m[2], cjson.encode(fold(survivor, gone, lim, not survivor)))
+      end
+    end
+  end
+  for _, uid in ipairs(st.dropped) do
+    redis.call('HDEL', KEYS[11], uid)
+  end
+end
 
 -- 7. outbox: the events' JSON, fields "0", "1", ... of one entry per OUTBOX_ENTRY_EVENTS,
 --    and "w", the writer (it publishes its own entries; others only those left behind)

@@ -10,6 +10,7 @@ import numpy as np
 
 from noveld.models.base import StatsDelta
 from noveld.models.novelty import json_kind, state_problem
+from noveld.models.stories import stories_problem
 from noveld.models.suffstats import MultinomialStats
 from noveld.schema import StoredEvent
 from noveld.state.base import FingerprintMismatch
@@ -140,6 +141,26 @@ class StoredValues:
             raise self._damaged("novelty", f"entry {entry} {what}" if entry else what)
         assert isinstance(novelty, dict)
         return novelty
+
+    def _stories(self, raw: dict[bytes, bytes]) -> dict[str, Any]:
+        """The stories hash as uid → summary (the commit script's cjson writes an empty list
+        as ``{}``: read back as a list)."""
+        out: dict[str, Any] = {}
+        for k, v in raw.items():
+            uid = self._str("stories", k, "a field name")
+            try:
+                summary = json.loads(v)
+            except ValueError as exc:
+                raise self._damaged("stories", f"field {uid} is not JSON ({exc})") from None
+            if isinstance(summary, dict):
+                for key in ("counts", "terms", "exemplars"):
+                    if summary.get(key) == {}:
+                        summary[key] = []
+            out[uid] = summary
+        problem = stories_problem(out)
+        if problem is not None:
+            raise self._damaged("stories", f"{problem[0]} {problem[1]}")
+        return out
 
     def _vocabulary(self, raw: list[bytes]) -> list[str]:
         """The vocab list as words (the list can be long: one pass unless a word is bad)."""
