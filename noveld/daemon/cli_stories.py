@@ -122,7 +122,7 @@ def cmd_stories(ns: argparse.Namespace) -> int:
 def _which_story(ns: argparse.Namespace, state: NamespaceState) -> int:
     uid = story_of_doc(state, ns.doc)
     if uid is None:
-        n = max((len(s["exemplars"]) for s in state.stories.values()), default=0)
+        n = max((len(e) for e in state.stories.exemplars.values()), default=0)
         why = (
             f"document {ns.doc!r} is not among the exemplars the state keeps (up to {n} per "
             "live story, its first documents); the state does not record every document's "
@@ -130,9 +130,9 @@ def _which_story(ns: argparse.Namespace, state: NamespaceState) -> int:
         )
         if ns.json:
             print(json.dumps({"doc_id": ns.doc, "story": None, "reason": why}, indent=2))
-            return 1
-        print(f"noveld: {why}")
-        return 1
+        else:
+            print(why)
+        return 0
     view = stories_view(state, ns.namespace, "growth", ns.window)
     row = next(r for r in view.rows if r.uid == uid)
     if ns.json:

@@ -37,7 +37,7 @@ from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.base import BatchResult, DocBatch, StatsDelta
 from noveld.models.hdp import live_clusters
 from noveld.models.novelty import NoveltyTracker
-from noveld.models.stories import StoriesChange
+from noveld.models.story_table import StoriesChange
 from noveld.models.vocabulary import Vocabulary
 from noveld.schema import Document, SourcePosition
 from noveld.state.base import CommitOutcome, NamespaceState, StateStore, partition_key

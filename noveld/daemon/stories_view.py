@@ -114,8 +114,9 @@ def stories_view(
     with its size, recent documents and growth ring (``growth_buckets`` long, default the
     summaries' own length), sorted by ``sort`` and cut to ``limit`` rows."""
     sizes = _sizes(state)
-    stories = {int(u): s for u, s in state.stories.items() if int(u) in sizes}
-    width = _bucket_seconds(state.stories)
+    stored = state.stories.to_json()
+    stories = {int(u): s for u, s in stored.items() if int(u) in sizes}
+    width = _bucket_seconds(stored)
     now = max((float(s["last"]) for s in stories.values()), default=None)
     now_bucket = int(np.floor(now / width)) if now is not None else 0
     known = {int(u): str(label) for u, label in state.novelty.get("known", {}).items()}
@@ -155,7 +156,7 @@ def stories_view(
 def story_of_doc(state: NamespaceState, doc_id: str) -> int | None:
     """The live cluster whose exemplars hold document ``doc_id`` (None: not an exemplar)."""
     sizes = _sizes(state)
-    for uid, s in state.stories.items():
-        if int(uid) in sizes and any(e[0] == doc_id for e in s["exemplars"]):
-            return int(uid)
+    for uid, exemplars in state.stories.exemplars.items():
+        if uid in sizes and any(e[0] == doc_id for e in exemplars):
+            return uid
     return None

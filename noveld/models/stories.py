@@ -1,7 +1,9 @@
 """Story summaries: a bounded, mergeable digest of each live cluster for the operator's view.
 
-Pure: plain JSON-able dicts and numpy in, dicts out; no clock (the caller passes each
-document's time). A summary is::
+Pure: plain JSON-able dicts in and out; no clock (the caller passes each document's time).
+The live set is held in columns (:mod:`noveld.models.story_table`); this module is the stored
+form, its checks and the reference fold the table and the Redis commit script follow. A
+summary is::
 
     {"born": t, "last": t, "docs": n, "width": W, "head": h, "counts": [c_0 … c_{B-1}],
      "terms": [[word, share], …], "exemplars": [[doc_id, text_or_null], …]}
@@ -51,15 +53,17 @@ def shift(counts: Sequence[int], head: int, to_head: int, buckets: int) -> list[
 
 
 def fold(base: Summary | None, add: Summary, limits: StoryLimits, take_terms: bool) -> Summary:
-    """``base`` and ``add`` as one summary: counts added bucket by bucket, the earlier birth,
-    the later last-seen, ``base``'s exemplars first then ``add``'s (bounded, no id twice);
+    """``base`` and ``add`` as one summary: counts added bucket by bucket (a summary counted
+    with another bucket width adds none), the earlier birth, the later last-seen, ``base``'s
+    exemplars first then ``add``'s (bounded, no id twice);
     terms from ``add`` when ``take_terms`` and it has some (a batch's fresh terms), else
     ``base``'s (a merge's survivor keeps its own)."""
     if base is None:
         base = {"born": add["born"], "last": add["last"], "docs": 0, "width": add["width"],
                 "head": add["head"], "counts": [], "terms": [], "exemplars": []}  # fmt: skip
     b = limits.buckets
-    head = max(int(base["head"]), int(add["head"]))
+    w = limits.bucket_seconds
+    head = max((int(s["head"]) for s in (base, add) if int(s["width"]) == w), default=0)
     out_counts = [0] * b
     for s in (base, add):
         if int(s["width"]) != limits.bucket_seconds:
@@ -74,7 +78,7 @@ def fold(base: Summary | None, add: Summary, limits: StoryLimits, take_terms: bo
         if ex[0] in seen:
             continue
         seen.add(ex[0])
-        exemplars.append([ex[0], ex[1] if limits.exemplar_text else None])
+        exemplars.append(list(ex))
     terms = add["terms"] if take_terms and add["terms"] else base["terms"]
     return {
         "born": min(float(base["born"]), float(add["born"])),
@@ -86,89 +90,6 @@ def fold(base: Summary | None, add: Summary, limits: StoryLimits, take_terms: bo
         "terms": [list(t) for t in terms[: limits.terms]],
         "exemplars": exemplars,
     }
-
-
-def batch_delta(
-    uids: np.ndarray,
-    times: np.ndarray,
-    doc_ids: Sequence[str],
-    texts: Sequence[str | None],
-    limits: StoryLimits,
-    want_exemplars: set[int] | None = None,
-) -> dict[int, Summary]:
-    """One batch's summaries of the clusters it touched, vectorised: document ``i`` (time
-    ``times[i]`` in epoch seconds) joined cluster ``uids[i]``. Exemplars (the first documents)
-    are taken only for clusters in ``want_exemplars`` (None: all), truncated to
-    ``limits.text_chars``, and without text unless ``limits.exemplar_text``."""
-    if uids.shape[0] == 0:
-        return {}
-    w, b = limits.bucket_seconds, limits.buckets
-    keys, inv = np.unique(uids, return_inverse=True)
-    k = keys.shape[0]
-    bucket = np.floor(times / w).astype(np.int64)
-    head = np.full(k, np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(head, inv, bucket)
-    born = np.full(k, np.inf)
-    np.minimum.at(born, inv, times)
-    last = np.full(k, -np.inf)
-    np.maximum.at(last, inv, times)
-    docs = np.bincount(inv, minlength=k)
-    age = head[inv] - bucket
-    keep = age < b
-    ring = np.zeros((k, b), np.int64)
-    np.add.at(ring, (inv[keep], b - 1 - age[keep]), 1)
-    order = np.argsort(inv, kind="stable")  # documents by cluster, in batch order within one
-    starts = np.searchsorted(inv[order], np.arange(k))
-    out: dict[int, Summary] = {}
-    n = limits.exemplars
-    for c, uid in enumerate(keys.tolist()):
-        exemplars: list[list[Any]] = []
-        if want_exemplars is None or uid in want_exemplars:
-            for i in order[starts[c] : starts[c] + min(n, int(docs[c]))].tolist():
-                txt = texts[i] if limits.exemplar_text else None
-                exemplars.append([doc_ids[i], None if txt is None else txt[: limits.text_chars]])
-        out[uid] = {
-            "born": float(born[c]),
-            "last": float(last[c]),
-            "docs": int(docs[c]),
-            "width": w,
-            "head": int(head[c]),
-            "counts": ring[c].tolist(),
-            "terms": [],
-            "exemplars": exemplars,
-        }
-    return out
-
-
-@dataclass(frozen=True)
-class StoriesChange:
-    """One batch's change to the summaries: the touched clusters' deltas (uid as a decimal
-    string → summary of the batch's documents), merges (uid, survivor) and dropped uids."""
-
-    touched: dict[str, Summary]
-    merges: list[tuple[int, int]]
-    dropped: list[int]
-    limits: StoryLimits
-
-    def to_json(self) -> dict[str, Any]:
-        """The change as the Redis commit script reads it (uids as strings: Lua's numbers are
-        doubles, and uids reach 2^60)."""
-        lim = self.limits
-        return {
-            "touched": self.touched,
-            "merges": [[str(u), str(into)] for u, into in self.merges],
-            "dropped": [str(u) for u in self.dropped],
-            "limits": {
-                "width": lim.bucket_seconds, "buckets": lim.buckets,
-                "exemplars": lim.exemplars, "terms": lim.terms,
-                "text": lim.exemplar_text, "max": lim.max_stories,
-            },
-        }  # fmt: skip
-
-
-def apply_change(stories: dict[str, Summary], change: StoriesChange) -> None:
-    """:func:`apply_delta` of a :class:`StoriesChange`."""
-    apply_delta(stories, change.touched, change.merges, change.dropped, change.limits)
 
 
 def apply_delta(

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from noveld.models.base import StatsDelta
-from noveld.models.stories import StoriesChange
+from noveld.models.story_table import StoriesChange, StoryTable
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vocabulary import Vocabulary
 
@@ -82,8 +82,8 @@ class NamespaceState:
     novelty: dict[str, Any] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
-    #: story summaries: cluster uid (decimal string) → summary (``noveld.models.stories``)
-    stories: dict[str, Any] = field(default_factory=dict)
+    #: story summaries of the live clusters (``noveld.models.story_table``)
+    stories: StoryTable = field(default_factory=StoryTable)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ import numpy as np
 
 from noveld.models.kernels import multinomial as kern
 from noveld.models.novelty import state_problem
-from noveld.models.stories import apply_change, stories_problem
+from noveld.models.stories import stories_problem
+from noveld.models.story_table import StoryTable
 from noveld.models.suffstats import MultinomialStats
 from noveld.state.base import (
     FIRST_RESERVED_SLOT,
@@ -150,7 +151,7 @@ class MemoryStore:
         for k, v in request.counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
         if request.stories is not None:
-            apply_change(state.stories, request.stories)
+            state.stories.apply(request.stories)
         # one writer announces every cluster itself: an end offered for a cluster it did
         # not announce was never announced
         # (and nobody else renumbers its words, and it holds no lease)
@@ -221,7 +222,7 @@ def write_snapshot(
         "counters": state.counters,
         "outbox": outbox,
         "uidnext": uidnext,
-        "stories": state.stories,
+        "stories": state.stories.to_json(),
     }
     arrays = {f"stats.{k}": v for k, v in state.stats.to_arrays().items()}
     arrays["vocab_gone"] = state.vocab_gone.astype(np.uint64)
@@ -373,7 +374,7 @@ class _SnapshotCheck(StatsCheck):
             novelty=novelty,
             offsets=offsets,
             counters=counters,
-            stories=stories,
+            stories=StoryTable.from_json(stories),
         )
         uidnext = dict(stored_uidnext)
         uidnext.setdefault("0", int(state.stats.ictl[kern.NEXT_UID]))

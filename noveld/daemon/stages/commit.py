@@ -10,7 +10,7 @@ from typing import Any
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.daemon.stages.report import BatchReport, StateDiverged
 from noveld.models.base import StatsDelta
-from noveld.models.stories import StoriesChange
+from noveld.models.story_table import StoriesChange
 from noveld.state.base import CommitOutcome, CommitRequest, StateStore, births_among
 
 #: the checksum of an input's lines before an offset (``JsonlSource.checksum_at``)

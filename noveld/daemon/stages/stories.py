@@ -1,17 +1,19 @@
-"""Story stage: a batch's change to the story summaries (noveld.models.stories), built from
-the step's assignments with vectorised numpy, committed with the batch by the store.
+"""Story stage: a batch's change to the story summaries (noveld.models.story_table), built
+from the step's assignments with vectorised numpy, committed with the batch by the store.
 
 Documents are bucketed by event time: the document's ``ts``, else the source's (a Kafka
 record's timestamp), else the time this process handles the batch. Top terms are recomputed
-lazily: when a cluster is first seen by this process and each time the documents it has seen
-for it doubled (and at most :data:`TERMS_PER_BATCH` clusters per batch).
+lazily and within a time budget: a cluster is due once it has :data:`TERMS_MIN_DOCS`
+documents, and again each time that count doubled since this process computed them; the
+largest due clusters go first, while the time spent stays under :data:`TERMS_SHARE` of the
+time elapsed.
 """
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -19,11 +21,16 @@ from noveld.daemon.settings import StoriesSettings
 from noveld.daemon.stages.events import top_terms
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.models.base import BatchResult, ClusterModel
-from noveld.models.stories import StoriesChange, StoryLimits, batch_delta
+from noveld.models.stories import StoryLimits
+from noveld.models.story_table import StoriesChange, StoryTable, batch_change
 from noveld.schema import Document, SourcePosition, parse_rfc3339
 
-TERMS_PER_BATCH = 32
-"""Clusters whose top terms one batch recomputes at most (the rest wait for a later batch)."""
+TERMS_SHARE = 0.005
+"""Share of the processing time spent recomputing top terms at most (each recomputation walks
+the statistics' postings pool); the rest waits for later batches."""
+
+TERMS_MIN_DOCS = 3
+"""Documents a cluster needs (as seen by this process) before its top terms are computed."""
 
 
 def story_limits(settings: StoriesSettings) -> StoryLimits:
@@ -39,17 +46,26 @@ def story_limits(settings: StoriesSettings) -> StoryLimits:
     )
 
 
+_TS = operator.attrgetter("ts")
+_ID = operator.attrgetter("id")
+_TEXT = operator.attrgetter("text")
+
+
 def doc_times(
     docs: Sequence[Document], positions: Sequence[SourcePosition], now: float
 ) -> np.ndarray:
     """Each document's event time in epoch seconds (its ``ts``, the source's, else ``now``),
     to the millisecond."""
-    ts = [d.ts for d in docs]
-    if None in ts:
-        for i, t in enumerate(ts):
-            if t is None:
-                pos_ts = positions[i].ts
-                ts[i] = now if pos_ts is None else parse_rfc3339(pos_ts)
+    ts = list(map(_TS, docs))
+    missing = ts.count(None)
+    if missing:
+        source = list(map(_TS, positions))
+        if missing == len(ts) and source.count(None) == len(ts):  # a file without ts
+            return np.full(len(ts), round(now, 3))
+        ts = [
+            t if t is not None else now if s is None else parse_rfc3339(s)
+            for t, s in zip(ts, source, strict=True)
+        ]
     return np.round(np.asarray(ts, dtype=np.float64), 3)
 
 
@@ -62,19 +78,22 @@ class StoryBuilder:
         settings: StoriesSettings,
         model: ClusterModel,
         clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.thread_time,
     ) -> None:
         self.enabled = settings.enabled
         self.limits = story_limits(settings)
         self.model = model
-        self.clock = clock
-        self._seen: dict[int, int] = {}  # uid → documents this process saw join it
-        self._terms_at: dict[int, int] = {}  # uid → _seen when its terms were computed
+        self.clock = clock  # documents without a time of their own get this one
+        self.timer = timer  # measures the terms' budget (CPU time: fair on a busy machine)
+        self._terms_at: dict[int, int] = {}  # uid → its documents when its terms were computed
         self._exemplars: dict[int, int] = {}  # uid → exemplars stored (as far as known)
+        self._budget = 0.0  # seconds the terms may still take
+        self._since = timer()
 
-    def load(self, stories: dict[str, Any]) -> None:
+    def load(self, stories: StoryTable) -> None:
         """Start from the stored summaries (after a load or reload)."""
-        self._seen, self._terms_at = {}, {}
-        self._exemplars = {int(u): len(s["exemplars"]) for u, s in stories.items()}
+        self._terms_at = {}
+        self._exemplars = {u: len(e) for u, e in stories.exemplars.items()}
 
     def change(
         self,
@@ -88,40 +107,51 @@ class StoryBuilder:
             return None
         lim = self.limits
         uids = np.asarray(result.assignments, dtype=np.int64)
-        want = {u for u in np.unique(uids).tolist() if self._exemplars.get(u, 0) < lim.exemplars}
-        delta = batch_delta(
+        full = self._exemplars
+        change = batch_change(
             uids,
             doc_times(docs, positions, self.clock()),
-            [d.id for d in docs],
-            [d.text for d in docs] if lim.exemplar_text else [None] * len(docs),
+            list(map(_ID, docs)),
+            list(map(_TEXT, docs)) if lim.exemplar_text else [None] * len(docs),
             lim,
-            want,
+            full,
         )
-        budget = TERMS_PER_BATCH
-        stats, vocab = live.state.stats, live.vocab
-        for uid, s in delta.items():
-            seen = self._seen.get(uid, 0) + s["docs"]
-            self._seen[uid] = seen
-            if s["exemplars"]:
-                self._exemplars[uid] = self._exemplars.get(uid, 0) + len(s["exemplars"])
-            due = uid not in self._terms_at or seen >= 2 * self._terms_at[uid]
-            if due and budget > 0:
-                budget -= 1
-                self._terms_at[uid] = seen
-                s["terms"] = [
-                    [w, c] for w, c in top_terms(self.model, stats, vocab, uid, lim.terms)
-                ]
-        merges = [(u, into) for u, into, _ in result.merged]
-        dropped = [u for u, _, _ in result.retired]
-        for u in [*dropped, *(m for m, _ in merges)]:
-            self._seen.pop(u, None)
+        for u, ex in change.exemplars.items():
+            full[u] = full.get(u, 0) + len(ex)
+        self._terms(live, change)
+        change.merges = [(u, into) for u, into, _ in result.merged]
+        change.dropped = [u for u, _, _ in result.retired]
+        for u in [*change.dropped, *(m for m, _ in change.merges)]:
             self._terms_at.pop(u, None)
-            self._exemplars.pop(u, None)
-        for _, into in merges:  # the survivor's terms: recomputed at its next document
+            full.pop(u, None)
+        for _, into in change.merges:  # the survivor's terms: due again
             self._terms_at.pop(into, None)
-        return StoriesChange(
-            touched={str(u): s for u, s in delta.items()},
-            merges=merges,
-            dropped=dropped,
-            limits=lim,
-        )
+        return change
+
+    def _terms(self, live: LiveNamespace, change: StoriesChange) -> None:
+        """Fresh top terms for the due clusters the time budget allows: those with at least
+        :data:`TERMS_MIN_DOCS` documents (as the state's summaries count them) whose count
+        doubled since their terms were computed, the largest first."""
+        now = self.timer()
+        self._budget = min(self._budget + TERMS_SHARE * (now - self._since), 1.0)
+        self._since = now
+        if self._budget <= 0:
+            return
+        table, at = live.state.stories, self._terms_at
+        get = table.rows.get
+        uids = change.uids.tolist()
+        rows = np.array([get(u, -1) for u in uids], np.int64)
+        known = rows >= 0
+        docs = change.docs.copy()
+        docs[known] += table.docs[rows[known]]
+        stale = np.array([at.get(u, 0) for u in uids], np.int64)
+        due = np.flatnonzero((docs >= TERMS_MIN_DOCS) & (docs >= 2 * stale))
+        stats, vocab, n = live.state.stats, live.vocab, self.limits.terms
+        for i in due[np.argsort(-docs[due], kind="stable")].tolist():
+            if self._budget <= 0:
+                break
+            t0 = self.timer()
+            u = uids[i]
+            change.terms[u] = [[w, c] for w, c in top_terms(self.model, stats, vocab, u, n)]
+            at[u] = int(docs[i])
+            self._budget -= self.timer() - t0

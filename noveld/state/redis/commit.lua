@@ -18,9 +18,11 @@
 --         writer offers for a cluster it did not announce itself, kept only when another writer
 --         did)], ...] for the cluster events, lease_ms (> 0: one writer at a time; the commit
 --         is refused while another writer holds the lease, and renews this writer's),
---         stories (absent: summaries are off): {touched: {uid: summary of the batch's
---         documents}, merges: [[uid, survivor uid], ...], dropped: [uid, ...], limits: {width,
---         buckets, exemplars, terms, text, max}} (uids as decimal strings)
+--         stories (absent: summaries are off): the batch's change in columns, one entry per
+--         touched cluster: {uids, head, born, last, docs, counts: [[ring], ...], exemplars:
+--         {uid: [[doc id, text], ...]}, terms: {uid: [[word, share], ...]}, merges: [[uid,
+--         survivor uid], ...], dropped: [uid, ...], limits: {width, buckets, exemplars, terms,
+--         max}} (uids as decimal strings; noveld/models/story_table.py StoriesChange.to_json)
 -- ARGV[2] packed delta ('' when the batch had no valid document)
 -- ARGV[3] novelty JSON
 -- ARGV[4..] the events' JSON, in order
@@ -196,7 +198,13 @@ local function fold(base, add, lim, take_terms)
             counts = {}, terms = {}, exemplars = {}}
   end
   local b = lim.buckets
-  local head = math.max(base.head, add.head)
+  local head = nil
+  for _, s in ipairs({base, add}) do
+    if s.width == lim.width and (head == nil or s.head > head) then
+      head = s.head
+    end
+  end
+  head = head or 0
   local counts = {}
   for i = 1, b do
     counts[i] = 0
@@ -214,11 +222,7 @@ local function fold(base, add, lim, take_terms)
     for _, e in ipairs(list) do
       if #exemplars < lim.exemplars and not seen[e[1]] then
         seen[e[1]] = true
-        local t = e[2]
-        if not lim.text then
-          t = cjson.null
-        end
-        exemplars[#exemplars + 1] = {e[1], t}
+        exemplars[#exemplars + 1] = {e[1], e[2]}
       end
     end
   end
@@ -246,7 +250,10 @@ if st then
     end
     return nil
   end
-  for uid, add in pairs(st.touched) do
+  for i, uid in ipairs(st.uids) do
+    local add = {born = st.born[i], last = st.last[i], docs = st.docs[i], width = lim.width,
+                 head = st.head[i], counts = st.counts[i], terms = st.terms[uid] or {},
+                 exemplars = st.exemplars[uid] or {}}
     local base = stored(uid)
     if base or held < lim.max then
       if not base then

@@ -129,6 +129,8 @@ class Commit(Vocabulary):
         state.offsets.update(request.next_offsets)
         for k, v in counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
+        if request.stories is not None:  # this writer's view (others' batches are not in it)
+            state.stories.apply(request.stories)
         seq, foreign = int(seq), int(foreign)
         own = seq if blob else None
         if foreign > 0:

@@ -73,9 +73,10 @@ class Transfer(Reader):
         if uidnext:
             pipe.hset(k["uidnext"], mapping=uidnext)
         pipe.set(k["novelty"], json.dumps(state.novelty, separators=(",", ":")))
-        if state.stories:
+        if len(state.stories):
             pipe.hset(k["stories"], mapping={
-                uid: json.dumps(s, separators=(",", ":")) for uid, s in state.stories.items()
+                uid: json.dumps(s, separators=(",", ":"))
+                for uid, s in state.stories.to_json().items()
             })  # fmt: skip
         for i in range(0, len(outbox), OUTBOX_ENTRY_EVENTS):
             part = outbox[i : i + OUTBOX_ENTRY_EVENTS]

@@ -11,6 +11,7 @@ import numpy as np
 from noveld.models.base import StatsDelta
 from noveld.models.novelty import json_kind, state_problem
 from noveld.models.stories import stories_problem
+from noveld.models.story_table import StoryTable
 from noveld.models.suffstats import MultinomialStats
 from noveld.schema import StoredEvent
 from noveld.state.base import FingerprintMismatch
@@ -142,7 +143,7 @@ class StoredValues:
         assert isinstance(novelty, dict)
         return novelty
 
-    def _stories(self, raw: dict[bytes, bytes]) -> dict[str, Any]:
+    def _stories(self, raw: dict[bytes, bytes]) -> StoryTable:
         """The stories hash as uid → summary (the commit script's cjson writes an empty list
         as ``{}``: read back as a list)."""
         out: dict[str, Any] = {}
@@ -160,7 +161,7 @@ class StoredValues:
         problem = stories_problem(out)
         if problem is not None:
             raise self._damaged("stories", f"{problem[0]} {problem[1]}")
-        return out
+        return StoryTable.from_json(out)
 
     def _vocabulary(self, raw: list[bytes]) -> list[str]:
         """The vocab list as words (the list can be long: one pass unless a word is bad)."""
