@@ -14,18 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from noveld.models.kernels.stories import bucket_groups, fold_rows, shift_rows
 from noveld.models.stories import StoryLimits, Summary, shift
-
-
-def shift_rows(counts: np.ndarray, gap: np.ndarray) -> np.ndarray:
-    """Each row's ring moved ``gap[i]`` ≥ 0 buckets on: older buckets fall off the front."""
-    if not gap.any():  # the usual case: the same newest bucket
-        return counts
-    b = counts.shape[1]
-    idx = np.arange(b)[None, :] + gap[:, None]
-    out = np.take_along_axis(counts, np.minimum(idx, b - 1), axis=1)
-    out[idx >= b] = 0
-    return out
 
 
 @dataclass
@@ -107,17 +97,11 @@ def batch_change(
     keys = sorted_uids[starts]
     k = keys.shape[0]
     group = np.cumsum(step) - 1  # cluster index of each sorted document
-    inv = np.empty(m, np.int64)
-    inv[order] = group
     bucket = np.floor(times / w).astype(np.int64)
-    head = np.maximum.reduceat(bucket[order], starts)
-    age = head[inv] - bucket
-    keep = age < b
-    ring = np.bincount((inv * b + (b - 1) - age)[keep], minlength=k * b).reshape(k, b)
-    change.uids, change.head, change.counts = keys, head, ring
-    change.born = np.minimum.reduceat(times[order], starts)
-    change.last = np.maximum.reduceat(times[order], starts)
-    change.docs = np.diff(np.append(starts, m))
+    change.uids = keys
+    change.head, change.born, change.last, change.docs, change.counts = bucket_groups(
+        order, group, bucket, times.astype(np.float64), k, b
+    )
     n = limits.exemplars
     if n == 0:
         return change
@@ -265,17 +249,10 @@ class StoryTable:
             if len(self.rows) >= lim.max_stories:
                 break
             rows[p] = self._row(uids[p])
-        ok = rows >= 0
-        r = rows[ok]
-        start = self.head[r]
-        fresh = start == np.iinfo(np.int64).min
-        head = np.maximum(np.where(fresh, change.head[ok], start), change.head[ok])
-        mine = shift_rows(self.counts[r], np.where(fresh, 0, head - start))
-        self.counts[r] = mine + shift_rows(change.counts[ok], head - change.head[ok])
-        self.head[r] = head
-        self.born[r] = np.minimum(self.born[r], change.born[ok])
-        self.last[r] = np.maximum(self.last[r], change.last[ok])
-        self.docs[r] += change.docs[ok]
+        fold_rows(
+            rows, self.head, self.born, self.last, self.docs, self.counts,
+            change.head, change.born, change.last, change.docs, change.counts,
+        )  # fmt: skip
         n, kept, rows_of = lim.exemplars, self.exemplars, self.rows
         for uid, new in change.exemplars.items():
             if uid not in rows_of:

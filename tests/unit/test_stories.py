@@ -156,3 +156,46 @@ def test_a_damaged_summary_is_named() -> None:
     bad = dict(good, counts=[-1])
     assert stories_problem({"1": bad}) is not None
     assert stories_problem({"1": dict(good, exemplars=[[1, "t"]])}) is not None
+
+
+def test_the_kernels_match_their_numpy_oracles() -> None:
+    from noveld.models.kernels import stories as kern
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        m, b = int(rng.integers(1, 60)), int(rng.integers(1, 6))
+        uids = rng.integers(0, 8, m)
+        bucket = rng.integers(100, 110, m)
+        times = rng.uniform(0, 1, m)
+        order = np.argsort(uids, kind="stable")
+        su = uids[order]
+        group = np.cumsum(np.r_[True, su[1:] != su[:-1]]) - 1
+        k = int(group[-1]) + 1
+        got = kern.bucket_groups(order, group, bucket, times, k, b)
+        want = kern.bucket_groups_oracle(order, group, bucket, times, k, b)
+        for g, w in zip(got, want, strict=True):
+            assert np.array_equal(g, w)
+        n = 10
+        table = [rng.integers(100, 112, n), rng.uniform(0, 1, n), rng.uniform(1, 2, n),
+                 rng.integers(0, 9, n), rng.integers(0, 5, (n, b))]  # fmt: skip
+        table[0][:2] = kern.FRESH
+        rows = rng.permutation(n)[:k].astype(np.int64)
+        rows[0] = -1
+        mine = [a.copy() for a in table]
+        ref = [a.copy() for a in table]
+        kern.fold_rows(rows, *mine, *want[:4], want[4])
+        kern.fold_rows_oracle(rows, *ref, *want[:4], want[4])
+        for g, w in zip(mine, ref, strict=True):
+            assert np.array_equal(g, w)
+
+
+def test_each_document_is_timed_by_its_ts_else_its_sources_else_now() -> None:
+    from noveld.daemon.stages.stories import doc_times
+    from noveld.schema import Document, SourcePosition
+
+    docs = [Document(id="a", text="x", ts=5.0), Document(id="b", text="x")]
+    kafka = [SourcePosition(topic="t", offset=i, ts="1970-01-01T00:00:07Z") for i in range(2)]
+    assert doc_times(docs, kafka, 100.0).tolist() == [5.0, 7.0]
+    files = [SourcePosition(topic="f", offset=i) for i in range(2)]
+    assert doc_times(docs, files, 100.0).tolist() == [5.0, 100.0]
+    assert doc_times(docs[1:], files[1:], 100.0).tolist() == [100.0]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,20 @@ def story_limits(settings: StoriesSettings) -> StoryLimits:
     )
 
 
+class _Field(Sequence[Any]):
+    """One field of a batch's documents, read only for the few documents asked for (the
+    exemplars)."""
+
+    def __init__(self, docs: Sequence[Document], get: Callable[[Document], Any]) -> None:
+        self._docs, self._get = docs, get
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __getitem__(self, i: int) -> Any:  # type: ignore[override]
+        return self._get(self._docs[i])
+
+
 _TS = operator.attrgetter("ts")
 _ID = operator.attrgetter("id")
 _TEXT = operator.attrgetter("text")
@@ -59,9 +74,11 @@ def doc_times(
     ts = list(map(_TS, docs))
     missing = ts.count(None)
     if missing:
-        source = list(map(_TS, positions))
-        if missing == len(ts) and source.count(None) == len(ts):  # a file without ts
+        # one source per batch: a file's positions carry no time at all, a Kafka record's
+        # always one; looking at the ends spares reading every position of a file's batch
+        if missing == len(ts) and positions[0].ts is None and positions[-1].ts is None:
             return np.full(len(ts), round(now, 3))
+        source = list(map(_TS, positions))
         ts = [
             t if t is not None else now if s is None else parse_rfc3339(s)
             for t, s in zip(ts, source, strict=True)
@@ -111,8 +128,8 @@ class StoryBuilder:
         change = batch_change(
             uids,
             doc_times(docs, positions, self.clock()),
-            list(map(_ID, docs)),
-            list(map(_TEXT, docs)) if lim.exemplar_text else [None] * len(docs),
+            _Field(docs, _ID),
+            _Field(docs, _TEXT),
             lim,
             full,
         )
