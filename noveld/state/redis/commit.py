@@ -33,7 +33,7 @@ _STATUS = {
 
 #: the commit script's KEYS, in order
 _COMMIT_KEYS = ("meta", "counters", "offsets", "epochs", "outbox", "log", "uidnext", "novelty",
-                "lifecycle", "lease", "stories")  # fmt: skip
+                "lifecycle", "lease", "stories", "stories_text")  # fmt: skip
 
 _LIFECYCLE = {"cluster.born": "born", "cluster.retired": "retired", "cluster.merged": "merged"}
 

@@ -143,21 +143,26 @@ class StoredValues:
         assert isinstance(novelty, dict)
         return novelty
 
-    def _stories(self, raw: dict[bytes, bytes]) -> StoryTable:
-        """The stories hash as uid → summary (the commit script's cjson writes an empty list
-        as ``{}``: read back as a list)."""
+    def _stories(self, numbers: dict[bytes, bytes], texts: dict[bytes, bytes]) -> StoryTable:
+        """The stories hashes as a table: each cluster's numbers and, where it has some, its
+        terms and exemplars (the commit script's cjson writes an empty list as ``{}``)."""
         out: dict[str, Any] = {}
-        for k, v in raw.items():
+        text_of = {self._str("stories_text", k, "a field name"): v for k, v in texts.items()}
+        for k, v in numbers.items():
             uid = self._str("stories", k, "a field name")
             try:
-                summary = json.loads(v)
+                nums = json.loads(v)
+                extra = json.loads(text_of.get(uid, b"{}"))
             except ValueError as exc:
                 raise self._damaged("stories", f"field {uid} is not JSON ({exc})") from None
-            if isinstance(summary, dict):
-                for key in ("counts", "terms", "exemplars"):
-                    if summary.get(key) == {}:
-                        summary[key] = []
-            out[uid] = summary
+            if not (isinstance(nums, list) and len(nums) >= 5 and isinstance(extra, dict)):
+                raise self._damaged("stories", f"field {uid} is not a story summary")
+            terms, exemplars = extra.get("t", []), extra.get("e", [])
+            out[uid] = {
+                "born": nums[0], "last": nums[1], "docs": nums[2], "width": nums[3],
+                "head": nums[4], "counts": nums[5:], "terms": [] if terms == {} else terms,
+                "exemplars": [] if exemplars == {} else exemplars,
+            }  # fmt: skip
         problem = stories_problem(out)
         if problem is not None:
             raise self._damaged("stories", f"{problem[0]} {problem[1]}")
