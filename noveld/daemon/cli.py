@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     from noveld.daemon.cli_state import add_state_commands
 
     add_state_commands(sub)
+    from noveld.daemon.cli_stories import add_stories_command
+
+    add_stories_command(sub)
     from noveld.daemon.cli_produce import add_produce_command
 
     add_produce_command(sub)

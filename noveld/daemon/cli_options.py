@@ -86,6 +86,27 @@ COMMON: tuple[Group, ...] = (
                     ),
                 )
             ),
+            Exclusive(
+                (
+                    flag(
+                        "--exemplar-text",
+                        setting="stories.exemplar_text",
+                        dest="exemplar_text",
+                        action="store_true",
+                        default=None,
+                        help="keep the text of each story's exemplar documents in the state "
+                        "(default; shown by noveld stories)",
+                    ),
+                    flag(
+                        "--no-exemplar-text",
+                        setting="stories.exemplar_text",
+                        dest="exemplar_text",
+                        action="store_false",
+                        default=None,
+                        help="…or only their ids (for privacy: no document text is stored)",
+                    ),
+                )
+            ),
         ),
     ),
     Group(

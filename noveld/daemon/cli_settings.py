@@ -36,6 +36,9 @@ def ignored_flags(ns: argparse.Namespace, settings: Settings) -> list[str]:
     if command in ("evaluate", "fit", "demo") and getattr(ns, "emit_assignments", None):
         flag = flag_giving("emit_assignments", ns.emit_assignments)
         said.append(f"{flag} is read by noveld run only; noveld {command} emits no assignments")
+    if command in ("evaluate", "demo") and getattr(ns, "exemplar_text", None) is not None:
+        flag = flag_giving("exemplar_text", ns.exemplar_text)
+        said.append(f"{flag} is read by noveld run only; noveld {command} keeps no state")
     if command == "evaluate" and getattr(ns, "namespace", None):
         said.append("--namespace names a state; noveld evaluate keeps none")
     if settings.kafka.bootstrap_servers is None:

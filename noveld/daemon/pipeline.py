@@ -32,10 +32,12 @@ from noveld.daemon.stages.model_step import bind_reserved, fit
 from noveld.daemon.stages.novelty import observe
 from noveld.daemon.stages.outbox import EventSink, Outbox
 from noveld.daemon.stages.report import BatchReport, CircuitOpen, StateDiverged
+from noveld.daemon.stages.stories import StoryBuilder
 from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.base import BatchResult, DocBatch, StatsDelta
 from noveld.models.hdp import live_clusters
 from noveld.models.novelty import NoveltyTracker
+from noveld.models.story_table import StoriesChange
 from noveld.models.vocabulary import Vocabulary
 from noveld.schema import Document, SourcePosition
 from noveld.state.base import CommitOutcome, NamespaceState, StateStore, partition_key
@@ -89,6 +91,7 @@ class Pipeline:
         tok = settings.tokenizer
         self.tokenizer = Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len)
         self.commits = Committer(store)
+        self.stories = StoryBuilder(settings.stories, self.model)
         self.reload()
         f = settings.fields
         self.fields = FieldNames(**f.model_dump())
@@ -137,6 +140,7 @@ class Pipeline:
             words_view=self.variant.words,
         )
         self.live = LiveNamespace.from_state(state, vocab, featurizer, self.settings.novelty)
+        self.stories.load(state.stories)
 
     @property
     def views(self) -> Views:
@@ -261,14 +265,14 @@ class Pipeline:
         batch, docs, kept = featurize(live, self.store, docs, kept, self.views, self.rejects, rep)
         rep.valid = len(docs)
         t2 = time.perf_counter()
-        events, delta, t3 = self._cluster(
+        events, delta, stories, t3 = self._cluster(
             batch, docs, [r.position for r in kept], first_offsets, rep
         )
         if rep.invalid:
             self.rejects.send(self.dead_letters)
         request = commit_stage.build_request(
             self.store, live, self.input_checksum, first_offsets, next_offsets, delta, events,
-            rep, self.builder.if_announced,
+            rep, self.builder.if_announced, stories,
         )  # fmt: skip
         done = self.commits.commit(live, request, rep, lambda: self._adopt_state(live.state))
         if done.outcome is CommitOutcome.COMMITTED and not done.moved:
@@ -306,11 +310,12 @@ class Pipeline:
         positions: list[SourcePosition],
         first_offsets: dict[str, int],
         rep: BatchReport,
-    ) -> tuple[list[dict[str, Any]], StatsDelta | None, float]:
-        """Model step, novelty tracking and event building for the batch's valid documents;
-        returns the events, the model's delta and when the model step ended."""
+    ) -> tuple[list[dict[str, Any]], StatsDelta | None, StoriesChange | None, float]:
+        """Model step, novelty tracking, event building and story summaries for the batch's
+        valid documents; returns the events, the model's delta, the stories' change and when
+        the model step ended."""
         if not docs:
-            return [], None, time.perf_counter()
+            return [], None, None, time.perf_counter()
         live = self.live
         first_index = self.docs_total
         result = fit(self.model, self.store, live, batch, docs, first_offsets, self.settings)
@@ -321,6 +326,7 @@ class Pipeline:
             self.settings.novelty.refound,
         )  # fmt: skip
         events = self.builder.batch_events(live, docs, positions, result, confirmed)
+        stories = self.stories.change(live, docs, positions, result)
         rep.births = len(confirmed)
         rep.model_births = len(result.born)
         rep.retired = len(result.retired)
@@ -329,7 +335,7 @@ class Pipeline:
             self.observer(docs, positions, result.assignments)
         if self.model_observer is not None:
             self.model_observer(batch, result)
-        return events, result.delta, t3
+        return events, result.delta, stories, t3
 
     def retry_pending(self) -> int:
         """On an idle turn: deliver events left in the outbox and, now and then, reach the

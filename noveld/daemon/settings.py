@@ -34,6 +34,7 @@ from noveld.daemon.settings_sections import (
     NoveltySettings,
     RedisSettings,
     StateSettings,
+    StoriesSettings,
     TokenizerSettings,
 )
 
@@ -50,6 +51,7 @@ __all__ = [
     "RedisSettings",
     "Settings",
     "StateSettings",
+    "StoriesSettings",
     "TokenizerSettings",
     "load_settings",
     "model_fingerprint",
@@ -76,6 +78,7 @@ class Settings(BaseSettings):
     model: ModelSettings = ModelSettings()
     batch: BatchSettings = BatchSettings()
     novelty: NoveltySettings = NoveltySettings()
+    stories: StoriesSettings = StoriesSettings()
     events: EventsSettings = EventsSettings()
     limits: LimitsSettings = LimitsSettings()
     fields: FieldSettings = FieldSettings()

@@ -47,6 +47,21 @@ class NoveltySettings(Section):
     )
 
 
+class StoriesSettings(Section):
+    """Story summaries kept in the state for ``noveld stories`` (noveld.models.stories)."""
+
+    enabled: bool = Field(True, description="keep a summary of each live cluster in the state")
+    exemplar_text: bool = Field(
+        True, description="keep exemplar documents' text (false: their ids only, for privacy)"
+    )
+    bucket_seconds: int = Field(3600, ge=1, description="width of a growth bucket (event time)")
+    buckets: int = Field(24, ge=1, le=1000, description="growth buckets kept per story")
+    exemplars: int = Field(3, ge=0, le=100, description="exemplar documents per story")
+    terms: int = Field(8, ge=1, le=100, description="top terms per story")
+    text_chars: int = Field(200, ge=1, le=10_000, description="exemplar text kept, in characters")
+    max_stories: int = Field(10_000, ge=1, description="summaries kept at most")
+
+
 class EventsSettings(Section):
     """Optional event types beyond the cluster events (docs/events.md)."""
 

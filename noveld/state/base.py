@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from noveld.models.base import StatsDelta
+from noveld.models.story_table import StoriesChange, StoryTable
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vocabulary import Vocabulary
 
@@ -81,6 +82,8 @@ class NamespaceState:
     novelty: dict[str, Any] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
+    #: story summaries of the live clusters (``noveld.models.story_table``)
+    stories: StoryTable = field(default_factory=StoryTable)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class CommitRequest:
     #: ids of end events (``cluster.retired``) the writer offers for clusters it did not
     #: announce itself: kept only where the store knows another writer announced the cluster
     if_announced: frozenset[str] = frozenset()
+    #: the batch's change to the story summaries (None: summaries are off)
+    stories: StoriesChange | None = None
 
 
 class StateStore(Protocol):

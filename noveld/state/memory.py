@@ -20,6 +20,8 @@ import numpy as np
 
 from noveld.models.kernels import multinomial as kern
 from noveld.models.novelty import state_problem
+from noveld.models.stories import stories_problem
+from noveld.models.story_table import StoryTable
 from noveld.models.suffstats import MultinomialStats
 from noveld.state.base import (
     FIRST_RESERVED_SLOT,
@@ -148,6 +150,8 @@ class MemoryStore:
         state.offsets.update(request.next_offsets)
         for k, v in request.counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
+        if request.stories is not None:
+            state.stories.apply(request.stories)
         # one writer announces every cluster itself: an end offered for a cluster it did
         # not announce was never announced
         # (and nobody else renumbers its words, and it holds no lease)
@@ -218,6 +222,7 @@ def write_snapshot(
         "counters": state.counters,
         "outbox": outbox,
         "uidnext": uidnext,
+        "stories": state.stories.to_json(),
     }
     arrays = {f"stats.{k}": v for k, v in state.stats.to_arrays().items()}
     arrays["vocab_gone"] = state.vocab_gone.astype(np.uint64)
@@ -354,6 +359,10 @@ class _SnapshotCheck(StatsCheck):
             self.fail("counters", f"is empty although {len(offsets)} partition(s) were read")
         novelty = self.novelty(meta["novelty"], len(vocab))
         outbox = self.outbox(meta["outbox"])
+        stories = meta.get("stories", {})  # a snapshot from before summaries were kept: none
+        problem = stories_problem(stories)
+        if problem is not None:
+            self.fail(*problem)
         stored_uidnext = self.uidnext(meta.get("uidnext", {}))
         arrays = self.stats(stats, len(vocab), stored_uidnext)
         state = NamespaceState(
@@ -365,6 +374,7 @@ class _SnapshotCheck(StatsCheck):
             novelty=novelty,
             offsets=offsets,
             counters=counters,
+            stories=StoryTable.from_json(stories),
         )
         uidnext = dict(stored_uidnext)
         uidnext.setdefault("0", int(state.stats.ictl[kern.NEXT_UID]))

@@ -10,6 +10,7 @@ from typing import Any
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.daemon.stages.report import BatchReport, StateDiverged
 from noveld.models.base import StatsDelta
+from noveld.models.story_table import StoriesChange
 from noveld.state.base import CommitOutcome, CommitRequest, StateStore, births_among
 
 #: the checksum of an input's lines before an offset (``JsonlSource.checksum_at``)
@@ -49,6 +50,7 @@ def build_request(
     events: list[dict[str, Any]],
     rep: BatchReport,
     if_announced: set[str],
+    stories: StoriesChange | None = None,
 ) -> CommitRequest:
     """The batch's commit request; with the novelty state for a store that keeps it per
     batch (a shared one)."""
@@ -62,7 +64,7 @@ def build_request(
     note_inputs(live, input_checksum, next_offsets)
     request = CommitRequest(
         first_offsets, next_offsets, delta, events, counters,
-        if_announced=frozenset(if_announced),
+        if_announced=frozenset(if_announced), stories=stories,
     )  # fmt: skip
     if store.wants_batch_state:
         request = replace(request, novelty=live.novelty_json())

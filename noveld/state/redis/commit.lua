@@ -10,13 +10,20 @@
 -- KEYS[8] novelty   string: novelty-tracker JSON
 -- KEYS[9] lifecycle hash: announced cluster id -> "born" | "retired" | "merged" (its last event)
 -- KEYS[10] lease    string: the one writer allowed when lease_ms > 0 (svi), expiring
+-- KEYS[11] stories  hash: cluster uid -> [born, last, docs, width, head, count...] (JSON)
+-- KEYS[12] stories_text hash: cluster uid -> {"t": top terms, "e": exemplars} (JSON)
 -- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq,
 --         vocab_gen (the vocabulary generation the writer's word ids belong to),
 --         outbox_chunk (events per outbox entry at most), lifecycle: [[event index (0-based),
 --         cluster id, "born"|"retired"|"merged", event id, only if announced (1: an end the
 --         writer offers for a cluster it did not announce itself, kept only when another writer
 --         did)], ...] for the cluster events, lease_ms (> 0: one writer at a time; the commit
---         is refused while another writer holds the lease, and renews this writer's)
+--         is refused while another writer holds the lease, and renews this writer's),
+--         stories (absent: summaries are off): the batch's change in columns, one entry per
+--         touched cluster: {uids, head, born, last, docs, counts: [[ring], ...], exemplars:
+--         {uid: [[doc id, text], ...]}, terms: {uid: [[word, share], ...]}, merges: [[uid,
+--         survivor uid], ...], dropped: [uid, ...], limits: {width, buckets, exemplars, terms,
+--         max}} (uids as decimal strings; noveld/models/story_table.py StoriesChange.to_json)
 -- ARGV[2] packed delta ('' when the batch had no valid document)
 -- ARGV[3] novelty JSON
 -- ARGV[4..] the events' JSON, in order
@@ -167,6 +174,140 @@ for name, v in pairs(h.counters) do
   end
 end
 redis.call('SET', KEYS[8], ARGV[3])
+
+-- 6b. story summaries: the batch's deltas folded in, merged clusters folded into their
+--     survivors, retired and merged clusters dropped (the fold of noveld/models/stories.py,
+--     its oracle). Numbers and text are kept apart, so a batch rewrites only the short
+--     numeric entry of most clusters it touched: stories holds [born, last, docs, width, head,
+--     count...], stories_text {"t": terms, "e": exemplars} where a cluster has some.
+local function fold_numbers(base, add, lim)
+  local b = lim.buckets
+  local both = {add}  -- (ipairs stops at a nil: no {base, add} when base is nil)
+  if base then
+    both = {base, add}
+  end
+  local head = nil
+  for _, s in ipairs(both) do
+    if s[4] == lim.width and (head == nil or s[5] > head) then
+      head = s[5]
+    end
+  end
+  head = head or 0
+  local out = {add[1], add[2], add[3], lim.width, head}
+  if base then
+    out[1] = math.min(base[1], add[1])
+    out[2] = math.max(base[2], add[2])
+    out[3] = base[3] + add[3]
+  end
+  for i = 1, b do
+    out[5 + i] = 0
+  end
+  for _, s in ipairs(both) do
+    if s[4] == lim.width then
+      -- s[5 + j] is bucket s[5] - n + j; out[5 + i] is bucket head - b + i
+      local n = #s - 5
+      for i = 1, b do
+        local j = (head - b + i) - s[5] + n
+        if j >= 1 and j <= n then
+          out[5 + i] = out[5 + i] + s[5 + j]
+        end
+      end
+    end
+  end
+  return out
+end
+
+local function joined(base, add, n)
+  local seen, out = {}, {}
+  for _, list in ipairs({base, add}) do
+    for _, e in ipairs(list) do
+      if #out < n and not seen[e[1]] then
+        seen[e[1]] = true
+        out[#out + 1] = {e[1], e[2]}
+      end
+    end
+  end
+  return out
+end
+
+local st = h.stories
+if st then
+  local lim = st.limits
+  local held = redis.call('HLEN', KEYS[11])
+  local function numbers(uid)
+    local raw = redis.call('HGET', KEYS[11], uid)
+    if raw then
+      return cjson.decode(raw)
+    end
+    return nil
+  end
+  local function texts(uid)
+    local raw = redis.call('HGET', KEYS[12], uid)
+    if raw then
+      local t = cjson.decode(raw)
+      return {t = t.t or {}, e = t.e or {}}
+    end
+    return {t = {}, e = {}}
+  end
+  local function cut(list, n)
+    local out = {}
+    for i = 1, math.min(#list, n) do
+      out[i] = list[i]
+    end
+    return out
+  end
+  for i, uid in ipairs(st.uids) do
+    local add = {st.born[i], st.last[i], st.docs[i], lim.width, st.head[i]}
+    for _, c in ipairs(st.counts[i]) do
+      add[#add + 1] = c
+    end
+    local base = numbers(uid)
+    if base or held < lim.max then
+      if not base then
+        held = held + 1
+      end
+      redis.call('HSET', KEYS[11], uid, cjson.encode(fold_numbers(base, add, lim)))
+      local ex, terms = st.exemplars[uid], st.terms[uid]
+      if (ex and #ex > 0) or (terms and #terms > 0) then
+        local t = texts(uid)
+        if terms and #terms > 0 then
+          t.t = cut(terms, lim.terms)
+        end
+        if ex then
+          t.e = joined(t.e, ex, lim.exemplars)
+        end
+        redis.call('HSET', KEYS[12], uid, cjson.encode(t))
+      end
+    end
+  end
+  for _, m in ipairs(st.merges) do
+    local gone = numbers(m[1])
+    if gone then
+      local gone_text = texts(m[1])
+      redis.call('HDEL', KEYS[11], m[1])
+      redis.call('HDEL', KEYS[12], m[1])
+      held = held - 1
+      local survivor = numbers(m[2])
+      if survivor or held < lim.max then
+        local t = gone_text
+        if survivor then
+          t = texts(m[2])
+          t.e = joined(t.e, gone_text.e, lim.exemplars)
+        else
+          held = held + 1
+        end
+        redis.call('HSET', KEYS[11], m[2], cjson.encode(fold_numbers(survivor, gone, lim)))
+        if #t.t > 0 or #t.e > 0 then
+          redis.call('HSET', KEYS[12], m[2], cjson.encode(t))
+        end
+      end
+    end
+  end
+  for _, uid in ipairs(st.dropped) do
+    redis.call('HDEL', KEYS[11], uid)
+    redis.call('HDEL', KEYS[12], uid)
+  end
+end
 
 -- 7. outbox: the events' JSON, fields "0", "1", ... of one entry per OUTBOX_ENTRY_EVENTS,
 --    and "w", the writer (it publishes its own entries; others only those left behind)

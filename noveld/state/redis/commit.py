@@ -31,6 +31,10 @@ _STATUS = {
     "stale": CommitOutcome.STALE,
 }
 
+#: the commit script's KEYS, in order
+_COMMIT_KEYS = ("meta", "counters", "offsets", "epochs", "outbox", "log", "uidnext", "novelty",
+                "lifecycle", "lease", "stories", "stories_text")  # fmt: skip
+
 _LIFECYCLE = {"cluster.born": "born", "cluster.retired": "retired", "cluster.merged": "merged"}
 
 
@@ -94,11 +98,12 @@ class Commit(Vocabulary):
             "lifecycle": lifecycle_marks(request.events, request.if_announced),
             "lease_ms": self.lease_ms,
         }
+        if request.stories is not None:
+            header["stories"] = request.stories.to_json()
         blob = b"" if request.delta is None else encode_delta(request.delta)
         events = [event_json(e) for e in request.events]
         status, reason, seq, foreign, suppressed, raw_facts = self._commit(
-            keys=[self.keys[n] for n in ("meta", "counters", "offsets", "epochs", "outbox")]
-            + [self.keys[n] for n in ("log", "uidnext", "novelty", "lifecycle", "lease")],
+            keys=[self.keys[n] for n in _COMMIT_KEYS],
             args=[
                 json.dumps(header, separators=(",", ":")),
                 blob,
@@ -124,6 +129,8 @@ class Commit(Vocabulary):
         state.offsets.update(request.next_offsets)
         for k, v in counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
+        if request.stories is not None:  # this writer's view (others' batches are not in it)
+            state.stories.apply(request.stories)
         seq, foreign = int(seq), int(foreign)
         own = seq if blob else None
         if foreign > 0:

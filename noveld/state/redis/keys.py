@@ -17,6 +17,9 @@ in one cluster slot, so one Lua script commits a batch atomically):
   ``"1"``, … each an event's JSON (:func:`noveld.schema.event_json`), at most
   :data:`OUTBOX_ENTRY_EVENTS` per entry (entries of one field pair ``id``/``event`` per event,
   written by earlier versions, are read too)
+- ``stories`` / ``stories_text`` — cluster uid → a story summary's numbers (JSON ``[born, last,
+  docs, width, head, count…]``) / its text (JSON ``{"t": top terms, "e": exemplars}``, where it
+  has some): :mod:`noveld.models.stories`, folded by the commit script with each batch
 - ``lease`` — the single writer's lease (svi); ``ack`` and ``probe`` — markers, not state
 """
 
@@ -51,6 +54,8 @@ KEY_TYPES = {
     "vocab_idx": "hash",
     "vocab_gone": "string",
     "ckpt": "string",
+    "stories": "hash",
+    "stories_text": "hash",
 }
 #: every key of a namespace by name (the typed state plus the markers and the lease)
 KEY_NAMES = (*KEY_TYPES, "ack", "probe", "lease")

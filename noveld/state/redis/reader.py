@@ -100,10 +100,13 @@ class Reader(StoreCore):
         pipe.hmget(k["meta"], ["vocab_gen", "vocab_checked"])
         pipe.get(k["vocab_gone"])
         pipe.hgetall(k["epochs"])  # only checked: claims and commits count on it
+        pipe.hgetall(k["stories"])
+        pipe.hgetall(k["stories_text"])
         if with_outbox:
             pipe.xrange(k["outbox"], "-", "+")
         (ckpt, log_raw, vocab_raw, novelty_raw, offsets_raw, counters_raw, seq_raw, uidnext_raw,
-         (gen_raw, checked_raw), gone, epochs_raw, *rest) = self._execute_typed(pipe)  # fmt: skip
+         (gen_raw, checked_raw), gone, epochs_raw, stories_raw, texts_raw, *rest,
+         ) = self._execute_typed(pipe)  # fmt: skip
         seq, gen, checked = (
             0 if raw is None else self._count("meta", name, raw)
             for name, raw in (
@@ -118,6 +121,7 @@ class Reader(StoreCore):
         counters_of = self._uid_counters(uidnext_raw)
         vocab = self._vocabulary(vocab_raw)
         novelty = self._novelty(novelty_raw)
+        stories = self._stories(stories_raw, texts_raw)
         outbox: list[dict[str, Any]] = [
             ev
             for sid, fields in (stream_entries(rest[0]) if rest else [])
@@ -168,6 +172,7 @@ class Reader(StoreCore):
             novelty=novelty,
             offsets=offsets,
             counters=counters,
+            stories=stories,
         )
         return state, outbox, counters_of
 

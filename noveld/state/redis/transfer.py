@@ -73,6 +73,17 @@ class Transfer(Reader):
         if uidnext:
             pipe.hset(k["uidnext"], mapping=uidnext)
         pipe.set(k["novelty"], json.dumps(state.novelty, separators=(",", ":")))
+        numbers, texts = {}, {}
+        for uid, s in state.stories.to_json().items():
+            numbers[uid] = json.dumps(
+                [s["born"], s["last"], s["docs"], s["width"], s["head"], *s["counts"]]
+            )
+            if s["terms"] or s["exemplars"]:
+                texts[uid] = json.dumps({"t": s["terms"], "e": s["exemplars"]})
+        if numbers:
+            pipe.hset(k["stories"], mapping=numbers)
+        if texts:
+            pipe.hset(k["stories_text"], mapping=texts)
         for i in range(0, len(outbox), OUTBOX_ENTRY_EVENTS):
             part = outbox[i : i + OUTBOX_ENTRY_EVENTS]
             pipe.xadd(k["outbox"], {str(j): stored_json(e) for j, e in enumerate(part)})

@@ -10,6 +10,8 @@ import numpy as np
 
 from noveld.models.base import StatsDelta
 from noveld.models.novelty import json_kind, state_problem
+from noveld.models.stories import stories_problem
+from noveld.models.story_table import StoryTable
 from noveld.models.suffstats import MultinomialStats
 from noveld.schema import StoredEvent
 from noveld.state.base import FingerprintMismatch
@@ -140,6 +142,31 @@ class StoredValues:
             raise self._damaged("novelty", f"entry {entry} {what}" if entry else what)
         assert isinstance(novelty, dict)
         return novelty
+
+    def _stories(self, numbers: dict[bytes, bytes], texts: dict[bytes, bytes]) -> StoryTable:
+        """The stories hashes as a table: each cluster's numbers and, where it has some, its
+        terms and exemplars (the commit script's cjson writes an empty list as ``{}``)."""
+        out: dict[str, Any] = {}
+        text_of = {self._str("stories_text", k, "a field name"): v for k, v in texts.items()}
+        for k, v in numbers.items():
+            uid = self._str("stories", k, "a field name")
+            try:
+                nums = json.loads(v)
+                extra = json.loads(text_of.get(uid, b"{}"))
+            except ValueError as exc:
+                raise self._damaged("stories", f"field {uid} is not JSON ({exc})") from None
+            if not (isinstance(nums, list) and len(nums) >= 5 and isinstance(extra, dict)):
+                raise self._damaged("stories", f"field {uid} is not a story summary")
+            terms, exemplars = extra.get("t", []), extra.get("e", [])
+            out[uid] = {
+                "born": nums[0], "last": nums[1], "docs": nums[2], "width": nums[3],
+                "head": nums[4], "counts": nums[5:], "terms": [] if terms == {} else terms,
+                "exemplars": [] if exemplars == {} else exemplars,
+            }  # fmt: skip
+        problem = stories_problem(out)
+        if problem is not None:
+            raise self._damaged("stories", f"{problem[0]} {problem[1]}")
+        return StoryTable.from_json(out)
 
     def _vocabulary(self, raw: list[bytes]) -> list[str]:
         """The vocab list as words (the list can be long: one pass unless a word is bad)."""
