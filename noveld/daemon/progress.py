@@ -26,6 +26,7 @@ class Progress:
         self._last = self.started
         self.docs = 0
         self.invalid = 0
+        self.truncated = 0  # documents cut to limits.max_doc_tokens tokens
         self.births = 0
         self.retired = 0
         self.batches = 0
@@ -39,6 +40,7 @@ class Progress:
         """Fold in one batch; print if due."""
         self.docs += rep.valid
         self.invalid += rep.invalid
+        self.truncated += rep.truncated
         self.births += rep.births
         self.retired += rep.retired
         self.batches += 1
@@ -83,6 +85,11 @@ class Progress:
         if self.reasons:
             parts = ", ".join(f"{k}={v}" for k, v in sorted(self.reasons.items()))
             lines.append(f"noveld: invalid records by reason: {parts}")
+        if self.truncated:
+            lines.append(
+                f"noveld: {self.truncated:,} documents longer than limits.max_doc_tokens were "
+                "truncated to it (limits.oversize = truncate)"
+            )
         if self.replayed:
             lines.append(f"noveld: {self.replayed} replayed batches skipped")
         if extra:
