@@ -35,6 +35,15 @@ class Progress:
         self.reasons: Counter[str] = Counter()
         self.details: dict[str, str] = {}  # reason → the detail of its last invalid record
         self.stopped = False  # by SIGINT/SIGTERM before the input ran out
+        #: how far into its input the run is (0 to 1), when that is known (a regular file)
+        self.input_share: Callable[[], float | None] = lambda: None
+        self._first_share = 0.0  # the share where the run began (a resume's is not 0)
+
+    def follow(self, share: Callable[[], float | None]) -> None:
+        """Show how far into its input the run is, by ``share`` (0 to 1, None: unknown), and
+        from it an estimate of the time left."""
+        self.input_share = share
+        self._first_share = share() or 0.0
 
     def update(self, rep: BatchReport) -> None:
         """Fold in one batch; print if due."""
@@ -71,12 +80,25 @@ class Progress:
         return max(self._clock() - self.started, 1e-9)
 
     def line(self) -> str:
-        """One-line status: docs, rate, clusters, births, invalid."""
+        """One-line status: docs, rate, how far into the input (a file's), clusters, births,
+        invalid."""
         rate = self.docs / self.elapsed
         return (
-            f"{self.docs:,} docs ({rate:,.0f}/s) · {self.clusters:,} active clusters · "
-            f"{self.births:,} born · {self.invalid:,} invalid"
+            f"{self.docs:,} docs ({rate:,.0f}/s){self._where()} · {self.clusters:,} active "
+            f"clusters · {self.births:,} born · {self.invalid:,} invalid"
         )
+
+    def _where(self) -> str:
+        """`` · 42% of the input, ~1 min left`` while a file is being read, else ""."""
+        share = self.input_share()
+        if share is None or share >= 1.0:
+            return ""
+        done = share - self._first_share
+        if done <= 0:
+            return f" · {share:.0%} of the input"
+        left = self.elapsed * (1.0 - share) / done
+        when = "<1 s" if left < 1 else f"~{left:,.0f} s" if left < 120 else f"~{left / 60:,.0f} min"
+        return f" · {share:.0%} of the input, {when} left"
 
     def summary(self, extra: str = "", code: int = 0) -> str:
         """Multi-line end-of-run summary (``code``: the run's exit code; not "done" if not 0)."""
