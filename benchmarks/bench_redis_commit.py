@@ -32,6 +32,7 @@ from servers.redis_server import RedisServer, start_replica  # noqa: E402
 from noveld.connectors.file_sinks import DlqFileSink  # noqa: E402
 from noveld.connectors.jsonl import JsonlSource  # noqa: E402
 from noveld.daemon.pipeline import Pipeline  # noqa: E402
+from noveld.daemon.runner import settle_heap  # noqa: E402
 from noveld.daemon.settings import load_settings  # noqa: E402
 from noveld.daemon.sinks import CollectingEvents, FileDeadLetters  # noqa: E402
 from noveld.state.redis.store import RedisStore  # noqa: E402
@@ -77,6 +78,7 @@ def run(
                 nxt = first + len(recs)
                 sent = len(sink.events)
                 rep = pipe.step(recs, {key: first}, {key: nxt})
+                settle_heap()  # as the daemon's loop does after a batch
                 if len(sink.events) > sent:
                     with_events.append(rep.stage_seconds["publish"])
                 first = nxt
