@@ -3,6 +3,7 @@
     python benchmarks/bench_redis_commit.py [--data FILE] [--batch-size 1000] [--times 5]
                                              [--redis-url URL] [--replica [--replicas-to-ack 1]]
                                              [--appendfsync everysec|always]
+                                             [--likelihood multinomial|edcm]
 
 Without --redis-url a private Redis-protocol server is started (tests/servers/), with
 --replica also a replica of it. Runs the real pipeline with the RedisStore and reports the
@@ -31,18 +32,31 @@ from servers.redis_server import RedisServer, start_replica  # noqa: E402
 from noveld.connectors.file_sinks import DlqFileSink  # noqa: E402
 from noveld.connectors.jsonl import JsonlSource  # noqa: E402
 from noveld.daemon.pipeline import Pipeline  # noqa: E402
+from noveld.daemon.runner import settle_heap  # noqa: E402
 from noveld.daemon.settings import load_settings  # noqa: E402
 from noveld.daemon.sinks import CollectingEvents, FileDeadLetters  # noqa: E402
 from noveld.state.redis.store import RedisStore  # noqa: E402
 
 
-def run(url: str, data: Path, batch_size: int, times: int, replicas_to_ack: int = 0) -> None:
+def run(
+    url: str,
+    data: Path,
+    batch_size: int,
+    times: int,
+    replicas_to_ack: int = 0,
+    likelihood: str = "multinomial",
+) -> None:
     client = redis.Redis.from_url(url)
     client.flushall()
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(
             None,
-            {"namespace": "bench", "dlq": f"{tmp}/dlq.jsonl", "batch": {"max_docs": batch_size}},
+            {
+                "namespace": "bench",
+                "dlq": f"{tmp}/dlq.jsonl",
+                "batch": {"max_docs": batch_size},
+                "model": {"likelihood": likelihood},
+            },
         )
         store = RedisStore(client, "bench", replicas_to_ack=replicas_to_ack)
         sink = CollectingEvents()
@@ -64,6 +78,7 @@ def run(url: str, data: Path, batch_size: int, times: int, replicas_to_ack: int 
                 nxt = first + len(recs)
                 sent = len(sink.events)
                 rep = pipe.step(recs, {key: first}, {key: nxt})
+                settle_heap()  # as the daemon's loop does after a batch
                 if len(sink.events) > sent:
                     with_events.append(rep.stage_seconds["publish"])
                 first = nxt
@@ -72,12 +87,13 @@ def run(url: str, data: Path, batch_size: int, times: int, replicas_to_ack: int 
                 total.append(sum(rep.stage_seconds.values()))
                 n += rep.valid
         dt = time.perf_counter() - t0
+        clusters = rep.clusters_active
     c = np.array(commits[1:]) * 1e3  # the first batch also registers the Lua script
     pub = np.array(publishes[1:]) * 1e3
     ev = np.array(with_events[1:] or [0.0]) * 1e3
     print(
         f"batches: {len(commits)} of {batch_size} docs; {n:,} docs in {dt:.2f} s "
-        f"({n / dt:,.0f} docs/s, pipeline + Redis)"
+        f"({n / dt:,.0f} docs/s, pipeline + Redis); {likelihood}, {clusters:,} clusters at the end"
     )
     print(
         f"commit per batch: p50 {np.median(c):.2f} ms  p99 {np.percentile(c, 99):.2f} ms  "
@@ -104,6 +120,7 @@ def main() -> None:
     p.add_argument(
         "--replicas-to-ack", type=int, default=0, help="redis.replicas_to_ack (default 0)"
     )
+    p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
     p.add_argument(
         "--appendfsync",
         choices=["everysec", "always"],
@@ -113,7 +130,7 @@ def main() -> None:
     a = p.parse_args()
     print(f"machine: {machine()}")
     if a.redis_url:
-        run(a.redis_url, a.data, a.batch_size, a.times, a.replicas_to_ack)
+        run(a.redis_url, a.data, a.batch_size, a.times, a.replicas_to_ack, a.likelihood)
         return
     with RedisServer(extra_args=["--appendfsync", a.appendfsync]) as server:
         replica = start_replica(server) if a.replica else None
@@ -122,7 +139,7 @@ def main() -> None:
                 f"server: private, AOF {a.appendfsync}, {server.url}"
                 + (f", one replica; replicas_to_ack {a.replicas_to_ack}" if replica else "")
             )
-            run(server.url, a.data, a.batch_size, a.times, a.replicas_to_ack)
+            run(server.url, a.data, a.batch_size, a.times, a.replicas_to_ack, a.likelihood)
         finally:
             if replica is not None:
                 replica.stop()

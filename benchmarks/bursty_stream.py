@@ -2,7 +2,7 @@
 documents, where a word that appears once in a document tends to appear again.
 
     python benchmarks/bursty_stream.py [--docs 4000] [--stories 40] [--length 120]
-                                       [--burstiness 0.5 5 1000] [--seed 0]
+                                       [--burstiness 0.5 5 1000] [--seed 0] [--out FILE]
 
 Each story has a word distribution φ (a Dirichlet around a shared Zipf-like base, with
 story-specific words); stories are born over the stream. A document of story k draws its own
@@ -10,7 +10,9 @@ story-specific words); stories are born over the stream. A document of story k d
 the EDCM approximates (paper 002 §2). A small burstiness ``b`` makes documents repeat a few
 words many times; a large one makes them plain multinomial draws from φ_k. The script writes
 each stream to a temporary file and runs ``noveld evaluate`` (the real pipeline, defaults) with
-the multinomial and the EDCM likelihood, printing NMI and novelty for each.
+the multinomial and the EDCM likelihood, printing NMI and novelty for each. ``--out FILE``
+writes the stream of the first burstiness to FILE instead (a long-document stream for the
+other benchmarks' ``--data``) and evaluates nothing.
 """
 
 from __future__ import annotations
@@ -65,7 +67,13 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=5000)
     p.add_argument("--burstiness", type=float, nargs="+", default=[0.5, 5.0, 1000.0])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, help="write the stream of the first burstiness here")
     a = p.parse_args()
+    if a.out is not None:
+        rows = bursty_stream(a.docs, a.stories, a.length, a.burstiness[0], a.vocab, a.seed)
+        a.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        print(f"wrote {len(rows):,} documents (burstiness {a.burstiness[0]:g}) to {a.out}")
+        return
     print(f"machine: {machine()}")
     print(f"{a.docs} docs, {a.stories} stories, mean length {a.length}, vocabulary {a.vocab}")
     for b in a.burstiness:

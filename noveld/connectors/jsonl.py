@@ -130,6 +130,14 @@ class JsonlSource:
         """Line number of the next line to be read (the resume point after what was returned)."""
         return self._next
 
+    def share_read(self) -> float | None:
+        """How far into a regular file reading is, 0 to 1 (None for stdin, a pipe or a file
+        that is empty or closed): progress on long runs."""
+        if not self.rereadable or self._stream.closed:
+            return None
+        size = os.fstat(self._stream.fileno()).st_size
+        return min(self._stream.tell() / size, 1.0) if size else None
+
     def _read_line(self) -> bytes | None:
         """Next line without its terminator, or None at EOF (sets ``exhausted``)."""
         if self.exhausted:
@@ -282,6 +290,10 @@ class TimedSource:
         self._in_hand = False  # the reader holds a record it has read and not queued yet
         self._thread = threading.Thread(target=self._pump, name="noveld-reader", daemon=True)
         self._thread.start()
+
+    def share_read(self) -> float | None:
+        """Unknown: a stream read ahead by a thread (stdin, a pipe or a device)."""
+        return None
 
     def _pump(self) -> None:
         while not self._stopping:

@@ -142,7 +142,22 @@ COMMON: tuple[Group, ...] = (
                 "--max-doc-bytes",
                 setting="limits.max_doc_bytes",
                 type=int,
-                help="larger records are dead-lettered",
+                help="records longer than this are dead-lettered as oversize (1000000)",
+            ),
+            flag(
+                "--max-doc-tokens",
+                setting="limits.max_doc_tokens",
+                type=int,
+                metavar="TOKENS",
+                help="documents longer than this many tokens are truncated to it or "
+                "dead-lettered, as --oversize says (16384, about 100 KB of English)",
+            ),
+            flag(
+                "--oversize",
+                setting="limits.oversize",
+                choices=["truncate", "dead-letter"],
+                help="a document over --max-doc-tokens: truncate (default; counted in the "
+                "summary and metrics) or dead-letter (reason oversize)",
             ),
             flag(
                 "--max-consecutive-invalid",

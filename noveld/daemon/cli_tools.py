@@ -163,6 +163,8 @@ _NOT_FOR_DEMO = {
     **{f"field_{n}": f"--{n}-field" for n in ("id", "text", "tokens", "embedding", "label", "ts")},
     "field_context": "--context-field",
     "max_doc_bytes": "--max-doc-bytes",
+    "max_doc_tokens": "--max-doc-tokens",
+    "oversize": "--oversize",
     "max_consecutive_invalid": "--max-consecutive-invalid",
 }
 """Flags of the shared option groups that describe the user's input, which the demo does not

@@ -213,6 +213,7 @@ def _run_file(
         hooks.tail_fate = tail_fate
     # the input read now, which an outage may have opened again
     pipeline.input_checksum = lambda _key, offset: hooks.source.checksum_at(offset)
+    progress.follow(lambda: hooks.source.share_read())  # the input an outage may reopen
     if on_start is not None:
         on_start(pipeline)
     loop = Loop(

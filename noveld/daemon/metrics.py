@@ -36,6 +36,11 @@ class Metrics:
             "noveld_documents", "Documents by outcome", ["outcome"], registry=r
         )
         self.batches = Counter("noveld_batches", "Batches processed", registry=r)
+        self.truncated = Counter(
+            "noveld_documents_truncated",
+            "Documents cut to limits.max_doc_tokens tokens (limits.oversize = truncate)",
+            registry=r,
+        )
         self.batch_duration = Histogram(
             "noveld_batch_duration_seconds",
             "Time of one batch: the sum of its stages",
@@ -139,6 +144,7 @@ class Metrics:
             self.documents.labels(outcome="assigned").inc(rep.valid - rep.model_births)
             self.last_commit.set(time.time())
         self.documents.labels(outcome="invalid").inc(rep.invalid)
+        self.truncated.inc(rep.truncated)
         for reason, n in rep.invalid_reasons.items():
             self.dlq.labels(reason=reason).inc(n)
         self.batch_duration.observe(sum(rep.stage_seconds.values()))

@@ -41,6 +41,10 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--encoder-dim", "encoder_dim", int, "semantic, hybrid: the encoder's dimension (256)"),
     ("--edcm-prior", "edcm_prior", float, "edcm: symmetric prior b0 of each word's β (0.001)"),
     ("--edcm-prior-docs", "edcm_prior_docs", float, "edcm: the prior's weight in documents (5)"),
+    ("--edcm-long-words", "edcm_long_words", float, "edcm: ū where long prior starts (40; 0 off)"),
+    ("--edcm-long-prior", "edcm_long_prior", float, "edcm: b0 of the long-document prior (0.003)"),
+    ("--edcm-long-prior-docs", "edcm_long_prior_docs", float, "edcm: its weight c, in docs (40)"),
+    ("--edcm-background-docs", "edcm_background_docs", float, "edcm: corpus EDCM's weight c' (40)"),
     ("--embedding-dim", "embedding_dim", int, "vmf, hybrid: the own embeddings' dimension p"),
     ("--vmf-cosine", "vmf_cosine", float, "vmf: typical member-to-mean cosine, sets κ (0.5)"),
     ("--hybrid-cosine", "hybrid_cosine", float, "hybrid: the vectors' member-to-mean cosine (0.4)"),
@@ -190,6 +194,18 @@ def _svi_forgets_by_step_size(model: Any) -> str | None:
     return None
 
 
+#: the EDCM's settings: its short-text prior and the long-document prior it moves to as the
+#: corpus's documents grow long (``noveld.models.edcm.EDCMConfig``); all shape its statistics
+EDCM_SETTINGS = (
+    "edcm_prior",
+    "edcm_prior_docs",
+    "edcm_long_words",
+    "edcm_long_prior",
+    "edcm_long_prior_docs",
+    "edcm_background_docs",
+)
+
+
 @dataclass(frozen=True)
 class ModelKind:
     """One engine with one likelihood: the model settings only it reads (``own``), the shared
@@ -233,8 +249,8 @@ KINDS: tuple[ModelKind, ...] = (
     ModelKind(
         "dpmm",
         "edcm",
-        own=("edcm_prior", "edcm_prior_docs"),
-        fingerprint=("edcm_prior", "edcm_prior_docs"),
+        own=EDCM_SETTINGS,
+        fingerprint=EDCM_SETTINGS,
     ),
     ModelKind(
         "dpmm",

@@ -117,11 +117,27 @@ def _build_hdp(settings: Settings) -> ClusterModel:
     )
 
 
+#: the width, in mean distinct words per document, of the EDCM's ramp from its short-text to its
+#: long-document prior (``EDCMConfig.long_words_full - long_words``). Internal: it only smooths
+#: the switch so that a corpus near the threshold does not flip priors batch to batch; users
+#: move the ramp with ``model.edcm_long_words``
+EDCM_LONG_RAMP = EDCMConfig.long_words_full - EDCMConfig.long_words
+
+
 def _build_edcm(settings: Settings) -> ClusterModel:
     m = settings.model
     base = replace(model_config(settings), merge=False, split=False)
     return EDCMMixture(
-        EDCMConfig(**base.__dict__, prior=m.edcm_prior, prior_docs=m.edcm_prior_docs)
+        EDCMConfig(
+            **base.__dict__,
+            prior=m.edcm_prior,
+            prior_docs=m.edcm_prior_docs,
+            long_words=m.edcm_long_words,
+            long_words_full=m.edcm_long_words + EDCM_LONG_RAMP,
+            long_prior=m.edcm_long_prior,
+            long_prior_docs=m.edcm_long_prior_docs,
+            background_docs=m.edcm_background_docs,
+        )
     )
 
 

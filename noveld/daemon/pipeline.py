@@ -28,6 +28,7 @@ from noveld.daemon.stages.events import EventBuilder, event_time, position_json,
 from noveld.daemon.stages.featurize import Views, featurize, text_encoder
 from noveld.daemon.stages.labels import label_uid
 from noveld.daemon.stages.live import LiveNamespace
+from noveld.daemon.stages.long_docs import limit_length
 from noveld.daemon.stages.model_step import bind_reserved, fit
 from noveld.daemon.stages.novelty import observe
 from noveld.daemon.stages.outbox import EventSink, Outbox
@@ -262,6 +263,10 @@ class Pipeline:
         if tripped:
             next_offsets = consumed_offsets(records, consumed, first_offsets)
         t1 = time.perf_counter()
+        lim = self.settings.limits
+        docs, kept = limit_length(
+            docs, kept, self.tokenizer, lim.max_doc_tokens, lim.oversize, self.rejects, rep
+        )
         batch, docs, kept = featurize(live, self.store, docs, kept, self.views, self.rejects, rep)
         rep.valid = len(docs)
         t2 = time.perf_counter()

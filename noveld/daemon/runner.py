@@ -4,6 +4,7 @@ comes in through :class:`LoopHooks`."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from dataclasses import dataclass, field
 
@@ -92,6 +93,16 @@ class Loop:
     reloads_stale: bool = False
 
 
+def settle_heap() -> None:
+    """Put every object alive after the first batch (imports, compiled kernels, the loaded
+    state) out of the cyclic collector's reach, once per process: a full collection then walks
+    only what later batches made. On a 2-core machine a full collection took 230-290 ms and
+    landed in a commit now and then (the commit latency's tail); frozen, 2-12 ms. Objects
+    frozen stay freed by reference counting; only a cycle among them is never collected."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+
+
 def run(loop: Loop, hooks: LoopHooks) -> int:
     """Drive ``loop.source`` through the pipeline until the hooks, the input or a signal
     (SIGINT/SIGTERM, after the current batch) end it; the exit code."""
@@ -139,6 +150,7 @@ def run(loop: Loop, hooks: LoopHooks) -> int:
                         break
                     continue
                 backoff.reset()
+                settle_heap()
                 verdict = hooks.after_step(code, stop, backoff)
                 if verdict is None:
                     code = EXIT_OK

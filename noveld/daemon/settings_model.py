@@ -54,6 +54,19 @@ class ModelSettings(Section):
     edcm_prior_docs: float = Field(
         5.0, gt=0, description="edcm: weight of the prior, in documents (c)"
     )
+    edcm_long_words: float = Field(
+        40.0,
+        ge=0,
+        description="edcm: mean distinct words per document at which the long-document prior "
+        "starts to replace the short-text one (fully 10 words later; 0 = off)",
+    )
+    edcm_long_prior: float = Field(0.003, gt=0, description="edcm: b0 of the long-document prior")
+    edcm_long_prior_docs: float = Field(
+        40.0, gt=0, description="edcm: weight of the long-document prior, in documents (c)"
+    )
+    edcm_background_docs: float = Field(
+        40.0, ge=0, description="edcm: weight of the corpus EDCM in the long prior (c'; 0 = off)"
+    )
     alpha: float = Field(0.03, gt=0, description="DP concentration (per document if scaled)")
     beta: float = Field(0.01, gt=0, description="symmetric Dirichlet prior on cluster words")
     alpha_scaling: Literal["none", "batch"] = "batch"

@@ -87,7 +87,24 @@ class EventsSettings(Section):
 class LimitsSettings(Section):
     """Input guards."""
 
-    max_doc_bytes: int = Field(1_000_000, ge=1)
+    max_doc_bytes: int = Field(
+        1_000_000,
+        ge=1,
+        description="records longer than this are dead-lettered as oversize (the reader keeps "
+        "at most this many bytes of a record, and a cut record is not JSON)",
+    )
+    max_doc_tokens: int = Field(
+        16_384,
+        ge=1,
+        description="a document's tokens past this many (about 100 KB of English) are cut or "
+        "the document is dead-lettered, as limits.oversize says",
+    )
+    oversize: Literal["truncate", "dead-letter"] = Field(
+        "truncate",
+        description="a document longer than max_doc_tokens: truncate (keep its first "
+        "max_doc_tokens tokens, counted in the run's summary and metrics) or dead-letter "
+        "(reason oversize)",
+    )
     max_consecutive_invalid: int = Field(1000, ge=1)
 
 

@@ -126,6 +126,10 @@ def unit_embedding(doc: Document) -> np.ndarray | None:
     return x / float(np.linalg.norm(x))
 
 
+_ID_RUN = 65_536
+"""Tokens a batch holds as strings before it turns them into ids (bounds its memory)."""
+
+
 class Featurizer:
     """Turns decoded documents into a ``DocBatch``, growing the vocabulary as it goes.
 
@@ -192,6 +196,10 @@ class Featurizer:
         """
         tokenize = self.tokenizer.tokenize
         normalize = self.tokenizer.normalize
+        vocab = self.vocabulary
+        # growing, every _ID_RUN tokens become ids (the same ids, in first-seen order): a batch
+        # of long documents then holds its tokens as 8-byte ids, not as strings
+        parts: list[np.ndarray] = []
         flat: list[str] = []
         lengths: list[int] = []
         kept: list[int] = []
@@ -208,14 +216,16 @@ class Featurizer:
             has_vec = i in vectors
             if has_vec or (toks and (either or not self.embedding_dim)):
                 flat.extend(toks)
+                if grow and len(flat) >= _ID_RUN:
+                    parts.append(np.array(vocab.ids(flat), dtype=np.int64))
+                    flat = []
                 lengths.append(len(toks))
                 kept.append(i)
             else:
                 empty.append(i)
-        vocab = self.vocabulary
         if grow:
             batch = batch_from_flat(
-                np.array(vocab.ids(flat), dtype=np.int64),
+                np.concatenate([*parts, np.array(vocab.ids(flat), dtype=np.int64)]),
                 np.array(lengths, dtype=np.int64),
                 len(vocab),
                 vocab.reserved,

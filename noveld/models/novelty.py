@@ -9,7 +9,7 @@ Its whole state is JSON-serialisable so it survives restarts with the model stat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -138,9 +138,10 @@ class NoveltyTracker:
                 return
 
     def to_json(self) -> dict[str, Any]:
-        """Serialisable state."""
+        """Serialisable state (every commit to a shared store carries it: built without
+        ``asdict``'s deep copy, since a member, once recorded, is never changed)."""
         return {
-            "candidates": [asdict(c) for c in self.candidates.values()],
+            "candidates": [_candidate_json(c) for c in self.candidates.values()],
             "dropped": self.dropped,
         }
 
@@ -148,6 +149,21 @@ class NoveltyTracker:
         """Restore state written by :meth:`to_json`."""
         self.candidates = {int(c["uid"]): Candidate(**c) for c in data.get("candidates", [])}
         self.dropped = int(data.get("dropped", 0))
+
+
+def _candidate_json(cand: Candidate) -> dict[str, Any]:
+    """``asdict(cand)`` with its lists copied and the members' dicts shared (they are not
+    changed after they are recorded)."""
+    return {
+        "uid": cand.uid,
+        "founding_doc_id": cand.founding_doc_id,
+        "born_at": dict(cand.born_at),
+        "born_index": cand.born_index,
+        "novelty_score": cand.novelty_score,
+        "size": cand.size,
+        "exemplars": list(cand.exemplars),
+        "members": list(cand.members),
+    }
 
 
 def _repeats(cand: Candidate, doc_id: str) -> bool:

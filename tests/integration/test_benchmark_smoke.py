@@ -117,6 +117,12 @@ CASES = [
         id="bursty_stream",
     ),
     pytest.param(
+        "bursty_stream",
+        ["--docs", "300", "--length", "400", "--burstiness", "5", "--out", DATA + ".long"],
+        r"wrote 300 documents \(burstiness 5\) to .*\.long",
+        id="bursty_stream_out",
+    ),
+    pytest.param(
         "ceiling_merge_resolution",
         ["--data", DATA, "--thresholds", "0"],
         r"likelihood merges, gain > 0 nats: NMI \d\.\d+",

@@ -16,6 +16,7 @@ from noveld.featurize import (
     build_batch,
     unit_embedding,
 )
+from noveld.featurize import words as words_module
 from noveld.models.base import DocBatch
 from noveld.models.vocabulary import Vocabulary, context_tokens
 from noveld.schema import Document
@@ -210,11 +211,17 @@ def test_featurize_is_deterministic_across_batches() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.text(alphabet="ab c.D", max_size=15), max_size=12))
-def test_featurize_matches_per_document_reference(texts: list[str]) -> None:
+@given(st.lists(st.text(alphabet="ab c.D", max_size=15), max_size=12), st.sampled_from([3, 65_536]))
+def test_featurize_matches_per_document_reference(texts: list[str], run: int) -> None:
+    """The same batch whether a batch's tokens become ids in one run or in many (``_ID_RUN``,
+    which bounds the strings a batch of long documents holds)."""
     f = _featurizer()
     docs = [Document(id=str(i), text=t) for i, t in enumerate(texts)]
-    batch, empty = f.featurize(docs)
+    default, words_module._ID_RUN = words_module._ID_RUN, run
+    try:
+        batch, empty = f.featurize(docs)
+    finally:
+        words_module._ID_RUN = default
     ref_vocab = Vocabulary()
     tok = Tokenizer()
     ids = [ref_vocab.ids(tok.tokenize(t)) for t in texts]

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from noveld.daemon.model_registry import make_model
 from noveld.daemon.settings import load_settings, model_fingerprint
+from noveld.models.edcm import EDCMConfig
 
 _COMMON = (
     '"schema": 1, "kind": "{kind}", "likelihood": "{likelihood}", "alpha": 0.03, '
@@ -22,7 +24,8 @@ PINNED: list[tuple[dict[str, Any], str]] = [
         {"likelihood": "edcm"},
         "{"
         + _COMMON.format(kind="dpmm", likelihood="edcm")
-        + '"edcm_prior": 0.001, "edcm_prior_docs": 5.0, '
+        + '"edcm_prior": 0.001, "edcm_prior_docs": 5.0, "edcm_long_words": 40.0, '
+        + '"edcm_long_prior": 0.003, "edcm_long_prior_docs": 40.0, "edcm_background_docs": 40.0, '
         + _TOKENIZER
         + "}",
     ),
@@ -66,3 +69,29 @@ def test_fingerprint_follows_the_settings_it_names() -> None:
     kappa = model_fingerprint(load_settings(None, {"model": {"kind": "hdp", "kappa": 0.9}}))
     assert topics == {**base, "topics": 300}
     assert kappa == base
+
+
+def test_edcm_settings_default_to_the_models_own_defaults() -> None:
+    """The edcm settings (part of its fingerprint) start where ``EDCMConfig`` does, so the
+    daemon runs the model as tuned; a changed model default must be changed here too (and
+    the pin above, deliberately)."""
+    settings = load_settings(None, {"model": {"likelihood": "edcm"}})
+    built = make_model(settings).config
+    assert isinstance(built, EDCMConfig)
+    defaults = EDCMConfig()
+    for key in ("prior", "prior_docs", "long_words", "long_words_full", "long_prior",
+                "long_prior_docs", "background_docs"):  # fmt: skip
+        assert getattr(built, key) == getattr(defaults, key), key
+
+
+def test_edcm_long_words_moves_the_whole_ramp() -> None:
+    """``edcm_long_words`` moves where the long-document prior starts and where it is full."""
+    model = {"likelihood": "edcm", "edcm_long_words": 80.0, "edcm_background_docs": 0.0}
+    config = make_model(load_settings(None, {"model": model})).config
+    assert isinstance(config, EDCMConfig)
+    width = EDCMConfig().long_words_full - EDCMConfig().long_words
+    assert (config.long_words, config.long_words_full) == (80.0, 80.0 + width)
+    assert config.background_docs == 0.0
+    base = model_fingerprint(load_settings(None, {"model": {"likelihood": "edcm"}}))
+    moved = model_fingerprint(load_settings(None, {"model": model}))
+    assert moved == {**base, "edcm_long_words": 80.0, "edcm_background_docs": 0.0}

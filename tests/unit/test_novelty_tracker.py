@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -145,3 +146,15 @@ def test_members_survive_the_json_round_trip() -> None:
     back.load_json(json.loads(json.dumps(tr.to_json())))
     out = _observe_with_words(back, [], [5], 2, lambda uid, w, c: int(w[0]) == 1)
     assert out[0].candidate.founding_doc_id == "d1"
+
+
+def test_the_json_state_is_asdict_and_does_not_follow_the_tracker() -> None:
+    """``to_json`` (built without ``asdict`` for speed: every shared-store commit carries it) is
+    what ``asdict`` gives, and later batches do not change a state already taken."""
+    tr = NoveltyTracker(min_size=3, confirm_within=100)
+    _observe_with_words(tr, [(5, 0, 1.0)], [5], 0, lambda *_: True)
+    taken = tr.to_json()
+    assert taken["candidates"] == [asdict(c) for c in tr.candidates.values()]
+    before = json.dumps(taken)
+    _observe_with_words(tr, [], [5], 1, lambda *_: True)
+    assert tr.candidates[5].size == 2 and json.dumps(taken) == before

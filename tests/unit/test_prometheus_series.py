@@ -12,6 +12,7 @@ from prometheus_client import generate_latest
 
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.pipeline import event_time
+from noveld.daemon.stages.report import BatchReport
 from noveld.schema import Document, InvalidReason, SourcePosition
 
 
@@ -35,6 +36,14 @@ def test_every_dead_letter_reason_is_exported_from_the_start() -> None:
     text = exported(Metrics("dpmm"))
     for reason in InvalidReason:
         assert f'noveld_dlq_messages_total{{reason="{reason}"}} 0.0' in text
+
+
+def test_truncated_documents_are_counted_from_zero() -> None:
+    """Documents cut to limits.max_doc_tokens are counted (a dashboard shows 0 before any)."""
+    m = Metrics("dpmm")
+    assert "noveld_documents_truncated_total 0.0" in exported(m)
+    m.observe(BatchReport(valid=4, truncated=3))
+    assert "noveld_documents_truncated_total 3.0" in exported(m)
 
 
 def test_an_events_time_is_the_documents_own_before_the_records() -> None:

@@ -15,6 +15,7 @@ class BatchReport:
     records: int = 0
     valid: int = 0
     invalid: int = 0
+    truncated: int = 0  # documents cut to limits.max_doc_tokens tokens (limits.oversize)
     births: int = 0
     model_births: int = 0
     retired: int = 0
