@@ -35,6 +35,7 @@ from noveld.daemon.settings_sections import (
     RedisSettings,
     StateSettings,
     TokenizerSettings,
+    UiSettings,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "Settings",
     "StateSettings",
     "TokenizerSettings",
+    "UiSettings",
     "load_settings",
     "model_fingerprint",
     "unknown_env_names",
@@ -83,6 +85,7 @@ class Settings(BaseSettings):
     state: StateSettings = StateSettings()
     redis: RedisSettings = RedisSettings()
     kafka: KafkaSettings = KafkaSettings()
+    ui: UiSettings = UiSettings()
 
     def dlq_path(self) -> Path:
         """Where dead letters go in embedded mode."""
