@@ -158,6 +158,8 @@ function drawLargest(stories) {
       tr.appendChild(g);
       const t = el("td");
       t.appendChild(terms(s.top_terms, 8));
+      const said = (s.exemplars || []).find((ex) => ex.text);
+      if (said) t.appendChild(el("div", "meta exemplar", said.text));
       tr.appendChild(t);
       return tr;
     }),
