@@ -24,6 +24,12 @@ CASES = [
         "bench_e2e", ["--data", DATA, "--repeat", "1"], r"wall clock: .* docs/s", id="e2e"
     ),
     pytest.param(
+        "bench_e2e",
+        ["--data", DATA, "--repeat", "1", "--ui", "watched"],
+        r"web view watched\n(.*\n)*wall clock: .* docs/s",
+        id="e2e-ui",
+    ),
+    pytest.param(
         "bench_encoder",
         ["--data", DATA, "--dims", "64", "--repeats", "1"],
         r"\n +64 +\d+ +\d+\.\d",

@@ -114,14 +114,23 @@ def browser() -> Iterator[Browser]:
         b.close()
 
 
-def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, Any]:
+@dataclass
+class Reply:
+    headers: Any
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, Reply]:
     req = urllib.request.Request(url, method=method, headers=headers or {})
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         with opener.open(req, timeout=10) as r:
-            return r.status, r
+            return r.status, Reply(r.headers, r.read())
     except urllib.error.HTTPError as e:
-        return e.code, e
+        return e.code, Reply(e.headers, e.read())
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -198,7 +207,7 @@ def test_a_read_only_view_refuses_other_methods(live: Live, method: str) -> None
         code, r = _get(url + "/api/stories", method=method)
         assert code == 405 and r.headers["Allow"] == "GET, HEAD", (url, method)
     code, r = _get(live.daemon_url + "/api/stories", method="HEAD")
-    assert code == 200 and r.read() == b""
+    assert code == 200 and r.body == b""
     assert "script-src 'self'" in r.headers["Content-Security-Policy"]
 
 
@@ -270,3 +279,33 @@ def test_noveld_ui_refuses_bad_arguments_in_one_line(
     assert main(["ui", *args]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err and len(err.splitlines()) <= 2, err
+
+
+def test_noveld_ui_shows_a_namespace_in_redis(redis_url: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_bytes(lines(story_docs("volcano", 10, 1) + story_docs("dockers", 10, 2)))
+    run = subprocess.run(
+        [*NOVELD, "run", "--input", str(docs), "--redis-url", redis_url, "--namespace", "web",
+         "-q"], capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    ui = subprocess.Popen(
+        [*NOVELD, "ui", "--redis-url", redis_url, "--namespace", "web", "--port", "0"],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert ui.stderr is not None
+        said = wait_for_output(ui.stderr, "Ctrl-C stops", 30)
+        url = _url_in(said[said.index(" on http://") :])
+        code, r = _get(url + "/api/status")
+        status = r.json()
+        assert code == 200 and status["source"] == "redis" and status["docs"] == 20
+        stories = _get(url + "/api/stories")[1].json()["stories"]
+        assert len(stories) == status["clusters"] >= 2
+        terms = {t for s in stories[:2] for t, _ in s["top_terms"]}
+        assert {"volcano", "dockers"} <= terms
+        births = _get(url + "/api/births")[1].json()["births"]
+        assert {b["uid"] for b in births} >= {s["uid"] for s in stories[:2]}
+    finally:
+        ui.terminate()
+        assert ui.wait(10) == 0

@@ -28,7 +28,7 @@ function fmtTime(iso) {
   if (!iso) return null;
   const d = new Date(iso);
   if (isNaN(d)) return String(iso);
-  return d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+  return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
 }
 
 function remember(uid, size, now) {
@@ -114,7 +114,9 @@ function card(b) {
   c.appendChild(sparkline(growth(b), 256, 34));
   const born = fmtTime(b.born_at) || fmtTime(b.noticed_at);
   const meta = [born ? `born ${born}` : "born before this process's records"];
-  if (b.founding_doc_id) meta.push(`first document ${b.founding_doc_id}`);
+  if (b.founding_doc_id && !(b.exemplars || []).some((ex) => ex.id === b.founding_doc_id)) {
+    meta.push(`first document ${b.founding_doc_id}`);
+  }
   c.appendChild(el("div", "meta", meta.join(" · ")));
   if (b.exemplars && b.exemplars.length) c.appendChild(exemplars(b.exemplars));
   return c;
@@ -166,7 +168,8 @@ function drawLargest(stories) {
   );
 }
 
-const BUCKETS = [60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400].map((s) => s * 1000);
+const BUCKETS = [5, 15, 30, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400].map((s) => s * 1000);
+const MIN_SLOTS = 24; // a short history still reads as a timeline, not one wide block
 
 function drawTimeline(births) {
   const box = document.getElementById("timeline");
@@ -176,30 +179,39 @@ function drawTimeline(births) {
     return;
   }
   const lo = Math.min(...times), hi = Math.max(...times);
-  const step = BUCKETS.find((b) => (hi - lo) / b <= 48) || BUCKETS[BUCKETS.length - 1];
+  const step = BUCKETS.find((b) => (hi - lo) / b <= 40) || BUCKETS[BUCKETS.length - 1];
   const first = Math.floor(lo / step) * step;
   const n = Math.floor((hi - first) / step) + 1;
+  const slots = Math.max(n, MIN_SLOTS);
   const counts = new Array(n).fill(0);
   for (const t of times) counts[Math.floor((t - first) / step)] += 1;
-  const w = 720, h = 90, top = Math.max(...counts), bw = (w - 20) / n;
-  const s = svg("svg", { width: "100%", height: h + 18, viewBox: `0 0 ${w} ${h + 18}`, role: "img" });
+  const w = 960, h = 90, top = Math.max(...counts), bw = (w - 20) / slots;
+  const s = svg("svg", {
+    width: "100%", height: h + 18, viewBox: `0 0 ${w} ${h + 18}`, preserveAspectRatio: "xMinYMax meet", role: "img",
+  });
   const title = svg("title");
-  title.textContent = `${times.length} births, ${step / 60000} min per bar`;
+  title.textContent = `${times.length} births, ${step >= 60000 ? step / 60000 + " min" : step / 1000 + " s"} per bar`;
   s.appendChild(title);
   s.appendChild(svg("line", { class: "base", x1: 10, x2: w - 10, y1: h, y2: h }));
   counts.forEach((c, i) => {
     if (!c) return;
-    const bh = Math.max(2, (c / top) * (h - 12));
-    const r = svg("rect", { class: "bar", x: 10 + i * bw + 1, y: h - bh, width: Math.max(1, bw - 2), height: bh });
+    const bh = Math.max(2, (c / top) * (h - 16));
+    const x = 10 + i * bw + 1;
+    const r = svg("rect", { class: "bar", x, y: h - bh, width: Math.max(1, bw - 2), height: bh });
     const tip = svg("title");
     tip.textContent = `${c} born from ${fmtTime(new Date(first + i * step).toISOString())}`;
     r.appendChild(tip);
     s.appendChild(r);
+    if (bw >= 18) {
+      const label = svg("text", { class: "axis", x: x + (bw - 2) / 2, y: h - bh - 3, "text-anchor": "middle" });
+      label.textContent = String(c);
+      s.appendChild(label);
+    }
   });
   const left = svg("text", { class: "axis", x: 10, y: h + 14 });
   left.textContent = fmtTime(new Date(first).toISOString());
   const right = svg("text", { class: "axis", x: w - 10, y: h + 14, "text-anchor": "end" });
-  right.textContent = fmtTime(new Date(hi).toISOString());
+  right.textContent = fmtTime(new Date(first + slots * step).toISOString());
   s.append(left, right);
   box.replaceChildren(s);
 }
