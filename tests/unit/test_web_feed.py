@@ -17,7 +17,7 @@ from noveld.daemon.errors import UserError
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings, UiSettings, load_settings
 from noveld.daemon.sinks import CollectingEvents
-from noveld.daemon.web.feed import Cached, Throughput, stories_of
+from noveld.daemon.web.feed import Cached, StoryIndex, TermsMemo, Throughput, stories_of
 from noveld.daemon.web.live_feed import PipelineFeed
 from noveld.daemon.web.start import view_token
 from noveld.daemon.web.state_feed import state_dir_feed
@@ -88,10 +88,31 @@ def test_a_stored_state_shows_what_the_pipeline_shows(
 def test_stories_are_the_largest_first(tmp_path: Path) -> None:
     pipeline, _ = run_pipeline(tmp_path, {"kind": "dpmm"})
     stats = pipeline.state.stats
-    all_ = stories_of(stats, pipeline.top_terms, {}, 1000)
+    index = StoryIndex(stats, pipeline.top_terms)
+    all_ = stories_of(index, {}, 1000)
     sizes = [s["size"] for s in all_]
     assert sizes == sorted(sizes, reverse=True) and len(all_) == live_clusters(stats)
-    assert stories_of(stats, pipeline.top_terms, {}, 2) == all_[:2]
+    assert stories_of(index, {}, 2) == all_[:2]
+
+
+def test_top_terms_are_computed_again_only_for_stories_that_changed(tmp_path: Path) -> None:
+    pipeline, _ = run_pipeline(tmp_path, {"kind": "dpmm"})
+    calls: list[int] = []
+
+    def terms(uid: int, n: int) -> list[tuple[str, float]]:
+        calls.append(uid)
+        return pipeline.top_terms(uid, n)
+
+    memo = TermsMemo(size=100)
+    first = stories_of(StoryIndex(pipeline.state.stats, terms, memo), {}, 3)
+    assert len(calls) == 3
+    assert stories_of(StoryIndex(pipeline.state.stats, terms, memo), {}, 3) == first
+    assert len(calls) == 3  # nothing changed: nothing computed
+    stats = pipeline.state.stats
+    top = stats.slot_of(int(first[0]["uid"][1:]))
+    stats.ntok[top] += 1.0  # the largest story took a document
+    stories_of(StoryIndex(stats, terms, memo), {}, 3)
+    assert calls == [*calls[:3], int(first[0]["uid"][1:])]
 
 
 def test_throughput_is_the_rate_over_the_window() -> None:

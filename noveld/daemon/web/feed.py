@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -81,32 +81,73 @@ def live_sizes(stats: MultinomialStats) -> tuple[np.ndarray, np.ndarray]:
     return uids[order], sizes[order]
 
 
-def story(
-    uid: int, size: float, terms: TermsOf, labels: dict[int, str], n_terms: int = TOP_TERMS
-) -> Json:
+class TermsMemo:
+    """Stories' top terms, computed again only when a story's token count changed: a watched
+    page asks for the same stories every few seconds, and most did not grow meanwhile."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._kept: OrderedDict[tuple[int, int, float], list[tuple[str, float]]] = OrderedDict()
+
+    def get(self, key: tuple[int, int, float], make: Callable[[], list[tuple[str, float]]]) -> Any:
+        """The terms kept under ``key``, else ``make()``'s (kept, the oldest dropped)."""
+        hit = self._kept.get(key)
+        if hit is None:
+            hit = self._kept[key] = make()
+            if len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(key)
+        return hit
+
+
+class StoryIndex:
+    """One state's live stories by uid (one pass over the statistics): their slots, sizes and
+    top terms (``terms``, remembered in ``memo`` while a story does not change)."""
+
+    def __init__(
+        self, stats: MultinomialStats, terms: TermsOf, memo: TermsMemo | None = None
+    ) -> None:
+        slots = stats.active_slots()
+        uids = stats.uid[slots].tolist()
+        self.stats = stats
+        self.slot: dict[int, int] = dict(zip(uids, slots.tolist(), strict=True))
+        self.mass: dict[int, float] = dict(zip(uids, stats.mass(slots).tolist(), strict=True))
+        self._terms = terms
+        self.memo = memo if memo is not None else TermsMemo()
+
+    def size(self, uid: int) -> float:
+        """The live story's size (0 once it ended)."""
+        return round(self.mass.get(uid, 0.0), 3)
+
+    def terms(self, uid: int, n: int = TOP_TERMS) -> list[list[Any]]:
+        """The live story's top terms as ``[[term, weight], …]`` ([] once it ended)."""
+        slot = self.slot.get(uid)
+        if slot is None:
+            return []
+        key = (uid, n, float(self.stats.ntok[slot]))
+        return [[t, w] for t, w in self.memo.get(key, lambda: self._terms(uid, n))]
+
+
+def story(index: StoryIndex, uid: int, labels: dict[int, str]) -> Json:
     """One story as the state knows it today (growth and exemplars left empty)."""
     return {
         "uid": cluster_name(uid),
-        "size": round(float(size), 3),
+        "size": index.size(uid),
         "recent": None,
         "sparkline": [],
         "born_at": None,
         "last_seen": None,
-        "top_terms": [[t, w] for t, w in terms(uid, n_terms)],
+        "top_terms": index.terms(uid),
         "exemplars": [],
         "label": labels.get(uid),
     }
 
 
-def stories_of(
-    stats: MultinomialStats, terms: TermsOf, labels: dict[int, str], limit: int
-) -> list[Json]:
-    """The ``limit`` largest live stories of ``stats``."""
-    uids, sizes = live_sizes(stats)
-    return [
-        story(int(u), float(s), terms, labels)
-        for u, s in zip(uids[:limit].tolist(), sizes[:limit].tolist(), strict=True)
-    ]
+def stories_of(index: StoryIndex, labels: dict[int, str], limit: int) -> list[Json]:
+    """The ``limit`` largest live stories."""
+    uids, _ = live_sizes(index.stats)
+    return [story(index, u, labels) for u in uids[:limit].tolist()]
 
 
 def rfc3339(t: float) -> str:
@@ -114,42 +155,36 @@ def rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def birth_from_event(
-    event: Json, stats: MultinomialStats, terms: TermsOf, noticed: float | None = None
-) -> Json:
+def birth_from_event(index: StoryIndex, event: Json, noticed: float | None = None) -> Json:
     """A birth from its ``cluster.born`` event (committed at Unix time ``noticed``, when
-    known), with the story's size and terms now."""
+    known), with the story's size and terms now (its terms at birth once it ended)."""
     uid = int(str(event["cluster_id"])[1:])
-    slot = stats.slot_of(uid)
+    live = uid in index.slot
     born_at = event.get("born_at") or {}
     return {
         "uid": event["cluster_id"],
         "born_at": born_at.get("ts"),
         "founding_doc_id": event.get("founding_doc_id"),
-        "top_terms": [[t, w] for t, w in terms(uid, TOP_TERMS)]
-        if slot >= 0
-        else event.get("top_terms", []),
-        "size": round(float(stats.mass(np.array([slot]))[0]), 3) if slot >= 0 else 0.0,
+        "top_terms": index.terms(uid) if live else event.get("top_terms", []),
+        "size": index.size(uid),
         "exemplars": [{"id": d} for d in event.get("exemplar_doc_ids", [])],
         "label": event.get("nearest_known_label"),
-        "live": slot >= 0,
+        "live": live,
         "noticed_at": None if noticed is None else rfc3339(noticed),
     }
 
 
 def births_of(
-    stats: MultinomialStats,
+    index: StoryIndex,
     announced: Iterable[int],
-    terms: TermsOf,
     labels: dict[int, str],
     limit: int,
     recent: Sequence[tuple[float | None, Json]] = (),
 ) -> list[Json]:
     """The newest births: ``recent`` ``cluster.born`` events (newest last, each with the Unix
-    time of its commit when known) first, then the
-    ``announced`` stories known without their events (newest uid first: uids are handed out
-    in birth order; no birth time is known for them)."""
-    out = [birth_from_event(e, stats, terms, t) for t, e in reversed(recent[-limit:])]
+    time of its commit when known) first, then the ``announced`` stories known without their
+    events (newest uid first: uids are handed out in birth order; no birth time is known)."""
+    out = [birth_from_event(index, e, t) for t, e in reversed(recent[-limit:])]
     seen = {b["uid"] for b in out}
     for uid in sorted(announced, reverse=True):
         if len(out) >= limit:
@@ -157,17 +192,16 @@ def births_of(
         name = cluster_name(int(uid))
         if name in seen:
             continue
-        slot = stats.slot_of(int(uid))
         out.append(
             {
                 "uid": name,
                 "born_at": None,
                 "founding_doc_id": None,
-                "top_terms": [[t, w] for t, w in terms(int(uid), TOP_TERMS)] if slot >= 0 else [],
-                "size": round(float(stats.mass(np.array([slot]))[0]), 3) if slot >= 0 else 0.0,
+                "top_terms": index.terms(int(uid)),
+                "size": index.size(int(uid)),
                 "exemplars": [],
                 "label": labels.get(int(uid)),
-                "live": slot >= 0,
+                "live": int(uid) in index.slot,
                 "noticed_at": None,
             }
         )

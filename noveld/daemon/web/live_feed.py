@@ -8,7 +8,15 @@ import time
 
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.pipeline import Pipeline
-from noveld.daemon.web.feed import Json, Throughput, births_of, now_rfc3339, stories_of
+from noveld.daemon.web.feed import (
+    Json,
+    StoryIndex,
+    TermsMemo,
+    Throughput,
+    births_of,
+    now_rfc3339,
+    stories_of,
+)
 from noveld.models.hdp import live_clusters
 
 
@@ -20,23 +28,20 @@ class PipelineFeed:
         self.pipeline = pipeline
         self.metrics = metrics
         self.throughput = Throughput()
-        self.started = time.monotonic()
+        self.memo = TermsMemo()
 
     def stories(self, limit: int) -> list[Json]:
         p = self.pipeline
         with p.lock:
-            return stories_of(p.state.stats, p.top_terms, dict(p.known_labels), limit)
+            index = StoryIndex(p.state.stats, p.top_terms, self.memo)
+            return stories_of(index, dict(p.known_labels), limit)
 
     def births(self, limit: int) -> list[Json]:
         p = self.pipeline
         with p.lock:
+            index = StoryIndex(p.state.stats, p.top_terms, self.memo)
             return births_of(
-                p.state.stats,
-                list(p.announced),
-                p.top_terms,
-                dict(p.known_labels),
-                limit,
-                list(p.recent_births),
+                index, list(p.announced), dict(p.known_labels), limit, list(p.recent_births)
             )
 
     def status(self) -> Json:

@@ -15,6 +15,7 @@ from typing import Any
 from noveld.daemon.web.feed import (
     FeedUnavailable,
     Json,
+    StoryIndex,
     Throughput,
     births_of,
     now_rfc3339,
@@ -46,12 +47,12 @@ class StoredFeed:
         self.waiting = waiting  # what the status says while there is no state yet
         self.throughput = Throughput()
         self._state: Loaded | None = None
-        self._terms: StoredTerms | None = None
+        self._index: StoryIndex | None = None
         self.loaded_at: float | None = None  # wall time of the state read (a commit's, if known)
         self.reload_s = reload_s  # the least time between two loads
         self._read_at = -float("inf")
 
-    def _current(self) -> tuple[NamespaceState, list[dict[str, Any]], StoredTerms] | None:
+    def _current(self) -> tuple[NamespaceState, list[dict[str, Any]], StoryIndex] | None:
         now = time.monotonic()
         if now - self._read_at < self.reload_s:
             loaded = self._state
@@ -60,26 +61,27 @@ class StoredFeed:
             self._read_at = now
         if loaded is not None and (self._state is None or loaded[0] is not self._state[0]):
             self._state = loaded
-            self._terms = StoredTerms(loaded[0].stats, loaded[0].vocab)
-        if self._state is None or self._terms is None:
+            stats = loaded[0].stats
+            self._index = StoryIndex(stats, StoredTerms(stats, loaded[0].vocab))
+        if self._state is None or self._index is None:
             return None
-        return self._state[0], self._state[1], self._terms
+        return self._state[0], self._state[1], self._index
 
     def stories(self, limit: int) -> list[Json]:
         cur = self._current()
         if cur is None:
             return []
-        state, _, terms = cur
-        return stories_of(state.stats, terms, _labels(state), limit)
+        state, _, index = cur
+        return stories_of(index, _labels(state), limit)
 
     def births(self, limit: int) -> list[Json]:
         cur = self._current()
         if cur is None:
             return []
-        state, outbox, terms = cur
+        state, outbox, index = cur
         born = [(None, e) for e in outbox if e.get("type") == "cluster.born"]
         announced = [int(u) for u in state.novelty.get("announced", [])]
-        return births_of(state.stats, announced, terms, _labels(state), limit, born)
+        return births_of(index, announced, _labels(state), limit, born)
 
     def status(self) -> Json:
         cur = self._current()
