@@ -7,7 +7,7 @@
 Runs the CLI as a subprocess with events to /dev/null and reports wall-clock docs/s (process
 start-up and JIT cache load included, then excluded by subtracting an empty run) and peak RSS.
 ``--ui on`` serves the web view (``--ui-port 0``); ``--ui watched`` also asks its three APIs
-every second while the run lasts, as an open page does (every 3 s) or three do.
+every ``--ui-every`` seconds while the run lasts (3: as an open page does).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ASSIGNMENT_FLAGS, add_assignment_option, add_data_option, machine
 
 
-def watch(proc: subprocess.Popen[str], done: threading.Event) -> None:
-    """Ask the run's web view for its stories, births and status every second until ``done``."""
+def watch(proc: subprocess.Popen[str], done: threading.Event, every: float) -> None:
+    """Ask the run's web view for what its page asks (stories, births, status) every ``every``
+    seconds until ``done``."""
     assert proc.stderr is not None
     url = None
     for line in proc.stderr:
@@ -37,7 +38,7 @@ def watch(proc: subprocess.Popen[str], done: threading.Event) -> None:
             url = found.group(1)
             break
     threading.Thread(target=proc.stderr.read, daemon=True).start()  # never let it fill up
-    while url is not None and not done.wait(1.0):
+    while url is not None and not done.wait(every):
         for api in ("stories?limit=25", "births?limit=100", "status"):
             try:
                 urllib.request.urlopen(url + "api/" + api, timeout=5).read()
@@ -51,10 +52,10 @@ def _children_cpu() -> float:
 
 
 def timed_run(
-    data: Path, extra: list[str], state: bool = False, ui: str = "off"
+    data: Path, extra: list[str], state: bool = False, ui: str = "off", every: float = 3.0
 ) -> tuple[float, float, float]:
     """(seconds, peak RSS MiB, CPU seconds of the child) for one `noveld run` (fresh state dir
-    if ``state``; the web view served, and asked every second when ``ui`` is "watched"). CPU
+    if ``state``; the web view served, and asked every ``every`` s when ``ui`` is "watched"). CPU
     time counts every thread of the run (the view's included) and varies less than the wall
     clock on a machine shared with other work."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,7 +81,7 @@ def timed_run(
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         watcher = None
         if ui == "watched":
-            watcher = threading.Thread(target=watch, args=(proc, done), daemon=True)
+            watcher = threading.Thread(target=watch, args=(proc, done, every), daemon=True)
             watcher.start()
         _, err = proc.communicate() if watcher is None else (None, "")
         if watcher is not None:
@@ -115,7 +116,14 @@ def main() -> None:
         "--ui",
         choices=["off", "on", "watched"],
         default="off",
-        help="serve the web view (on), and ask its APIs every second (watched)",
+        help="serve the web view (on), and ask its APIs as its page does (watched)",
+    )
+    p.add_argument(
+        "--ui-every",
+        type=float,
+        default=3.0,
+        metavar="SECONDS",
+        help="--ui watched: seconds between two rounds of questions (default 3, the page's)",
     )
     a = p.parse_args()
     model = ["--model", a.model, "--likelihood", a.likelihood]
@@ -132,12 +140,13 @@ def main() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as empty:
         empty_runs = [timed_run(Path(empty.name), model, ui=a.ui) for _ in range(a.repeat)]
     startup, startup_cpu = min(r[0] for r in empty_runs), min(r[2] for r in empty_runs)
-    runs = [timed_run(a.data, model, a.state_dir, a.ui) for _ in range(a.repeat)]
+    runs = [timed_run(a.data, model, a.state_dir, a.ui, a.ui_every) for _ in range(a.repeat)]
     best, cpu = min(r[0] for r in runs), min(r[2] for r in runs)
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"machine: {machine()}")
     emitted = f", with {a.emit_assignments} assignment events" if a.emit_assignments else ""
     emitted += f", web view {a.ui}" if a.ui != "off" else ""
+    emitted += f" every {a.ui_every:g} s" if a.ui == "watched" else ""
     print(f"data: {a.data} ({n:,} docs), model {a.model} ({a.likelihood}){emitted}")
     print(f"process start-up (empty input): {startup:.2f} s")
     print(
