@@ -107,9 +107,7 @@ def start_metrics(settings: Settings, pipeline: Pipeline) -> tuple[Metrics | Non
         try:
             server = MetricsServer(metrics, settings.metrics_port).start()
         except OSError as exc:
-            raise UserError(
-                f"cannot serve metrics on port {settings.metrics_port}: {exc}"
-            ) from exc
+            raise UserError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
         if settings.metrics_port == 0:  # the port picked is the operator's to know
             sys.stderr.write(
                 f"noveld: metrics on port {server.port} (/metrics, /healthz, /readyz)\n"

@@ -171,3 +171,24 @@ def test_stored_terms_leave_out_reserved_entries() -> None:
     terms = StoredTerms(stats, ["\x00ctx/src\x1fa", "quake", "tsunami"])
     assert terms(7, 5) == [("quake", round(2 / 3, 6)), ("tsunami", round(1 / 3, 6))]
     assert terms(7, 1) == [("quake", round(2 / 3, 6))] and terms(8, 5) == []
+
+
+def test_a_state_that_cannot_be_read_answers_503_with_the_reason(tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    from noveld.daemon.web.server import ViewServer
+    from noveld.state.memory import SNAPSHOT_NAME
+
+    feed = state_dir_feed(tmp_path, "default")
+    server = ViewServer(feed, "127.0.0.1", 0, None, ttl_s=0).start()
+    try:
+        with urllib.request.urlopen(server.url + "api/status", timeout=10) as r:
+            assert "no snapshot" in json.loads(r.read())["note"]  # before the daemon's first
+        (tmp_path / SNAPSHOT_NAME).write_bytes(b"not a snapshot")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(server.url + "api/stories", timeout=10)
+        assert err.value.code == 503
+        assert SNAPSHOT_NAME in json.loads(err.value.read())["error"]
+    finally:
+        server.stop()
