@@ -2,27 +2,62 @@
 
     python benchmarks/bench_e2e.py [--data FILE] [--repeat 3] [--times 10] [--model hdp]
                                    [--likelihood edcm] [--emit-assignments [batch]]
+                                   [--ui on|watched]
 
 Runs the CLI as a subprocess with events to /dev/null and reports wall-clock docs/s (process
 start-up and JIT cache load included, then excluded by subtracting an empty run) and peak RSS.
+``--ui on`` serves the web view (``--ui-port 0``); ``--ui watched`` also asks its three APIs
+every ``--ui-every`` seconds while the run lasts (3: as an open page does).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ASSIGNMENT_FLAGS, add_assignment_option, add_data_option, machine
 
 
-def timed_run(data: Path, extra: list[str], state: bool = False) -> tuple[float, float]:
-    """(seconds, peak RSS MiB of the child) for one `noveld run` (fresh state dir if ``state``)."""
+def watch(proc: subprocess.Popen[str], done: threading.Event, every: float) -> None:
+    """Ask the run's web view for what its page asks (stories, births, status) every ``every``
+    seconds until ``done``."""
+    assert proc.stderr is not None
+    url = None
+    for line in proc.stderr:
+        found = re.search(r"web view on (http://\S+/)", line)
+        if found:
+            url = found.group(1)
+            break
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # never let it fill up
+    while url is not None and not done.wait(every):
+        for api in ("stories?limit=25", "births?limit=100", "status"):
+            try:
+                urllib.request.urlopen(url + "api/" + api, timeout=5).read()
+            except OSError:
+                return  # the run ended
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def timed_run(
+    data: Path, extra: list[str], state: bool = False, ui: str = "off", every: float = 3.0
+) -> tuple[float, float, float]:
+    """(seconds, peak RSS MiB, CPU seconds of the child) for one `noveld run` (fresh state dir
+    if ``state``; the web view served, and asked every ``every`` s when ``ui`` is "watched"). CPU
+    time counts every thread of the run (the view's included) and varies less than the wall
+    clock on a machine shared with other work."""
     with tempfile.TemporaryDirectory() as tmp:
         if state:
             extra = [*extra, "--state-dir", f"{tmp}/state"]
@@ -38,11 +73,25 @@ def timed_run(data: Path, extra: list[str], state: bool = False) -> tuple[float,
             f"{tmp}/dlq.jsonl",
             *extra,
         ]
+        if ui != "off":
+            cmd += ["--ui-port", "0"]
+        done = threading.Event()
+        cpu0 = _children_cpu()
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        watcher = None
+        if ui == "watched":
+            watcher = threading.Thread(target=watch, args=(proc, done, every), daemon=True)
+            watcher.start()
+        _, err = proc.communicate() if watcher is None else (None, "")
+        if watcher is not None:
+            proc.wait()
         dt = time.perf_counter() - t0
+        done.set()
+        if proc.returncode != 0:
+            raise SystemExit(f"noveld run failed (exit {proc.returncode}): {err}")
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return dt, rss
+    return dt, rss, _children_cpu() - cpu0
 
 
 def main() -> None:
@@ -63,6 +112,19 @@ def main() -> None:
     p.add_argument("--model", choices=["dpmm", "svi", "hdp"], default="dpmm")
     p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
     add_assignment_option(p)
+    p.add_argument(
+        "--ui",
+        choices=["off", "on", "watched"],
+        default="off",
+        help="serve the web view (on), and ask its APIs as its page does (watched)",
+    )
+    p.add_argument(
+        "--ui-every",
+        type=float,
+        default=3.0,
+        metavar="SECONDS",
+        help="--ui watched: seconds between two rounds of questions (default 3, the page's)",
+    )
     a = p.parse_args()
     model = ["--model", a.model, "--likelihood", a.likelihood]
     model += [ASSIGNMENT_FLAGS[a.emit_assignments]] if a.emit_assignments else []
@@ -76,16 +138,24 @@ def main() -> None:
     with open(a.data, "rb") as fh:
         n = sum(1 for line in fh if line.strip())
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as empty:
-        startup = min(timed_run(Path(empty.name), model)[0] for _ in range(a.repeat))
-    best = min(timed_run(a.data, model, a.state_dir)[0] for _ in range(a.repeat))
+        empty_runs = [timed_run(Path(empty.name), model, ui=a.ui) for _ in range(a.repeat)]
+    startup, startup_cpu = min(r[0] for r in empty_runs), min(r[2] for r in empty_runs)
+    runs = [timed_run(a.data, model, a.state_dir, a.ui, a.ui_every) for _ in range(a.repeat)]
+    best, cpu = min(r[0] for r in runs), min(r[2] for r in runs)
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"machine: {machine()}")
     emitted = f", with {a.emit_assignments} assignment events" if a.emit_assignments else ""
+    emitted += f", web view {a.ui}" if a.ui != "off" else ""
+    emitted += f" every {a.ui_every:g} s" if a.ui == "watched" else ""
     print(f"data: {a.data} ({n:,} docs), model {a.model} ({a.likelihood}){emitted}")
     print(f"process start-up (empty input): {startup:.2f} s")
     print(
         f"wall clock: {best:.2f} s → {n / best:,.0f} docs/s including start-up, "
         f"{n / max(best - startup, 1e-9):,.0f} docs/s steady state"
+    )
+    print(
+        f"CPU time: {cpu:.2f} s (start-up {startup_cpu:.2f} s) → "
+        f"{n / max(cpu - startup_cpu, 1e-9):,.0f} docs per CPU-second steady state"
     )
     print(f"peak RSS of a run: {rss:,.0f} MiB")
 

@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     from noveld.daemon.cli_produce import add_produce_command
 
     add_produce_command(sub)
+    from noveld.daemon.cli_ui import add_ui_command
+
+    add_ui_command(sub)
 
     chk = sub.add_parser(
         "check",

@@ -280,6 +280,34 @@ RUN: tuple[Group, ...] = (
             ),
         ),
     ),
+    Group(
+        "web view (read-only page of live stories; docs/operations.md)",
+        (
+            flag(
+                "--ui-port",
+                setting="ui.port",
+                type=int,
+                metavar="PORT",
+                help="serve the web view (/ and /api/…) on this port (0 = any free); off unless "
+                "given",
+            ),
+            flag(
+                "--ui-bind",
+                setting="ui.bind",
+                metavar="ADDR",
+                help="address the view listens on (default 127.0.0.1; 0.0.0.0 for every "
+                "interface: then set a token)",
+            ),
+            flag(
+                "--ui-token-file",
+                setting="ui.token_file",
+                type=Path,
+                metavar="FILE",
+                help="ask the view's visitors for the bearer token on FILE's first line (or set "
+                "NOVELD_UI__TOKEN)",
+            ),
+        ),
+    ),
 )
 
 KAFKA_ONLY: tuple[str, ...] = tuple(f.dest for f in flags_of(KAFKA.entries))[2:]

@@ -11,13 +11,14 @@ from noveld.connectors.jsonl import JsonlSource, Record, TimedSource
 from noveld.daemon.exits import EXIT_OK, EXIT_REDIS_UNREACHABLE, EXIT_STATE_DIVERGED
 from noveld.daemon.file_input import input_name, open_source
 from noveld.daemon.lease import WriterLease
-from noveld.daemon.metrics import Metrics, MetricsServer
+from noveld.daemon.metrics import Metrics
 from noveld.daemon.outage import Backoff, is_outage
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.redis_wait import refuse_emptied, wait_for_redis
 from noveld.daemon.reporter import Reporter
 from noveld.daemon.runner import LoopHooks, Resumed
 from noveld.daemon.settings import Settings
+from noveld.daemon.startup import Servers
 from noveld.state.base import StateStore, partition_key
 from noveld.state.redis.store import RedisStore
 
@@ -51,7 +52,7 @@ class FileHooks(LoopHooks):
         dlq: DlqFileSink,
         lease: WriterLease | None,
         metrics: Metrics | None,
-        server: MetricsServer | None,
+        server: Servers | None,
         report: Reporter,
     ) -> None:
         self.settings = settings

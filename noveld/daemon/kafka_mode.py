@@ -20,7 +20,7 @@ from noveld.daemon.exits import EXIT_OK, EXIT_STATE_DIVERGED
 from noveld.daemon.kafka_health import is_ready, refresh_lag, unready
 from noveld.daemon.kafka_lease import lease_lost, lease_taken_over, stand_by
 from noveld.daemon.lease import WriterLease
-from noveld.daemon.metrics import Metrics, MetricsServer
+from noveld.daemon.metrics import Metrics
 from noveld.daemon.outage import Backoff, is_outage, outage_reason
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.progress import Progress
@@ -28,7 +28,7 @@ from noveld.daemon.redis_wait import refuse_emptied, wait_for_redis
 from noveld.daemon.reporter import Reporter
 from noveld.daemon.runner import Loop, LoopHooks, Resumed, run
 from noveld.daemon.settings import Settings
-from noveld.daemon.startup import default_store, say_persistence_risk, start_metrics
+from noveld.daemon.startup import Servers, default_store, say_persistence_risk, start_metrics
 from noveld.models.hdp import live_clusters
 from noveld.state.base import CommitOutcome, FingerprintMismatch
 from noveld.state.redis.reasons import StoreConflict
@@ -74,7 +74,7 @@ class KafkaHooks(LoopHooks):
         dead: KafkaDeadLetters,
         lease: WriterLease | None,
         metrics: Metrics | None,
-        server: MetricsServer | None,
+        server: Servers | None,
         report: Reporter,
     ) -> None:
         self.settings = settings

@@ -85,6 +85,7 @@ class Metrics:
             registry=r,
         )
         self._lag_keys: set[str] = set()
+        self.last_lag: dict[str, int] | None = None  # per topic:partition, once known
         self.dlq = Counter("noveld_dlq_messages", "Dead letters by reason", ["reason"], registry=r)
         for (
             reason
@@ -113,7 +114,8 @@ class Metrics:
         )
         # not 0 (1970): "seconds since the last commit" read 1.8e9 and NoveldStalled fired at
         # every start; from the start, a daemon that never commits alerts after the same 5 min
-        self.last_commit.set(time.time())
+        self.last_commit_time = time.time()
+        self.last_commit.set(self.last_commit_time)
         self.log_pred = Gauge(
             "noveld_log_predictive_per_token",
             "Log predictive probability per token of the last batch",
@@ -142,7 +144,8 @@ class Metrics:
         else:
             self.documents.labels(outcome="born").inc(rep.model_births)
             self.documents.labels(outcome="assigned").inc(rep.valid - rep.model_births)
-            self.last_commit.set(time.time())
+            self.last_commit_time = time.time()
+            self.last_commit.set(self.last_commit_time)
         self.documents.labels(outcome="invalid").inc(rep.invalid)
         self.truncated.inc(rep.truncated)
         for reason, n in rep.invalid_reasons.items():
@@ -203,6 +206,7 @@ class Metrics:
             topic, part = key.rsplit(":", 1)
             self.lag.labels(topic=topic, partition=part).set(n)
         self._lag_keys = set(lag)
+        self.last_lag = dict(lag)
 
     def healthy(self, max_idle_s: float = 60.0) -> bool:
         """The loop turned within ``max_idle_s``."""

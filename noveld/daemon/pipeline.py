@@ -9,7 +9,9 @@ same code.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -65,6 +67,9 @@ BatchObserver = Callable[[list[Document], list[SourcePosition], np.ndarray], Non
 #: sees each model step's featurized batch and result (``noveld fit`` keeps the archive's)
 ModelObserver = Callable[[DocBatch, BatchResult], None]
 
+RECENT_BIRTHS = 200
+"""``cluster.born`` events the pipeline keeps for the web view (the newest)."""
+
 
 class Pipeline:
     """Owns the live model state of one namespace and turns record batches into commits."""
@@ -93,6 +98,12 @@ class Pipeline:
         self.tokenizer = Tokenizer(lowercase=tok.lowercase, min_token_len=tok.min_token_len)
         self.commits = Committer(store)
         self.stories = StoryBuilder(settings.stories, self.model)
+        #: held while a batch (or a reload) changes the live state: the web view reads it
+        #: from its own thread under this lock, at most once a second
+        self.lock = threading.RLock()
+        #: the newest committed ``cluster.born`` events with the wall time of their commit,
+        #: for the web view
+        self.recent_births: deque[tuple[float, dict[str, Any]]] = deque(maxlen=RECENT_BIRTHS)
         self.reload()
         f = settings.fields
         self.fields = FieldNames(**f.model_dump())
@@ -118,6 +129,10 @@ class Pipeline:
         """(Re)build the live model, vocabulary and novelty tracker from the store — at start,
         and after the store refused a commit (the in-memory model then holds a batch the store
         does not)."""
+        with self.lock:
+            self._reload()
+
+    def _reload(self) -> None:
         self.commits.uncommitted = False
         self.refusal: CommitOutcome | None = None  # why the store refused the last commit
         fingerprint = model_fingerprint(self.settings)
@@ -239,7 +254,8 @@ class Pipeline:
         """Process one batch end to end; raise CircuitOpen after committing if the breaker trips."""
         invalid_run = self.consecutive_invalid
         try:
-            return self._step(records, first_offsets, next_offsets)
+            with self.lock:
+                return self._step(records, first_offsets, next_offsets)
         except StateDiverged as exc:
             self.refusal = exc.outcome
             self.lease_refusal = exc.lease_refusal
@@ -280,6 +296,11 @@ class Pipeline:
             rep, self.builder.if_announced, stories,
         )  # fmt: skip
         done = self.commits.commit(live, request, rep, lambda: self._adopt_state(live.state))
+        if self.builder.born and done.outcome is CommitOutcome.COMMITTED:
+            now = time.time()
+            self.recent_births.extend(
+                (now, e) for e in self.builder.born if e["event_id"] not in done.suppressed
+            )
         if done.outcome is CommitOutcome.COMMITTED and not done.moved:
             rep.vocabulary_compacted |= self._check_vocabulary()
         if self.store.flush_due():

@@ -36,6 +36,7 @@ from noveld.daemon.settings_sections import (
     StateSettings,
     StoriesSettings,
     TokenizerSettings,
+    UiSettings,
 )
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "StateSettings",
     "StoriesSettings",
     "TokenizerSettings",
+    "UiSettings",
     "load_settings",
     "model_fingerprint",
     "unknown_env_names",
@@ -86,6 +88,7 @@ class Settings(BaseSettings):
     state: StateSettings = StateSettings()
     redis: RedisSettings = RedisSettings()
     kafka: KafkaSettings = KafkaSettings()
+    ui: UiSettings = UiSettings()
 
     def dlq_path(self) -> Path:
         """Where dead letters go in embedded mode."""

@@ -216,3 +216,32 @@ class RedisSettings(Section):
                 "(the replica ack timeout, or WAITAOF's 1 s, plus 1 s)"
             )
         return self
+
+
+class UiSettings(Section):
+    """The read-only web view of live stories (``noveld.daemon.web``): off unless a port is
+    given. It shows document ids, labels and terms, so it listens on loopback by default and
+    can ask for a bearer token."""
+
+    port: int | None = Field(
+        None, ge=0, le=65535, description="serve the view on this port (0 = any free); unset: off"
+    )
+    bind: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="address the view listens on (0.0.0.0 or :: for every interface)",
+    )
+    token: SecretStr | None = Field(
+        None, description="bearer token the view asks for (NOVELD_UI__TOKEN); unset: none"
+    )
+    token_file: Path | None = Field(
+        None, description="file holding the bearer token (its first line); instead of token"
+    )
+
+    @model_validator(mode="after")
+    def _one_token(self) -> UiSettings:
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("give ui.token or ui.token_file, not both")
+        if self.token is not None and not self.token.get_secret_value().strip():
+            raise ValueError("ui.token is empty: set a token, or leave it unset for none")
+        return self

@@ -1,5 +1,5 @@
 """What every run builds first: its state store (Redis or in-process) with the start-up
-warning it may owe, and the metrics server."""
+warning it may owe, the metrics server and the web view."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from noveld.daemon.metrics import Metrics, MetricsServer
 from noveld.daemon.outage import outage_reason
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings
+from noveld.daemon.web.server import ViewServer
+from noveld.daemon.web.start import start_daemon_view
 from noveld.models.hdp import live_clusters
 from noveld.state.base import StateStore
 from noveld.state.memory import MemoryStore
@@ -80,20 +82,43 @@ def say_persistence_risk(store: StateStore, out: IO[str] | None) -> None:
         out.flush()
 
 
-def start_metrics(
-    settings: Settings, pipeline: Pipeline
-) -> tuple[Metrics | None, MetricsServer | None]:
-    """Metrics and their HTTP server when ``metrics_port`` is set (0 = any free port)."""
-    if settings.metrics_port is None:
+class Servers:
+    """The HTTP servers a run started (metrics, web view), stopped together."""
+
+    def __init__(self, *servers: MetricsServer | ViewServer | None) -> None:
+        self.servers = [s for s in servers if s is not None]
+
+    def stop(self) -> None:
+        """Shut every server down."""
+        for server in self.servers:
+            server.stop()
+
+
+def start_metrics(settings: Settings, pipeline: Pipeline) -> tuple[Metrics | None, Servers | None]:
+    """Metrics and their HTTP server when ``metrics_port`` is set (0 = any free port), and
+    the web view when ``ui.port`` is (its metrics, not served then, give it the lag)."""
+    if settings.metrics_port is None and settings.ui.port is None:
         return None, None
     metrics = Metrics(pipeline.model.kind)
     metrics.clusters_active.set(live_clusters(pipeline.state.stats))
     metrics.vocabulary.set(len(pipeline.state.vocab))
+    server = None
+    if settings.metrics_port is not None:
+        try:
+            server = MetricsServer(metrics, settings.metrics_port).start()
+        except OSError as exc:
+            raise UserError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
+        if settings.metrics_port == 0:  # the port picked is the operator's to know
+            sys.stderr.write(
+                f"noveld: metrics on port {server.port} (/metrics, /healthz, /readyz)\n"
+            )
     try:
-        server = MetricsServer(metrics, settings.metrics_port).start()
-    except OSError as exc:
-        raise UserError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
-    if settings.metrics_port == 0:  # the port picked is the operator's to know
-        sys.stderr.write(f"noveld: metrics on port {server.port} (/metrics, /healthz, /readyz)\n")
+        view = start_daemon_view(settings, pipeline, metrics)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    if view is not None:
+        sys.stderr.write(f"noveld: web view on {view.url}\n")
     metrics.set_ready(True)
-    return metrics, server
+    return metrics, Servers(server, view)

@@ -30,6 +30,12 @@ CASES = [
         id="stories",
     ),
     pytest.param(
+        "bench_e2e",
+        ["--data", DATA, "--repeat", "1", "--ui", "watched", "--ui-every", "0.2"],
+        r"web view watched every 0.2 s\n(.*\n)*wall clock: .* docs/s",
+        id="e2e-ui",
+    ),
+    pytest.param(
         "bench_encoder",
         ["--data", DATA, "--dims", "64", "--repeats", "1"],
         r"\n +64 +\d+ +\d+\.\d",

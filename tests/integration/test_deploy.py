@@ -149,3 +149,19 @@ def test_deployment_env_is_a_valid_configuration(monkeypatch: pytest.MonkeyPatch
         assert settings.redis.url is not None and settings.metrics_port == 9108
         for k in noveld_env:
             monkeypatch.delenv(k)
+
+
+def test_the_dashboard_links_the_web_view_the_stack_serves() -> None:
+    """Grafana's dashboard links to the live-stories page (its address a variable), and the
+    compose stack serves that page at the variable's default, read from the replicas' state."""
+    dash = json.loads((DEPLOY / "grafana" / "noveld.json").read_text())
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert [link["url"] for link in dash["links"]] == ["${ui}"]
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    ui = compose["services"]["ui"]
+    assert ui["entrypoint"][:2] == ["noveld", "ui"] and "9109" in ui["entrypoint"]
+    assert variables["ui"]["query"] == "http://localhost:9109/"
+    assert "127.0.0.1:9109:9109" in ui["ports"]
+    replica = compose["services"]["noveld-1"]["environment"]
+    for key in ("NOVELD_NAMESPACE", "NOVELD_REDIS__URL"):
+        assert ui["environment"][key] == replica[key]

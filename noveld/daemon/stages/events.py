@@ -97,10 +97,12 @@ class EventBuilder:
         self.assignments = assignments  # "off", "document" or "batch" (events.assignments)
         self.top_terms = top_terms
         self.if_announced: set[str] = set()  # the batch's ends of clusters it did not announce
+        self.born: list[dict[str, Any]] = []  # the batch's cluster.born events
 
     def begin(self) -> None:
-        """Start a batch with no end events offered."""
+        """Start a batch with no end events offered and no births."""
         self.if_announced = set()
+        self.born = []
 
     def batch_events(
         self,
@@ -145,7 +147,9 @@ class EventBuilder:
             novelty_score=round(cand.novelty_score, 6),
             nearest_known_label=nearest_known_label(live.state.stats, live.known_labels, cand.uid),
         )
-        return ev.model_dump(mode="json")
+        event = ev.model_dump(mode="json")
+        self.born.append(event)
+        return event
 
     def assignment_events(
         self,
