@@ -28,17 +28,13 @@ class Lookahead:
         self._prefetcher = Prefetcher(prepare)
         self._ahead: tuple[Prefetched, int] | None = None  # the next batch, the line after it
         self._next = source.next_offset  # the line after the batch returned last
-        #: the checksum of the lines before the end of each batch read and not yet committed
-        self._checksums: dict[int, int] = {}
 
     def _read(self, max_docs: int) -> tuple[Prefetched, int] | None:
         """The source's next batch, its preparation submitted, and the line after it."""
         records = self._source.read_batch(max_docs)
         if not records:
             return None
-        end = self._source.next_offset
-        self._checksums[end] = self._source.checksum
-        return self._prefetcher.submit(records), end
+        return self._prefetcher.submit(records), self._source.next_offset
 
     def read_batch(self, max_docs: int, max_wait_ms: int = 0) -> list[Record]:
         """The batch read ahead (else one read now), after reading the one after it. The
@@ -70,12 +66,9 @@ class Lookahead:
         return self._source.acknowledged
 
     def checksum_at(self, offset: int) -> int | None:
-        """The checksum of the lines before ``offset``, the end of a batch returned
-        (:meth:`JsonlSource.checksum_at`); forgets the ends before it."""
-        for end in [e for e in self._checksums if e < offset]:
-            del self._checksums[end]
-        crc = self._checksums.get(offset)
-        return crc if crc is not None else self._source.checksum_at(offset)
+        """The checksum of the lines before ``offset``, the end of a batch returned: the
+        source keeps one after each record it read (:meth:`JsonlSource.checksum_at`)."""
+        return self._source.checksum_at(offset)
 
     @property
     def exhausted(self) -> bool:
