@@ -150,8 +150,8 @@ class Pipeline:
     @property
     def prefetches(self) -> bool:
         """Whether a file run reads and prepares the next batch while this one is stepped
-        (``batch.prefetch``): when the built-in encoder makes the vectors the model clusters
-        by, the part of a batch's cost that another thread can take."""
+        (``batch.prefetch``, and the built-in encoder makes the vectors the model clusters
+        by: the part of a batch's cost another thread can take)."""
         s = self.settings
         return s.batch.prefetch and self._embeddings and s.model.featurizer != "words"
 
