@@ -37,8 +37,8 @@ class BatchSettings(Section):
         False,
         description=(
             "file input, semantic and hybrid featurizers: read, decode and encode the next "
-            "batch on a second thread while the model steps this one (worth it with a core "
-            "to spare; it costs ~10 % more CPU)"
+            "batch on a second thread while the model steps this one (for a core to spare: "
+            "it costs 10-15 % more CPU)"
         ),
     )
 
