@@ -1,11 +1,16 @@
 """End-to-end throughput of `noveld run` (file → stdout), the way a user runs it.
 
     python benchmarks/bench_e2e.py [--data FILE] [--repeat 3] [--times 10] [--model hdp]
-                                   [--likelihood edcm] [--emit-assignments [batch]]
-                                   [--ui on|watched]
+                                   [--likelihood edcm|vmf|hybrid]
+                                   [--featurizer words|semantic|hybrid]
+                                   [--emit-assignments [batch]]
+                                   [--ui on|watched] [--against DIR]
 
-Runs the CLI as a subprocess with events to /dev/null and reports wall-clock docs/s (process
-start-up and JIT cache load included, then excluded by subtracting an empty run) and peak RSS.
+Runs the CLI (``python -m noveld``, with the console script's environment defaults) as a
+subprocess with events to /dev/null and reports wall-clock docs/s (process start-up and JIT
+cache load included, then excluded by subtracting an empty run), CPU seconds and peak RSS: the
+best and the median of ``--repeat`` runs. ``--against DIR`` (another checkout of noveld) runs
+DIR's code in alternation with this one (ABAB), for comparisons on a shared machine.
 ``--ui on`` serves the web view (``--ui-port 0``); ``--ui watched`` also asks its three APIs
 every ``--ui-every`` seconds while the run lasts (3: as an open page does).
 """
@@ -13,8 +18,10 @@ every ``--ui-every`` seconds while the run lasts (3: as an open page does).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,19 +59,27 @@ def _children_cpu() -> float:
 
 
 def timed_run(
-    data: Path, extra: list[str], state: bool = False, ui: str = "off", every: float = 3.0
+    data: Path,
+    extra: list[str],
+    state: bool = False,
+    ui: str = "off",
+    every: float = 3.0,
+    code: Path | None = None,
 ) -> tuple[float, float, float]:
     """(seconds, peak RSS MiB, CPU seconds of the child) for one `noveld run` (fresh state dir
     if ``state``; the web view served, and asked every ``every`` s when ``ui`` is "watched"). CPU
     time counts every thread of the run (the view's included) and varies less than the wall
-    clock on a machine shared with other work."""
+    clock on a machine shared with other work. ``code``: run the noveld checked out there."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory() as tmp:
         if state:
             extra = [*extra, "--state-dir", f"{tmp}/state"]
         cmd = [
             sys.executable,
             "-m",
-            "noveld.daemon.cli",
+            "noveld",  # as the console script: its environment defaults (one BLAS thread)
             "run",
             "--input",
             str(data),
@@ -78,7 +93,9 @@ def timed_run(
         done = threading.Event()
         cpu0 = _children_cpu()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
         watcher = None
         if ui == "watched":
             watcher = threading.Thread(target=watch, args=(proc, done, every), daemon=True)
@@ -110,7 +127,15 @@ def main() -> None:
         help="also snapshot state (default interval) as a resumable run would",
     )
     p.add_argument("--model", choices=["dpmm", "svi", "hdp"], default="dpmm")
-    p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
+    p.add_argument(
+        "--likelihood", choices=["multinomial", "edcm", "vmf", "hybrid"], default="multinomial"
+    )
+    p.add_argument(
+        "--featurizer",
+        choices=["words", "semantic", "hybrid"],
+        default="words",
+        help="hybrid with --likelihood hybrid, semantic with --likelihood vmf",
+    )
     add_assignment_option(p)
     p.add_argument(
         "--ui",
@@ -125,8 +150,14 @@ def main() -> None:
         metavar="SECONDS",
         help="--ui watched: seconds between two rounds of questions (default 3, the page's)",
     )
+    p.add_argument(
+        "--against",
+        type=Path,
+        metavar="DIR",
+        help="also run the noveld checked out in DIR, in alternation (ABAB), and report both",
+    )
     a = p.parse_args()
-    model = ["--model", a.model, "--likelihood", a.likelihood]
+    model = ["--model", a.model, "--likelihood", a.likelihood, "--featurizer", a.featurizer]
     model += [ASSIGNMENT_FLAGS[a.emit_assignments]] if a.emit_assignments else []
     if a.times > 1:
         big = tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False)  # noqa: SIM115
@@ -140,23 +171,32 @@ def main() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as empty:
         empty_runs = [timed_run(Path(empty.name), model, ui=a.ui) for _ in range(a.repeat)]
     startup, startup_cpu = min(r[0] for r in empty_runs), min(r[2] for r in empty_runs)
-    runs = [timed_run(a.data, model, a.state_dir, a.ui, a.ui_every) for _ in range(a.repeat)]
-    best, cpu = min(r[0] for r in runs), min(r[2] for r in runs)
+    codes: list[Path | None] = [None] if a.against is None else [None, a.against]
+    runs: dict[Path | None, list[tuple[float, float, float]]] = {c: [] for c in codes}
+    for _ in range(a.repeat):
+        for code in codes:  # in alternation: the machine's load falls on both alike
+            runs[code].append(timed_run(a.data, model, a.state_dir, a.ui, a.ui_every, code))
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"machine: {machine()}")
     emitted = f", with {a.emit_assignments} assignment events" if a.emit_assignments else ""
     emitted += f", web view {a.ui}" if a.ui != "off" else ""
     emitted += f" every {a.ui_every:g} s" if a.ui == "watched" else ""
-    print(f"data: {a.data} ({n:,} docs), model {a.model} ({a.likelihood}){emitted}")
+    what = f"model {a.model} ({a.likelihood}, featurizer {a.featurizer}){emitted}"
+    print(f"data: {a.data} ({n:,} docs), {what}")
     print(f"process start-up (empty input): {startup:.2f} s")
-    print(
-        f"wall clock: {best:.2f} s → {n / best:,.0f} docs/s including start-up, "
-        f"{n / max(best - startup, 1e-9):,.0f} docs/s steady state"
-    )
-    print(
-        f"CPU time: {cpu:.2f} s (start-up {startup_cpu:.2f} s) → "
-        f"{n / max(cpu - startup_cpu, 1e-9):,.0f} docs per CPU-second steady state"
-    )
+    for code in codes:
+        name = "" if a.against is None else ("this code: " if code is None else f"{code}: ")
+        walls = [r[0] for r in runs[code]]
+        for label, wall in (("best ", min(walls)), ("median ", statistics.median(walls))):
+            print(
+                f"{name}{label}wall clock: {wall:.2f} s → {n / wall:,.0f} docs/s including "
+                f"start-up, {n / max(wall - startup, 1e-9):,.0f} docs/s steady state"
+            )
+        cpu = statistics.median(r[2] for r in runs[code])
+        print(
+            f"{name}CPU time (median): {cpu:.2f} s (start-up {startup_cpu:.2f} s) → "
+            f"{n / max(cpu - startup_cpu, 1e-9):,.0f} docs per CPU-second steady state"
+        )
     print(f"peak RSS of a run: {rss:,.0f} MiB")
 
 

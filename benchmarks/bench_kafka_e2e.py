@@ -1,6 +1,7 @@
 """End-to-end production mode: Kafka topic → `noveld run` (subprocess) → Redis + events topic.
 
     python benchmarks/bench_kafka_e2e.py [--data FILE] [--times 5] [--batch-size 500]
+                                         [--featurizer hybrid --likelihood hybrid]
                                          [--emit-assignments [batch]]
 
 Starts a private tansu broker and Redis-protocol server (tests/servers/), produces the data,
@@ -78,6 +79,10 @@ def main() -> None:
     add_data_option(p)
     p.add_argument("--times", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument(
+        "--likelihood", choices=["multinomial", "edcm", "vmf", "hybrid"], default="multinomial"
+    )
+    p.add_argument("--featurizer", choices=["words", "semantic", "hybrid"], default="words")
     add_assignment_option(p)
     a = p.parse_args()
     lines = [line for line in a.data.read_bytes().splitlines() if line.strip()] * a.times
@@ -92,7 +97,7 @@ def main() -> None:
         cmd = [
             sys.executable,
             "-m",
-            "noveld.daemon.cli",
+            "noveld",  # the console script's entry point, with its environment defaults
             "run",
             "--quiet",
             "--kafka-bootstrap",
@@ -109,6 +114,10 @@ def main() -> None:
             "bench",
             "--batch-size",
             str(a.batch_size),
+            "--likelihood",
+            a.likelihood,
+            "--featurizer",
+            a.featurizer,
             "--session-timeout-ms",
             str(TEST_SESSION_TIMEOUT_MS),
             "--metrics-port",
@@ -125,7 +134,8 @@ def main() -> None:
         print(f"start-up incl. group join: {t_first - t_start:.1f} s")
         print(
             f"drained {len(lines):,} docs; steady state {rate:,.0f} docs/s "
-            f"(batch {a.batch_size}, commit every batch); commit p99 <= {p99 * 1e3:g} ms"
+            f"(batch {a.batch_size}, {a.likelihood} likelihood, {a.featurizer} featurizer, "
+            f"commit every batch); commit p99 <= {p99 * 1e3:g} ms"
         )
         # lag recovery: kill the daemon, let a backlog build up, restart, time the catch-up
         proc.kill()

@@ -1,6 +1,7 @@
 """Memory stays bounded on a long stream with forgetting on.
 
     python benchmarks/bench_memory.py [--docs 1000000] [--half-life 20000]
+                                      [--featurizer hybrid --likelihood hybrid]
 
 Generates a synthetic stream whose stories fade (``lifetime``), runs the real pipeline over it
 in-process (events discarded) and prints RSS, active clusters and postings-pool size every 10 %.
@@ -9,10 +10,13 @@ in-process (events discarded) and prints RSS, active clusters and postings-pool 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the daemon's launcher asks, before numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
@@ -61,6 +65,10 @@ def main() -> None:
     p.add_argument("--docs", type=int, default=1_000_000)
     p.add_argument("--half-life", type=float, default=20_000)
     p.add_argument("--stories", type=int, default=3000)
+    p.add_argument(
+        "--likelihood", choices=["multinomial", "edcm", "vmf", "hybrid"], default="multinomial"
+    )
+    p.add_argument("--featurizer", choices=["words", "semantic", "hybrid"], default="words")
     a = p.parse_args()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,11 +84,15 @@ def main() -> None:
         write_jsonl(cfg, path)
         print(
             f"stream: {a.docs:,} docs, up to {a.stories:,} fading stories; "
-            f"half-life {a.half_life:,.0f} docs; RSS before run {rss_mib():.1f} MiB"
+            f"half-life {a.half_life:,.0f} docs; {a.likelihood} likelihood, {a.featurizer} "
+            f"featurizer; RSS before run {rss_mib():.1f} MiB"
         )
-        settings = load_settings(
-            None, {"model": {"half_life_docs": a.half_life}, "dlq": str(Path(tmp) / "dlq.jsonl")}
-        )
+        model = {
+            "half_life_docs": a.half_life,
+            "likelihood": a.likelihood,
+            "featurizer": a.featurizer,
+        }
+        settings = load_settings(None, {"model": model, "dlq": str(Path(tmp) / "dlq.jsonl")})
         ref: list = []
         sampler = Sampler(a.docs // 10, ref)
         run_file(

@@ -117,12 +117,12 @@ class JsonlSource:
         """The checksum of the lines before ``offset`` — the position now, or just after a record
         read since the last offset asked for — else None. Forgets the offsets before
         ``offset``: ask in increasing order (a commit's next offset)."""
-        at, crc = self._at
-        if at == offset:
-            return crc
         crcs = self._crcs
         while crcs and crcs[0][0] < offset:
             crcs.popleft()
+        at, crc = self._at
+        if at == offset:
+            return crc
         return crcs[0][1] if crcs and crcs[0][0] == offset else None
 
     @property

@@ -27,6 +27,7 @@ from noveld.daemon.file_input import (
     source_name,
     take_file_runs_lease,
 )
+from noveld.daemon.lookahead import read_ahead
 from noveld.daemon.outage import outage_reason
 from noveld.daemon.pipeline import BatchObserver, Pipeline
 from noveld.daemon.progress import Progress
@@ -188,7 +189,11 @@ def _run_file(
         except redis.RedisError as exc:
             raise UserError(f"cannot start: {outage_reason(exc)}") from exc
     resume_at = pipeline.next_offset(topic, 0)
-    source = open_source(settings, input_path, resume_at, pipeline.inputs.get(key))
+    source = read_ahead(
+        open_source(settings, input_path, resume_at, pipeline.inputs.get(key)),
+        pipeline.prefetches,
+        pipeline.prepare,
+    )
     report = Reporter(progress_out)
     if resume_at:
         where, note = (

@@ -11,6 +11,7 @@ from noveld.connectors.jsonl import JsonlSource, Record, TimedSource
 from noveld.daemon.exits import EXIT_OK, EXIT_REDIS_UNREACHABLE, EXIT_STATE_DIVERGED
 from noveld.daemon.file_input import input_name, open_source
 from noveld.daemon.lease import WriterLease
+from noveld.daemon.lookahead import Lookahead, read_ahead
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.outage import Backoff, is_outage
 from noveld.daemon.pipeline import Pipeline
@@ -46,7 +47,7 @@ class FileHooks(LoopHooks):
         self,
         settings: Settings,
         input_path: str,
-        source: JsonlSource | TimedSource,
+        source: JsonlSource | TimedSource | Lookahead,
         pipeline: Pipeline,
         store: StateStore,
         dlq: DlqFileSink,
@@ -133,8 +134,11 @@ class FileHooks(LoopHooks):
         resumed = Resumed()
         if source.rereadable:  # a file can be read again from wherever Redis is
             source.close()
-            source = open_source(self.settings, self.input_path, stored,
-                                 pipeline.inputs.get(self.key))  # fmt: skip
+            source = read_ahead(
+                open_source(self.settings, self.input_path, stored, pipeline.inputs.get(self.key)),
+                pipeline.prefetches,
+                pipeline.prepare,
+            )
             self.source = resumed.source = source
         elif stored == first and records:
             resumed.again = records

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from noveld.connectors.decode import DecodeLimits, FieldNames
+from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid
 from noveld.connectors.jsonl import Record
 from noveld.daemon.model_kinds import dense_dimension
 from noveld.daemon.model_registry import make_model, model_config, variant_of
@@ -34,9 +34,10 @@ from noveld.daemon.stages.long_docs import limit_length
 from noveld.daemon.stages.model_step import bind_reserved, fit
 from noveld.daemon.stages.novelty import observe
 from noveld.daemon.stages.outbox import EventSink, Outbox
+from noveld.daemon.stages.prefetch import Prefetched, Prepared
 from noveld.daemon.stages.report import BatchReport, CircuitOpen, StateDiverged
 from noveld.daemon.stages.stories import StoryBuilder
-from noveld.featurize import Featurizer, Tokenizer
+from noveld.featurize import Featurizer, Tokenizer, read_texts
 from noveld.models.base import BatchResult, DocBatch, StatsDelta
 from noveld.models.hdp import live_clusters
 from noveld.models.novelty import NoveltyTracker
@@ -167,6 +168,23 @@ class Pipeline:
         return Views("both" if self.variant.words else "vector", encoded)
 
     @property
+    def prefetches(self) -> bool:
+        """Whether a file run reads and prepares the next batch while this one is stepped
+        (``batch.prefetch``, and the built-in encoder makes the vectors the model clusters
+        by: the part of a batch's cost another thread can take)."""
+        s = self.settings
+        return s.batch.prefetch and self._embeddings and s.model.featurizer != "words"
+
+    def prepare(self, records: Sequence[Record]) -> Prepared:
+        """What decoding and featurizing ``records`` computes from their bytes alone, with the
+        tokenizer and the encoder (which never change in a run): safe on another thread."""
+        decoded = [self.decoder.decode_one(r) for r in records]
+        docs = [d for d in decoded if not isinstance(d, Invalid)]
+        encoder = text_encoder(self.settings.model) if self._embeddings else None
+        views = read_texts(self.tokenizer, encoder, docs)
+        return Prepared(decoded, {id(d): v for d, v in zip(docs, views, strict=True)})
+
+    @property
     def _embeddings(self) -> bool:
         """Whether documents are clustered by their embedding (the vmf likelihood)."""
         return self.variant.embeddings
@@ -274,7 +292,11 @@ class Pipeline:
         self.rejects.begin()
         self.commits.begin()
         live = self.live
-        docs, kept, consumed = self.decoder.decode(records, live.known_labels, self.rejects, rep)
+        ahead = records.ahead.result() if isinstance(records, Prefetched) else None
+        decoded = ahead.decoded if ahead is not None else None
+        docs, kept, consumed = self.decoder.decode(
+            records, live.known_labels, self.rejects, rep, decoded
+        )
         tripped = self.decoder.tripped(records, consumed, self.rejects)
         if tripped:
             next_offsets = consumed_offsets(records, consumed, first_offsets)
@@ -283,7 +305,10 @@ class Pipeline:
         docs, kept = limit_length(
             docs, kept, self.tokenizer, lim.max_doc_tokens, lim.oversize, self.rejects, rep
         )
-        batch, docs, kept = featurize(live, self.store, docs, kept, self.views, self.rejects, rep)
+        read = ahead.read_of(docs) if ahead is not None else None  # None once a text was cut
+        batch, docs, kept = featurize(
+            live, self.store, docs, kept, self.views, self.rejects, rep, read
+        )
         rep.valid = len(docs)
         t2 = time.perf_counter()
         events, delta, stories, t3 = self._cluster(

@@ -33,6 +33,14 @@ class BatchSettings(Section):
 
     max_docs: int = Field(256, ge=1, le=100_000)
     max_wait_ms: int = Field(500, ge=0)
+    prefetch: bool = Field(
+        False,
+        description=(
+            "file input, semantic and hybrid featurizers: read, decode and encode the next "
+            "batch on a second thread while the model steps this one (for a core to spare: "
+            "it costs 10-15 % more CPU)"
+        ),
+    )
 
 
 class NoveltySettings(Section):

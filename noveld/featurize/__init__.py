@@ -5,17 +5,21 @@ static-vector model (:mod:`noveld.featurize.encoder`)."""
 from noveld.featurize.words import (
     DEFAULT_PATTERN,
     Featurizer,
+    TextViews,
     Tokenizer,
     batch_from_flat,
     build_batch,
+    read_texts,
     unit_embedding,
 )
 
 __all__ = [
     "DEFAULT_PATTERN",
     "Featurizer",
+    "TextViews",
     "Tokenizer",
     "batch_from_flat",
     "build_batch",
+    "read_texts",
     "unit_embedding",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -130,6 +130,38 @@ _ID_RUN = 65_536
 """Tokens a batch holds as strings before it turns them into ids (bounds its memory)."""
 
 
+@dataclass(frozen=True)
+class TextViews:
+    """What featurizing reads of a document by itself, without the vocabulary: its normalized
+    tokens, and the encoder's unit vector of its text (None: not encoded, or no token the
+    encoder knows). Computed ahead of the batch's turn (:func:`read_texts`)."""
+
+    tokens: list[str]
+    vector: np.ndarray | None = None
+
+
+def read_texts(
+    tokenizer: Tokenizer, encoder: TextEncoder | None, docs: Sequence[Document]
+) -> list[TextViews]:
+    """Each document's :class:`TextViews`: what :meth:`Featurizer.featurize` would compute of
+    it, computed here instead (on another thread, while the model steps the batch before:
+    it reads no state). ``encoder``: the featurizer's, when it keeps vectors; documents with
+    their own embedding are not encoded."""
+    views = [TextViews(_tokens_of(tokenizer, doc)) for doc in docs]
+    if encoder is None:
+        return views
+    to_encode = [
+        i for i, d in enumerate(docs)
+        if d.embedding is None and (d.text is not None or d.tokens is not None)
+    ]  # fmt: skip
+    if to_encode:
+        encoded, has = encoder.encode([_text_of(docs[i]) for i in to_encode])
+        for row, i in enumerate(to_encode):
+            if has[row]:
+                views[i] = TextViews(views[i].tokens, encoded[row])
+    return views
+
+
 class Featurizer:
     """Turns decoded documents into a ``DocBatch``, growing the vocabulary as it goes.
 
@@ -160,9 +192,11 @@ class Featurizer:
         self.encoder = encoder
         self.words_view = words_view
 
-    def vectors_of(self, docs: list[Document]) -> dict[int, np.ndarray]:
+    def vectors_of(
+        self, docs: list[Document], read: Sequence[TextViews] | None = None
+    ) -> dict[int, np.ndarray]:
         """Each document's unit vector by index (its own embedding, else the encoder's of its
-        text); documents with neither are left out."""
+        text, or ``read``'s where given); documents with neither are left out."""
         vectors: dict[int, np.ndarray] = {}
         to_encode: list[int] = []
         for i, doc in enumerate(docs):
@@ -171,7 +205,10 @@ class Featurizer:
                 if vec is not None:
                     vectors[i] = vec
             elif self.encoder is not None and (doc.text is not None or doc.tokens is not None):
-                to_encode.append(i)
+                if read is None:
+                    to_encode.append(i)
+                elif (pre := read[i].vector) is not None:
+                    vectors[i] = pre
         if to_encode:
             texts = [_text_of(docs[i]) for i in to_encode]
             encoded, has = self.encoder.encode(texts)  # type: ignore[union-attr]
@@ -182,17 +219,17 @@ class Featurizer:
 
     def tokens_of(self, doc: Document) -> list[str]:
         """The normalized tokens of one document (empty if it has no text or tokens)."""
-        if doc.tokens is not None:
-            return self.tokenizer.normalize(doc.tokens)
-        if doc.text is not None:
-            return self.tokenizer.tokenize(doc.text)
-        return []
+        return _tokens_of(self.tokenizer, doc)
 
-    def featurize(self, docs: list[Document], grow: bool = True) -> tuple[DocBatch, list[int]]:
+    def featurize(
+        self, docs: list[Document], grow: bool = True, read: Sequence[TextViews] | None = None
+    ) -> tuple[DocBatch, list[int]]:
         """Batch of the documents with tokens (in order) and the indices of those without.
 
         With ``grow=False`` unknown words are dropped instead of added (read-only scoring), so a
-        document of only unknown words is reported as empty.
+        document of only unknown words is reported as empty. ``read``: the documents' tokens
+        and encoded vectors computed ahead (:func:`read_texts`, with this featurizer's
+        tokenizer and encoder); the batch is the same as without.
         """
         tokenize = self.tokenizer.tokenize
         normalize = self.tokenizer.normalize
@@ -204,10 +241,12 @@ class Featurizer:
         lengths: list[int] = []
         kept: list[int] = []
         empty: list[int] = []
-        vectors = self.vectors_of(docs) if self.embedding_dim else {}
+        vectors = self.vectors_of(docs, read) if self.embedding_dim else {}
         either = self.words_view
         for i, doc in enumerate(docs):
-            if doc.tokens is not None:
+            if read is not None:
+                toks = read[i].tokens
+            elif doc.tokens is not None:
                 toks = normalize(doc.tokens)
             elif doc.text is not None:
                 toks = tokenize(doc.text)
@@ -283,6 +322,15 @@ class Featurizer:
             ctx_field=np.array(field_ids, dtype=np.int64),
             ctx_card=card,
         )
+
+
+def _tokens_of(tokenizer: Tokenizer, doc: Document) -> list[str]:
+    """The normalized tokens of one document (empty if it has no text or tokens)."""
+    if doc.tokens is not None:
+        return tokenizer.normalize(doc.tokens)
+    if doc.text is not None:
+        return tokenizer.tokenize(doc.text)
+    return []
 
 
 def _text_of(doc: Document) -> str:

@@ -427,3 +427,14 @@ def test_blank_lines_between_records_cost_no_memory(tmp_path: Path) -> None:
         assert _offsets(src.read_batch(10)) == [0, 100_001]
         assert len(src._crcs) == 2
         assert src.checksum_at(1) is not None and src.checksum_at(100_002) == src.checksum
+
+
+def test_the_checksums_kept_for_commits_stay_few(tmp_path: Path) -> None:
+    """A commit asks for the checksum at the end of the batch just read: those of the lines
+    before it are forgotten, so a long file run keeps a batch's worth, not one per line."""
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(f'{{"id": "{i}", "text": "t"}}\n' for i in range(1000)))
+    with JsonlSource(str(path)) as src:
+        while src.read_batch(10):
+            assert src.checksum_at(src.next_offset) == src.checksum
+        assert len(src._crcs) <= 1

@@ -73,16 +73,19 @@ class Decoder:
         known_labels: dict[int, str],
         rejects: Rejections,
         rep: BatchReport,
+        decoded: Sequence[Document | Invalid] | None = None,
     ) -> tuple[list[Document], list[Record], int]:
         """Decode records in order until the breaker trips; returns docs, their records and how
-        many records were consumed."""
+        many records were consumed. ``decoded``: each record's :meth:`decode_one`, computed
+        ahead (the labels are checked here, against the labels known now)."""
         docs: list[Document] = []
         kept: list[Record] = []
         limit = self.max_invalid
         labels: dict[int, str] = {}  # the batch's new labels, by uid
         use_labels = self.use_labels
+        fields, limits = self.fields, self.limits
         for i, rec in enumerate(records):
-            out = decode_record(rec.raw, self.fields, self.limits)
+            out = decode_record(rec.raw, fields, limits) if decoded is None else decoded[i]
             if not isinstance(out, Invalid) and out.label is not None and use_labels:
                 clash = label_collision(out.label, known_labels, labels)
                 out = out if clash is None else Invalid(InvalidReason.BAD_FIELD, clash)
@@ -95,6 +98,11 @@ class Decoder:
                 docs.append(out)
                 kept.append(rec)
         return docs, kept, len(records)
+
+    def decode_one(self, rec: Record) -> Document | Invalid:
+        """One record's document, or why it is invalid, before the labels are checked: a
+        function of its bytes alone."""
+        return decode_record(rec.raw, self.fields, self.limits)
 
     def tripped(self, records: Sequence[Record], consumed: int, rejects: Rejections) -> bool:
         """Whether the breaker tripped in this batch (it stops after committing it)."""

@@ -4,6 +4,7 @@ dead-lettered as empty content."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
 from noveld.connectors.jsonl import Record
@@ -11,6 +12,7 @@ from noveld.daemon.errors import UserError
 from noveld.daemon.stages.decode import Rejections
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.daemon.stages.report import BatchReport, StateDiverged
+from noveld.featurize import TextViews
 from noveld.featurize.encoder import EncoderUnavailable, TextEncoder, shared_encoder
 from noveld.models.base import DocBatch
 from noveld.schema import Document, InvalidReason
@@ -52,12 +54,16 @@ def empty_detail(doc: Document, views: Views) -> str:
 
 
 def featurize_shared(
-    live: LiveNamespace, store: StateStore, docs: list[Document]
+    live: LiveNamespace,
+    store: StateStore,
+    docs: list[Document],
+    read: Sequence[TextViews] | None = None,
 ) -> tuple[DocBatch, list[int]]:
-    """Featurize, then give words new to this process their namespace-wide ids; if another
-    writer added words meanwhile, adopt its ids and featurize again."""
+    """Featurize (with the documents' tokens and vectors ``read`` ahead, if they were), then
+    give words new to this process their namespace-wide ids; if another writer added words
+    meanwhile, adopt its ids and featurize again."""
     known = len(live.state.vocab)
-    batch, empty = live.featurizer.featurize(docs)
+    batch, empty = live.featurizer.featurize(docs, read=read)
     if len(live.vocab) == known:
         return batch, empty
     new_words = live.vocab.words_since(known)
@@ -65,7 +71,7 @@ def featurize_shared(
     if shared != new_words:
         live.vocab.truncate(known)
         live.vocab.extend(shared)
-        batch, empty = live.featurizer.featurize(docs)
+        batch, empty = live.featurizer.featurize(docs, read=read)
     return batch, empty
 
 
@@ -77,11 +83,13 @@ def featurize(
     views: Views,
     rejects: Rejections,
     rep: BatchReport,
+    read: Sequence[TextViews] | None = None,
 ) -> tuple[DocBatch, list[Document], list[Record]]:
     """The batch of the documents with something to cluster, those documents and their
-    records; the others are rejected as empty content."""
+    records; the others are rejected as empty content. ``read``: the documents' tokens and
+    vectors computed ahead (:mod:`noveld.daemon.stages.prefetch`), or None."""
     try:
-        batch, empty = featurize_shared(live, store, docs)
+        batch, empty = featurize_shared(live, store, docs, read)
     except StaleVocabulary as exc:
         raise StateDiverged(
             f"{exc}; the in-memory model's word ids are old", CommitOutcome.STALE

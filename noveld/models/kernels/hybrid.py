@@ -269,7 +269,7 @@ def _move(
         bound[k] = vector_bound(logc_kappa, logc_r[k], rn2[k], xmax, table, p, kappa)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def seat_batch(
     doc_ptr: np.ndarray, doc_words: np.ndarray, doc_counts: np.ndarray, doc_len: np.ndarray,
     doc_loc: np.ndarray, n_local: int, gram: np.ndarray, dots: np.ndarray, mass: np.ndarray,

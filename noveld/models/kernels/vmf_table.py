@@ -59,7 +59,7 @@ def log_normalizer_sq(q: float, table: np.ndarray, p: int, kappa: float) -> floa
     return c[0] + t * b1 - b2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def gather_resultants_t(
     pos_ids: np.ndarray, neg_ids: np.ndarray, head: np.ndarray, nxt: np.ndarray,
     pk: np.ndarray, pc: np.ndarray, kmax: int, scale: float, out: np.ndarray,

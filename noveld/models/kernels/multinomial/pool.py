@@ -215,7 +215,7 @@ def cluster_word_counts(
     return ws, cs
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def add_word_counts(
     slots: np.ndarray,
     words: np.ndarray,
