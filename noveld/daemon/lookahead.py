@@ -95,6 +95,10 @@ class Lookahead:
         """The held line's length."""
         return self._source.held_tail_bytes
 
+    def share_read(self) -> float | None:
+        """How far into its file the source has read (the batch read ahead included)."""
+        return self._source.share_read()
+
     def close(self) -> None:
         """Stop preparing and close the file."""
         self._ahead = None
