@@ -113,7 +113,7 @@ LIKELIHOODS = {
     "edcm": ["--likelihood", "edcm"],
     "vmf": ["--likelihood", "vmf", "--embedding-dim", "8", "--vmf-cosine", "0.9"],
     "hdp": ["--model", "hdp", "--topics", "64"],
-    # the documents' own 64-d vectors stand in for the encoder's (the encoder gives made-up
+    # the documents' own vectors stand in for the encoder's (the encoder gives made-up
     # words such as "s3w1" one vector: a single cluster)
     "hybrid": [
         "--likelihood",
