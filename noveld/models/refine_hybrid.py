@@ -43,7 +43,8 @@ def refine_hybrid_partition(
     :func:`~noveld.models.refine.refine_partition`: MAP when ``config.deterministic``,
     ``fixed`` documents stay, a cluster every document left is gone, a document seated alone
     keeps its cluster's uid when it was alone already (else a new uid from ``next_uid`` on),
-    MAP sweeps stop at a fixed point."""
+    MAP sweeps stop at a fixed point or when they come back to a partition they left (blocks
+    seated one after another may trade a few documents back and forth for ever)."""
     n = len(batch)
     p = config.dimension
     emb = np.zeros((n, p)) if batch.emb is None else batch.emb
@@ -56,6 +57,7 @@ def refine_hybrid_partition(
     tau = config.tempering(batch.lengths)
     free = np.flatnonzero(~fixed)
     per_sweep: list[int] = []
+    seen = {_partition_key(slots)}
     for i in range(sweeps):
         moved = 0
         for start in range(0, free.shape[0], block):
@@ -67,13 +69,23 @@ def refine_hybrid_partition(
         per_sweep.append(moved)
         if on_sweep is not None:
             on_sweep(i, moved, int(np.count_nonzero(stats.m[: stats.kmax] > 0.5)))
-        if config.deterministic and moved == 0:
-            break
+        key = _partition_key(slots)
+        if config.deterministic and (moved == 0 or key in seen):
+            break  # a fixed point, or a cycle of MAP block moves: the next would repeat it
+        seen.add(key)
     return Refinement(
         uids=stats.uid[slots].copy(),
         moved=per_sweep,
         next_uid=int(stats.ictl[kern.NEXT_UID]),
     )
+
+
+def _partition_key(slots: np.ndarray) -> bytes:
+    """The partition, whatever its clusters' uids: clusters numbered by first document."""
+    _, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
+    rank = np.empty(first.shape[0], dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(first.shape[0])
+    return bytes(rank[inverse].tobytes())
 
 
 def _add(

@@ -18,6 +18,12 @@ from noveld.models.refine import partition_stats
 from noveld.models.refine_hybrid import refine_hybrid_partition, with_vector_entries
 
 
+def canonical(uids: list[int]) -> tuple[int, ...]:
+    """The partition with its clusters numbered by first document."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(u, len(first)) for u in uids)
+
+
 def oracle_refine(
     batch: DocBatch,
     uids: np.ndarray,
@@ -29,7 +35,8 @@ def oracle_refine(
 ) -> tuple[list[int], list[int]]:
     """MAP per-document Gibbs from dense statistics: each free document taken out and seated
     again (ties to a new cluster, then the oldest uid); a document seated alone keeps its uid
-    when its cluster was left empty, else takes the next one."""
+    when its cluster was left empty, else takes the next one; stops at a fixed point or at a
+    partition it has left before."""
     assert batch.emb is not None
     xs = []
     for d in range(len(batch)):
@@ -47,6 +54,7 @@ def oracle_refine(
         r[u] = r.get(u, np.zeros(P)) + (xs[d][1] if xs[d][1] is not None else 0.0)
     vbeta = batch.n_words * cfg.beta
     moved_per: list[int] = []
+    seen = {canonical(out)}
     for _ in range(sweeps):
         moved = 0
         for d in np.flatnonzero(~fixed).tolist():
@@ -81,8 +89,9 @@ def oracle_refine(
             moved += best != own
             out[d] = best
         moved_per.append(moved)
-        if moved == 0:
-            break
+        if moved == 0 or canonical(out) in seen:
+            break  # a fixed point or a cycle
+        seen.add(canonical(out))
     return out, moved_per
 
 
