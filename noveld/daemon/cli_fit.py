@@ -27,8 +27,10 @@ from noveld.daemon.startup import default_store, refuse_a_file_as_state_dir
 from noveld.eval.metrics import clustering_scores
 from noveld.models.base import BatchResult, DocBatch
 from noveld.models.dpmm import DPMM
+from noveld.models.hybrid import HybridMixture
 from noveld.models.kernels import multinomial as kern
 from noveld.models.refine import forgetting_weights, partition_stats, refine_partition
+from noveld.models.refine_hybrid import refine_hybrid_partition, with_vector_entries
 from noveld.schema import Document, SourcePosition
 from noveld.state.base import NamespaceState
 from noveld.state.dir_lock import StateDirBusy, hold_state_dir
@@ -86,12 +88,21 @@ class _ArchiveRecorder:
         for b in self.batches:
             ptr.append(b.ptr[1:] + offset)
             offset += int(b.ptr[-1])
+        last = self.batches[-1]
+        emb = None  # the vectors (hybrid): zero rows for the documents without one
+        if any(b.emb is not None for b in self.batches):
+            p = next(b.emb for b in self.batches if b.emb is not None).shape[1]
+            emb = np.concatenate(
+                [np.zeros((len(b), p)) if b.emb is None else b.emb for b in self.batches]
+            )
         return DocBatch(
             ptr=np.concatenate(ptr),
             words=np.concatenate([b.words for b in self.batches]).astype(np.int64),
             counts=np.concatenate([b.counts for b in self.batches]),
             lengths=np.concatenate([b.lengths for b in self.batches]),
             vocab_size=vocab_size,
+            reserved=last.reserved,  # the hybrid's dimension entries are not words of the prior
+            emb=emb,
         )
 
     def fixed(self) -> np.ndarray:
@@ -155,9 +166,9 @@ def fit_archive(
 ) -> dict[str, Any]:
     """The pass, the sweeps and the write; returns the report."""
     m = settings.model
-    if m.kind != "dpmm" or m.likelihood != "multinomial":
+    if m.kind != "dpmm" or m.likelihood not in ("multinomial", "hybrid"):
         raise UserError(
-            "noveld fit refines the dpmm model with the multinomial likelihood; for "
+            "noveld fit refines the dpmm model with the multinomial or hybrid likelihood; for "
             f"--model {m.kind} --likelihood {m.likelihood}, warm start with `noveld run --input "
             "ARCHIVE` into the state (docs/operations.md, 'Warm start from an archive')"
         )
@@ -222,11 +233,16 @@ def fit_archive(
                     f"stopped by a signal after sweep {i + 1}; nothing was written",
                 )
 
-        refined = refine_partition(
-            batch, before, model.config, model.log_alpha(settings.batch.max_docs), sweeps,
-            rec.fixed(), int(stats.ictl[kern.NEXT_UID]), np.random.default_rng([m.seed, sweeps]),
-            on_sweep,
-        )  # fmt: skip
+        log_alpha, fixed = model.log_alpha(settings.batch.max_docs), rec.fixed()
+        next_uid, rng = int(stats.ictl[kern.NEXT_UID]), np.random.default_rng([m.seed, sweeps])
+        if isinstance(model, HybridMixture):  # blocked: the hybrid kernel's gram is block²
+            refined = refine_hybrid_partition(
+                batch, before, model.config, log_alpha, sweeps, fixed, next_uid, rng, on_sweep
+            )
+        else:
+            refined = refine_partition(
+                batch, before, model.config, log_alpha, sweeps, fixed, next_uid, rng, on_sweep
+            )
     t2 = time.perf_counter()
     state = _fitted_state(pipeline, batch, refined.uids, refined.next_uid)
     _write(settings, state)
@@ -257,6 +273,8 @@ def _fitted_state(
     assert isinstance(model, DPMM)
     passed = pipeline.state
     weights = forgetting_weights(len(batch), settings.model.half_life_docs)
+    if isinstance(model, HybridMixture):  # the vectors' resultants on the dimension entries
+        batch = with_vector_entries(batch, *model.dimension_ids())
     stats, _ = partition_stats(batch, uids, next_uid, weights)
     stats.ictl[kern.DOCS_SEEN] = passed.stats.ictl[kern.DOCS_SEEN]
     stats.ictl[kern.STEPS] = passed.stats.ictl[kern.STEPS]
@@ -344,7 +362,8 @@ def add_fit_command(
         "its documents at once (paper 004's sampler, started from the pass), and write the "
         "state into an EMPTY --state-dir or Redis namespace; noveld run then continues from "
         "it (same model settings). The archive's events are not emitted. dpmm with the "
-        "multinomial likelihood only; the archive's features are held in memory.",
+        "multinomial or hybrid likelihood; the archive's features (and vectors) are held in "
+        "memory.",
     )
     fit.add_argument("input", help="archive: JSONL file in stream order")
     fit.add_argument(

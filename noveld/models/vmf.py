@@ -104,6 +104,10 @@ class VMFMixture(DPMM):
         self._pos = np.asarray(pos_ids, dtype=np.int64)
         self._neg = np.asarray(neg_ids, dtype=np.int64)
 
+    def dimension_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """The reserved ids of each dimension's positive and negative part."""
+        return self._dimension_ids()
+
     def _dimension_ids(self) -> tuple[np.ndarray, np.ndarray]:
         if self._pos is None or self._neg is None:
             raise RuntimeError("vmf: bind_dimension_words must be called before partial_fit")

@@ -10,9 +10,11 @@ import signal
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cli_runner import NOVELD
 
+from noveld.state.memory import read_snapshot
 from noveld.synth import SynthConfig, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -105,7 +107,7 @@ def test_fit_refuses_what_it_cannot_do(halves: tuple[Path, Path], tmp_path: Path
     state = ["--state-dir", str(tmp_path / "s")]
     cases = [
         (["fit", str(archive), *state, "--model", "svi"], "warm start"),
-        (["fit", str(archive), *state, "--likelihood", "edcm"], "multinomial"),
+        (["fit", str(archive), *state, "--likelihood", "edcm"], "multinomial or hybrid"),
         (["fit", str(archive)], "--state-dir DIR or --redis-url"),
         (["fit", "-", *state], "not a file"),
         (["fit", str(tmp_path / "missing.jsonl"), *state], "not a file"),
@@ -200,3 +202,38 @@ def test_a_signal_during_the_sweeps_writes_nothing(sig: signal.Signals, tmp_path
     assert "stopped by a signal after sweep" in err and "nothing was written" in err
     assert "Traceback" not in err
     assert not (state / "state.npz").exists()
+
+
+HYBRID = ["--likelihood", "hybrid", "--featurizer", "hybrid"]
+
+
+def test_a_hybrid_fit_writes_a_state_that_run_continues(
+    halves: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The blocked Gibbs sweeps under words × vectors: every document counted once in both
+    views (masses, tokens, each cluster's resultant of the encoder's unit vectors), and the
+    live stream continues from the fitted clusters."""
+    archive, live = halves
+    state = tmp_path / "state"
+    fit = cli("fit", str(archive), "--state-dir", str(state), "--json", *HYBRID)
+    report = json.loads(fit.stdout)
+    assert report["docs"] == 1500 and "sweep 1/5" in fit.stderr
+    assert report["nmi"] >= report["nmi_after_pass"] - 0.01 and report["nmi"] > 0.9
+    fitted, _ = read_snapshot(state / "state.npz")
+    s = fitted.stats
+    alive = s.active_slots()
+    assert alive.shape[0] == report["clusters"]
+    assert float((s.m[alive] * s.scale).sum()) == 1500.0  # each document once
+    dims = [i for i, w in enumerate(fitted.vocab) if w.startswith("\x00vmf/")]
+    assert len(dims) == 2 * 256
+    dim_ids = np.array(dims)
+    for k in alive.tolist():  # the vectors' parts: a resultant no longer than its mass
+        ws, cs = s.word_counts(k)
+        parts = cs[np.isin(ws, dim_ids)] * s.scale
+        assert 0.0 < float(np.linalg.norm(parts)) <= float(s.m[k] * s.scale) + 1e-9
+        assert float(cs[~np.isin(ws, dim_ids)].sum()) == float(s.ntok[k])  # tokens: words
+    assert float(s.ntok[alive].sum() * s.scale) == show("--state-dir", str(state))["tokens"]
+    run = cli("run", "--input", str(live), "--state-dir", str(state), *HYBRID)
+    assert show("--state-dir", str(state))["docs"] == 3000
+    cold = cli("run", "--input", str(live), "--state-dir", str(tmp_path / "cold"), *HYBRID)
+    assert len(run.stdout.splitlines()) < len(cold.stdout.splitlines())

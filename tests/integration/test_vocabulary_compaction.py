@@ -33,6 +33,7 @@ pytestmark = pytest.mark.integration
 
 N = 3000
 FORGETTING = ["--half-life", "50", "--batch-size", "50"]
+HYBRID_DIM = 256  # the built-in encoder's default dimension: 512 reserved entries
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,14 @@ def returnless_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     and a word that returns after it was compacted out has a new id (see the test)."""
     path = tmp_path_factory.mktemp("compaction") / "fading-returnless.jsonl"
     path.write_text("".join(json.dumps(d) + "\n" for d in fading_stories(N, returns=0.0)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def hybrid_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("compaction") / "fading-hybrid.jsonl"
+    docs = fading_stories(N, embedding_dim=HYBRID_DIM)
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
     return path
 
 
@@ -104,12 +113,27 @@ LIKELIHOODS = {
     "edcm": ["--likelihood", "edcm"],
     "vmf": ["--likelihood", "vmf", "--embedding-dim", "8", "--vmf-cosine", "0.9"],
     "hdp": ["--model", "hdp", "--topics", "64"],
+    # the documents' own vectors stand in for the encoder's (the encoder gives made-up
+    # words such as "s3w1" one vector: a single cluster)
+    "hybrid": [
+        "--likelihood",
+        "hybrid",
+        "--featurizer",
+        "hybrid",
+        "--encoder-dim",
+        str(HYBRID_DIM),
+    ],
 }
 
 
 @pytest.mark.parametrize("likelihood", sorted(LIKELIHOODS))
 def test_a_compacted_file_run_emits_and_keeps_what_an_uncompacted_one_does(
-    likelihood: str, stream: Path, embedded_stream: Path, returnless_stream: Path, tmp_path: Path
+    likelihood: str,
+    stream: Path,
+    embedded_stream: Path,
+    returnless_stream: Path,
+    hybrid_stream: Path,
+    tmp_path: Path,
 ) -> None:
     """Byte-for-byte the same events and the same clusters over the same words, also with
     words that come back after they were compacted out (they take a new id, so MAP seating's
@@ -120,6 +144,8 @@ def test_a_compacted_file_run_emits_and_keeps_what_an_uncompacted_one_does(
         stream = embedded_stream
     if likelihood == "hdp":
         stream = returnless_stream
+    if likelihood == "hybrid":
+        stream = hybrid_stream
     docs = [json.loads(line) for line in stream.read_text().splitlines()]
     options = LIKELIHOODS[likelihood]
     plain = run_file(stream, tmp_path / "plain", 0, *options)
@@ -152,22 +178,38 @@ def test_a_compacted_file_run_emits_and_keeps_what_an_uncompacted_one_does(
     assert resumed == run_file(growing, tmp_path / "one-run", 0, *options)
 
 
-def settings_for(tmp_path: Path, ns: str, compact_at: int) -> Settings:
+#: the hybrid likelihood over the hybrid featurizer, the documents' own vectors standing in for
+#: the encoder's; its 512 reserved dimension entries must neither block nor be lost to a compaction
+HYBRID = {"likelihood": "hybrid", "featurizer": "hybrid", "encoder_dim": HYBRID_DIM}
+MODELS = pytest.mark.parametrize("model", [{}, HYBRID], ids=["multinomial", "hybrid"])
+
+
+def settings_for(
+    tmp_path: Path, ns: str, compact_at: int, model: dict[str, Any] | None = None
+) -> Settings:
     return load_settings(
         None,
         {
             "namespace": ns,
             "dlq": str(tmp_path / "dlq.jsonl"),
-            "model": {"deterministic": True, "half_life_docs": 50.0},
+            "model": {"deterministic": True, "half_life_docs": 50.0, **(model or {})},
             "state": {"compact_vocabulary_at": compact_at},
         },
     )
 
 
+def stories(n: int, model: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fading stories, with vectors of their stories for the hybrid."""
+    return fading_stories(n, embedding_dim=HYBRID_DIM if model else 0)
+
+
 def records(docs: list[dict[str, Any]], topic: str, partition: int) -> list[Record]:
     return [
         Record(
-            json.dumps({"id": f"{topic}-{partition}-{d['id']}", "text": d["text"]}).encode(),
+            json.dumps(
+                {"id": f"{topic}-{partition}-{d['id']}", "text": d["text"]}
+                | ({"embedding": d["embedding"]} if "embedding" in d else {})
+            ).encode(),
             SourcePosition(topic=topic, partition=partition, offset=i),
         )
         for i, d in enumerate(docs)
@@ -191,16 +233,17 @@ def strip(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in e.items() if k not in ("event_id", "namespace")} for e in events]
 
 
+@MODELS
 def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
-    redis_url: str, tmp_path: Path
+    model: dict[str, Any], redis_url: str, tmp_path: Path
 ) -> None:
-    docs = fading_stories(N)
+    docs = stories(N, model)
     recs = records(docs, "in", 0)
     memory = Pipeline(
-        settings_for(tmp_path, "mem", 0), MemoryStore(None), CollectingEvents(), NoDlq()
+        settings_for(tmp_path, "mem", 0, model), MemoryStore(None), CollectingEvents(), NoDlq()
     )
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path, "cmp", 100)
+    settings = settings_for(tmp_path, "cmp", 100, model)
     pipe = redis_pipeline(client, settings, ["in:0"])
     compactions = 0
     for i in range(0, N, 50):
@@ -213,7 +256,9 @@ def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
     assert int(meta[b"vocab_gen"]) == compactions
     assert meta[b"schema"] == b"3"  # a noveld reading only schema 2 refuses it
     assert 0 < int(meta[b"vocab_checked"]) <= client.llen("noveld:{cmp}:vocab")
-    assert client.llen("noveld:{cmp}:vocab") == len(pipe.vocab) < words_ever(docs) / 2
+    reserved = 2 * HYBRID_DIM if model else 0  # the vector dimensions' entries, all kept
+    assert client.llen("noveld:{cmp}:vocab") == len(pipe.vocab) < words_ever(docs) / 2 + reserved
+    assert sum(w.startswith("\x00") for w in pipe.vocab.to_list()) == reserved
     assert not client.keys("noveld:{cmp}:vocab_*next*")  # the staged keys became vocab
     assert client.ttl("noveld:{cmp}:vocab") == client.ttl("noveld:{cmp}:vocab_idx") == -1
     # the log holds only entries after the last compaction's checkpoint (old ids are gone)
@@ -225,7 +270,7 @@ def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
     pipe._sync_state()
     assert state_digest(fresh) == state_digest(pipe.state)
     memory._sync_state()
-    assert v_of(fresh) == v_of(memory.state) == words_ever(docs)
+    assert v_of(fresh) == v_of(memory.state) == words_ever(docs) + reserved
     assert_same_clusters(fresh, memory.state)
 
 
@@ -233,19 +278,20 @@ class Killed(BaseException):
     """The process dies here (not an error anything could catch and go on from)."""
 
 
+@MODELS
 def test_a_crash_between_a_commit_and_its_compaction_compacts_where_a_clean_run_does(
-    redis_url: str, tmp_path: Path
+    model: dict[str, Any], redis_url: str, tmp_path: Path
 ) -> None:
     """The batch that crosses a check's document count commits, then the process dies before
     the compaction. The restarted process finds the check undone (its count is kept with the
     novelty state) and runs it before its first batch, on the state the commit left: the same
     word ids, state and events as a run that never died."""
-    recs = records(fading_stories(N), "in", 0)
+    recs = records(stories(N, model), "in", 0)
     client = redis.Redis.from_url(redis_url)
-    clean = redis_pipeline(client, settings_for(tmp_path, "clean", 100), ["in:0"])
+    clean = redis_pipeline(client, settings_for(tmp_path, "clean", 100, model), ["in:0"])
     for i in range(0, N, 50):
         step(clean, recs[i : i + 50])
-    crashed = redis_pipeline(client, settings_for(tmp_path, "crash", 100), ["in:0"])
+    crashed = redis_pipeline(client, settings_for(tmp_path, "crash", 100, model), ["in:0"])
 
     def dies(*args: Any, **kwargs: Any) -> bool:
         raise Killed
@@ -259,7 +305,7 @@ def test_a_crash_between_a_commit_and_its_compaction_compacts_where_a_clean_run_
     assert not client.hget("noveld:{crash}:meta", "vocab_gen")  # not compacted
     assert isinstance(crashed.events, CollectingEvents)
     before = crashed.events.events
-    resumed = redis_pipeline(client, settings_for(tmp_path, "crash", 100), ["in:0"])
+    resumed = redis_pipeline(client, settings_for(tmp_path, "crash", 100, model), ["in:0"])
     first = step(resumed, recs[i + 50 : i + 100])
     assert first.vocabulary_compacted  # the check it owed, before its first batch
     for j in range(i + 100, N, 50):
@@ -279,15 +325,18 @@ def test_a_crash_between_a_commit_and_its_compaction_compacts_where_a_clean_run_
     assert ordered(events) == ordered(clean.events.events)
 
 
-def test_two_writers_end_every_cluster_they_announced(redis_url: str, tmp_path: Path) -> None:
+@MODELS
+def test_two_writers_end_every_cluster_they_announced(
+    model: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
     """Each compaction makes the other writer reload, which replaces its own record of the
     clusters it announced with the shared one; and a writer may retire a cluster the other
     announced. Ends it did not announce are offered to the store, which keeps those another
     writer announced: every announced cluster that is gone has exactly one end event."""
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path, "ends", 100)
+    settings = settings_for(tmp_path, "ends", 100, model)
     pipes = {p: redis_pipeline(client, settings, [f"in:{p}"]) for p in (0, 1)}
-    docs = fading_stories(2 * N)
+    docs = stories(2 * N, model)
     recs = {0: records(docs[0::2], "in", 0), 1: records(docs[1::2], "in", 1)}
     done = {0: 0, 1: 0}
     reloads = 0

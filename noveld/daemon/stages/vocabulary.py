@@ -27,7 +27,9 @@ VOCABULARY_CHECK_DOCS = 10_000
 def check(live: LiveNamespace, settings: Settings, compact: Callable[[np.ndarray], bool]) -> bool:
     """Compact the vocabulary (``compact``, given the mask of the words kept) when a check is
     due and at least half of a vocabulary of ``state.compact_vocabulary_at`` words or more is
-    unused; True when it compacted. A check is due each time the namespace's document count
+    unused — words only: the reserved entries (a hybrid's 2 × 256 vector dimensions, hdp
+    topics) are always kept, and counting them would keep a small vocabulary from ever
+    compacting; True when it compacted. A check is due each time the namespace's document count
     passes a multiple of a quarter half-life (where forgetting prunes faded words; every
     :data:`VOCABULARY_CHECK_DOCS` documents without forgetting) since the last check, whose
     count is kept with the novelty state (``vocabulary_checked_at``): fixed document counts,
@@ -45,10 +47,11 @@ def check(live: LiveNamespace, settings: Settings, compact: Callable[[np.ndarray
     live.vocabulary_checked_at = docs
     at = settings.state.compact_vocabulary_at
     n = len(live.vocab)
-    if not at or n < at:
+    reserved = live.vocab.reserved  # always kept, never words: not in either count
+    if not at or n - reserved < at:
         return False
     in_use = words_kept(live, n, live.tracker.to_json())
-    if 2 * int(np.count_nonzero(in_use)) > n:
+    if 2 * (int(np.count_nonzero(in_use)) - reserved) > n - reserved:
         return False
     if compact(in_use):
         return True
