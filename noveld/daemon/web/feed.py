@@ -22,6 +22,7 @@ status
     ``births``, ``clusters``, ``docs_per_s`` (over the last minute, None until two samples),
     ``lag_messages`` (Kafka consumer lag, None when unknown), ``last_commit_age_s`` (None when
     unknown), ``recent_window_s`` (the span ``recent`` counts, in document time, or None),
+    ``bucket_s`` (the span of one sparkline point, or None),
     ``generated_at`` (RFC 3339).
 """
 

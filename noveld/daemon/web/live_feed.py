@@ -69,5 +69,6 @@ class PipelineFeed:
             "lag_messages": lag,
             "last_commit_age_s": commit_age,
             "recent_window_s": width * DEFAULT_WINDOW,
+            "bucket_s": width,
             "generated_at": now_rfc3339(),
         }

@@ -97,6 +97,7 @@ class StoredFeed:
             "lag_messages": None,
             "last_commit_age_s": None,
             "recent_window_s": None,
+            "bucket_s": None,
             "generated_at": now_rfc3339(),
         }
         if cur is None:
@@ -111,6 +112,7 @@ class StoredFeed:
             clusters=live_clusters(state.stats),
             docs_per_s=self.throughput.add(docs),
             recent_window_s=state.stories.width * DEFAULT_WINDOW,
+            bucket_s=state.stories.width,
         )
         if self.loaded_at is not None:
             out["last_commit_age_s"] = round(max(0.0, time.time() - self.loaded_at), 1)
