@@ -37,16 +37,12 @@ class StoriesChange:
     dropped: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The change as the Redis commit script reads it: columns, uids as decimal strings
-        (Lua's numbers are doubles, and uids reach 2^60)."""
+        """The change as the Redis commit script reads it, but for the touched clusters'
+        numbers (packed apart): uids as decimal strings (Lua's numbers are doubles, and uids
+        reach 2^60)."""
         lim = self.limits
         return {
             "uids": [str(u) for u in self.uids.tolist()],
-            "head": self.head.tolist(),
-            "born": self.born.tolist(),
-            "last": self.last.tolist(),
-            "docs": self.docs.tolist(),
-            "counts": self.counts.tolist(),
             "exemplars": {str(u): e for u, e in self.exemplars.items()},
             "terms": {str(u): t for u, t in self.terms.items()},
             "merges": [[str(u), str(into)] for u, into in self.merges],
@@ -258,7 +254,7 @@ class StoryTable:
             if uid not in rows_of:
                 continue
             old = kept.get(uid)
-            kept[uid] = new[:n] if old is None else _joined(old, new, n)
+            kept[uid] = new[:n] if old is None else joined(old, new, n)
         for uid, terms in change.terms.items():
             if uid in self.rows and terms:
                 self.terms[uid] = terms[: lim.terms]
@@ -284,13 +280,13 @@ class StoryTable:
         self.born[s] = min(self.born[s], self.born[g])
         self.last[s] = max(self.last[s], self.last[g])
         self.docs[s] += self.docs[g]
-        ex = _joined(self.exemplars.get(into, []), self.exemplars.get(uid, []), lim.exemplars)
+        ex = joined(self.exemplars.get(into, []), self.exemplars.get(uid, []), lim.exemplars)
         if ex:
             self.exemplars[into] = ex
         self._free_row(uid)
 
 
-def _joined(base: list[list[Any]], new: list[list[Any]], n: int) -> list[list[Any]]:
+def joined(base: list[list[Any]], new: list[list[Any]], n: int) -> list[list[Any]]:
     """``base``'s exemplars then ``new``'s, at most ``n``, no document twice."""
     if len(base) >= n:
         return base
