@@ -254,7 +254,7 @@ class StoryTable:
             if uid not in rows_of:
                 continue
             old = kept.get(uid)
-            kept[uid] = new[:n] if old is None else joined(old, new, n)
+            kept[uid] = new[:n] if old is None else _joined(old, new, n)
         for uid, terms in change.terms.items():
             if uid in self.rows and terms:
                 self.terms[uid] = terms[: lim.terms]
@@ -280,13 +280,13 @@ class StoryTable:
         self.born[s] = min(self.born[s], self.born[g])
         self.last[s] = max(self.last[s], self.last[g])
         self.docs[s] += self.docs[g]
-        ex = joined(self.exemplars.get(into, []), self.exemplars.get(uid, []), lim.exemplars)
+        ex = _joined(self.exemplars.get(into, []), self.exemplars.get(uid, []), lim.exemplars)
         if ex:
             self.exemplars[into] = ex
         self._free_row(uid)
 
 
-def joined(base: list[list[Any]], new: list[list[Any]], n: int) -> list[list[Any]]:
+def _joined(base: list[list[Any]], new: list[list[Any]], n: int) -> list[list[Any]]:
     """``base``'s exemplars then ``new``'s, at most ``n``, no document twice."""
     if len(base) >= n:
         return base

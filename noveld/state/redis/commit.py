@@ -103,8 +103,11 @@ class Commit(Vocabulary):
         if request.stories is not None:
             change = header["stories"] = request.stories.to_json()
             rows = pack_change(request.stories)
+            if request.stories is not self._stories_applied:  # once, also when retried
+                state.stories.apply(request.stories)  # this writer's view (not others')
+                self._stories_applied = request.stories
             # while no other writer committed since this one loaded, the stored summaries are
-            # its table's: the script takes the folded entries as they are
+            # its table's: the script takes its entries as they are
             done = folded(state.stories, request.stories) if self.stories_in_step else None
             if done is not None:
                 change["put"], change["texts"], entries = done.uids, done.texts, done.entries
@@ -139,8 +142,6 @@ class Commit(Vocabulary):
         state.offsets.update(request.next_offsets)
         for k, v in counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
-        if request.stories is not None:  # this writer's view (others' batches are not in it)
-            state.stories.apply(request.stories)
         seq, foreign = int(seq), int(foreign)
         if foreign > 0:  # others' batches are in the stored summaries, not in this table
             self.stories_in_step = False

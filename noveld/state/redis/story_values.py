@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from noveld.models.kernels.stories import FRESH, fold_rows
 from noveld.models.stories import Summary
-from noveld.models.story_table import StoriesChange, StoryTable, joined
+from noveld.models.story_table import StoriesChange, StoryTable
 
 FIXED = 5
 """Doubles before the counts: born, last, docs, width, head."""
@@ -64,10 +63,10 @@ def unpack_numbers(raw: bytes) -> list[Any] | None:
 
 @dataclass
 class Folded:
-    """A batch's change as the writer's table will hold it once applied (the commit script
-    takes it as is while no other writer committed since this writer loaded): the touched
-    clusters kept (``uids``) with their packed entries, and the new text of those whose terms
-    or exemplars changed (JSON, as the ``stories_text`` hash holds it)."""
+    """A batch's touched clusters as the writer's table holds them after it (the commit script
+    takes them as they are while no other writer committed since this writer loaded): those
+    kept (``uids``) with their packed entries, and the text of those whose terms or exemplars
+    changed (JSON, as the ``stories_text`` hash holds it)."""
 
     uids: list[str]
     entries: bytes
@@ -75,53 +74,26 @@ class Folded:
 
 
 def folded(table: StoryTable, change: StoriesChange) -> Folded | None:
-    """What :meth:`StoryTable.apply` will make of ``change``'s touched clusters, computed
-    without changing ``table`` (None when the change merges or drops clusters, or the settings
-    changed the rings: the commit script folds those)."""
+    """The touched clusters' entries as ``table`` holds them once ``change`` was applied to it
+    (None when the change merged or dropped clusters, or the settings changed the rings: the
+    commit script folds those)."""
     lim = change.limits
     if change.merges or change.dropped:
         return None
     if table.buckets != lim.buckets or table.width != lim.bucket_seconds:
         return None
-    keys = change.uids.tolist()
-    k = len(keys)
-    get = table.rows.get
-    rows = np.array([get(u, -1) for u in keys], np.int64)
-    have = rows >= 0
-    room = lim.max_stories - len(table.rows)
-    kept = have.copy()
-    for p in np.flatnonzero(~have).tolist():  # new summaries, in the table's order
-        if room <= 0:
-            break
-        kept[p] = True
-        room -= 1
-    head = np.full(k, FRESH, np.int64)
-    born, last = np.full(k, np.inf), np.full(k, -np.inf)
-    docs = np.zeros(k, np.int64)
-    counts = np.zeros((k, lim.buckets), np.int64)
-    r = rows[have]
-    head[have], born[have], last[have] = table.head[r], table.born[r], table.last[r]
-    docs[have], counts[have] = table.docs[r], table.counts[r]
-    at = np.where(kept, np.arange(k), -1)
-    fold_rows(at, head, born, last, docs, counts,
-              change.head, change.born, change.last, change.docs, change.counts)  # fmt: skip
-    out = np.zeros(int(kept.sum()), record_dtype(lim.buckets))
+    rows_of = table.rows
+    keys = [u for u in change.uids.tolist() if u in rows_of]  # a full set takes no new one
+    r = np.fromiter((rows_of[u] for u in keys), np.int64, len(keys))
+    out = np.zeros(len(keys), record_dtype(lim.buckets))
     n = out["n"]
-    n[:, 0], n[:, 1], n[:, 2] = born[kept], last[kept], docs[kept]
-    n[:, 3], n[:, 4] = lim.bucket_seconds, head[kept]
-    out["c"] = counts[kept]
-    uids = [str(u) for u in change.uids[kept].tolist()]
+    n[:, 0], n[:, 1], n[:, 2] = table.born[r], table.last[r], table.docs[r]
+    n[:, 3], n[:, 4] = lim.bucket_seconds, table.head[r]
+    out["c"] = table.counts[r]
     texts: dict[str, str] = {}
-    alive = set(change.uids[kept].tolist())
     for uid in set(change.exemplars) | set(change.terms):
-        if uid not in alive:
-            continue
-        new_terms = change.terms.get(uid)
-        terms = new_terms[: lim.terms] if new_terms else table.terms.get(uid, [])
-        ex = table.exemplars.get(uid)
-        new = change.exemplars.get(uid)
-        if new:
-            ex = new[: lim.exemplars] if ex is None else joined(ex, new, lim.exemplars)
-        if terms or ex:
-            texts[str(uid)] = json.dumps({"t": terms, "e": ex or []}, separators=(",", ":"))
-    return Folded(uids, out.tobytes(), texts)
+        if uid in rows_of:
+            terms, ex = table.terms.get(uid, []), table.exemplars.get(uid, [])
+            if terms or ex:
+                texts[str(uid)] = json.dumps({"t": terms, "e": ex}, separators=(",", ":"))
+    return Folded([str(u) for u in keys], out.tobytes(), texts)
