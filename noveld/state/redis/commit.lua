@@ -20,7 +20,8 @@
 --         writer offers for a cluster it did not announce itself, kept only when another writer
 --         did)], ...] for the cluster events, lease_ms (> 0: one writer at a time; the commit
 --         is refused while another writer holds the lease, and renews this writer's),
---         stories (absent: summaries are off): the batch's change but for its numbers:
+--         stories (absent: summaries are off): the batch's change but for its numbers (absent
+--         with put; the script answers "fold" when the change is needed):
 --         {uids: the touched clusters, exemplars: {uid: [[doc id, text], ...]}, terms: {uid:
 --         [[word, share], ...]}, merges: [[uid, survivor uid], ...], dropped: [uid, ...],
 --         limits: {width, buckets, exemplars, terms, max}} (uids as decimal strings;
@@ -124,6 +125,11 @@ if #top > 0 then
   if top_seq > seq then
     return refuse('conflict', 'log_ahead', top_seq, seq)
   end
+end
+-- 4b. a writer that sent its summaries as they are, without the batch's change, when another
+--     writer committed meanwhile: it sends the change to fold instead (nothing written yet)
+if h.stories and h.stories.put and not h.stories.uids and foreign ~= 0 then
+  return {'fold', '', seq, foreign, {}, {}}
 end
 if h.slot >= 0 and h.uid_end ~= h.uid_start then
   redis.call('HSET', KEYS[7], tostring(h.slot), h.uid_end)

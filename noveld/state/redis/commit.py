@@ -101,16 +101,20 @@ class Commit(Vocabulary):
         }
         rows = entries = b""
         if request.stories is not None:
-            change = header["stories"] = request.stories.to_json()
-            rows = pack_change(request.stories)
             if request.stories is not self._stories_applied:  # once, also when retried
                 state.stories.apply(request.stories)  # this writer's view (not others')
                 self._stories_applied = request.stories
             # while no other writer committed since this one loaded, the stored summaries are
-            # its table's: the script takes its entries as they are
+            # its table's: the script takes its entries as they are, else folds the change
             done = folded(state.stories, request.stories) if self.stories_in_step else None
             if done is not None:
-                change["put"], change["texts"], entries = done.uids, done.texts, done.entries
+                lim = request.stories.limits
+                header["stories"] = {"put": done.uids, "texts": done.texts,
+                                     "limits": {"buckets": lim.buckets}}  # fmt: skip
+                entries = done.entries
+            else:
+                header["stories"] = request.stories.to_json()
+                rows = pack_change(request.stories)
         blob = b"" if request.delta is None else encode_delta(request.delta)
         events = [event_json(e) for e in request.events]
         status, reason, seq, foreign, suppressed, raw_facts = self._commit(
@@ -126,6 +130,9 @@ class Commit(Vocabulary):
         )
         outcome, code = text(status), text(reason)
         facts = [text(f) for f in raw_facts]
+        if outcome == "fold":  # another writer committed since: send the change to fold
+            self.stories_in_step = False
+            return self.commit(state, request)
         if outcome == "lost":
             raise self._lost()
         if outcome == "conflict":
