@@ -2,23 +2,27 @@
 
     python benchmarks/bench_kafka_e2e.py [--data FILE] [--times 5] [--batch-size 500]
                                          [--featurizer hybrid --likelihood hybrid]
-                                         [--emit-assignments [batch]]
+                                         [--emit-assignments [batch]] [--ui on|watched]
 
 Starts a private tansu broker and Redis-protocol server (tests/servers/), produces the data,
 starts the daemon and measures the time from its first committed batch until the topic is
 drained (so consumer-group join time is excluded and reported separately). The commit-stage p99
 is read from the daemon's own ``noveld_stage_duration_seconds`` histogram (an upper bucket
 bound). Then lag recovery: the daemon is SIGKILLed, more data is produced while it is down, and
-the time from restart until it has caught up is reported.
+the time from restart until it has caught up is reported. ``--ui on`` serves the web view;
+``--ui watched`` also asks its three APIs every ``--ui-every`` seconds (3: as an open page does)
+while the topic drains.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -74,6 +78,14 @@ def wait_docs(client: redis.Redis, n: int) -> tuple[float, int]:
     return first
 
 
+def watch(url: str, done: threading.Event, every: float) -> None:
+    """Ask the daemon's web view for what its page asks every ``every`` seconds until ``done``."""
+    while not done.wait(every):
+        for api in ("stories?limit=25", "births?limit=100", "status"):
+            with contextlib.suppress(OSError):  # not serving yet, or restarting
+                urllib.request.urlopen(url + "api/" + api, timeout=5).read()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     add_data_option(p)
@@ -84,6 +96,15 @@ def main() -> None:
     )
     p.add_argument("--featurizer", choices=["words", "semantic", "hybrid"], default="words")
     add_assignment_option(p)
+    p.add_argument(
+        "--ui",
+        choices=["off", "on", "watched"],
+        default="off",
+        help="serve the web view (on), and ask its APIs as its page does (watched)",
+    )
+    p.add_argument(
+        "--ui-every", type=float, default=3.0, help="--ui watched: seconds between two rounds"
+    )
     a = p.parse_args()
     lines = [line for line in a.data.read_bytes().splitlines() if line.strip()] * a.times
     print(f"machine: {machine()}")
@@ -124,6 +145,13 @@ def main() -> None:
             str(port),
             *([ASSIGNMENT_FLAGS[a.emit_assignments]] if a.emit_assignments else []),
         ]
+        done = threading.Event()
+        if a.ui != "off":
+            ui_port = free_port()
+            cmd += ["--ui-port", str(ui_port)]
+            if a.ui == "watched":
+                url = f"http://127.0.0.1:{ui_port}/"
+                threading.Thread(target=watch, args=(url, done, a.ui_every), daemon=True).start()
         env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"}
         t_start = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env)
@@ -136,6 +164,7 @@ def main() -> None:
             f"drained {len(lines):,} docs; steady state {rate:,.0f} docs/s "
             f"(batch {a.batch_size}, {a.likelihood} likelihood, {a.featurizer} featurizer, "
             f"commit every batch); commit p99 <= {p99 * 1e3:g} ms"
+            + (f"; web view {a.ui}" if a.ui != "off" else "")
         )
         # lag recovery: kill the daemon, let a backlog build up, restart, time the catch-up
         proc.kill()
@@ -152,6 +181,7 @@ def main() -> None:
             f"{t_resume - t_restart:.1f} s after restart (process start + group join), "
             f"caught up after {t_caught_up - t_restart:.1f} s"
         )
+        done.set()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
 

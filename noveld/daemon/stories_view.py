@@ -9,12 +9,15 @@ buckets ending at now.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from noveld.models.stories import Summary, recent_docs, sparkline
+from noveld.models.kernels.stories import FRESH
+from noveld.models.stories import sparkline
+from noveld.models.story_table import StoryTable
 from noveld.schema import format_rfc3339
 from noveld.state.base import NamespaceState
 
@@ -89,17 +92,80 @@ class StoriesView:
         }
 
 
-def _sizes(state: NamespaceState) -> dict[int, float]:
-    """Live cluster uid → its size (documents' mass, decayed under forgetting)."""
+def _live_sizes(state: NamespaceState) -> tuple[np.ndarray, np.ndarray]:
+    """(uids sorted, their sizes) of the live clusters (documents' mass, decayed)."""
     stats = state.stats
     slots = stats.active_slots()
-    return dict(zip(stats.uid[slots].tolist(), stats.mass(slots).tolist(), strict=True))
+    uids = stats.uid[slots]
+    order = np.argsort(uids, kind="stable")
+    return uids[order], stats.mass(slots)[order]
 
 
-def _bucket_seconds(stories: dict[str, Summary]) -> int:
-    """The bucket width most summaries were counted with (3600 when there are none)."""
-    widths = [int(s["width"]) for s in stories.values()]
-    return max(set(widths), key=widths.count) if widths else 3600
+@dataclass(frozen=True)
+class _Joined:
+    """The summaries of the live clusters as columns (``row`` into the table), with each one's
+    size and recent documents; ``now`` is the newest last-seen among them."""
+
+    table: StoryTable
+    uid: np.ndarray
+    row: np.ndarray
+    size: np.ndarray
+    recent: np.ndarray
+    now: float | None
+    now_bucket: int
+    window: int
+
+
+def _join(state: NamespaceState, window: int) -> _Joined:
+    """The live summaries of ``state`` joined with the sizes (vectorised over the table)."""
+    table = state.stories
+    live, mass = _live_sizes(state)
+    n = len(table.rows)
+    uid = np.fromiter(table.rows.keys(), np.int64, n)
+    row = np.fromiter(table.rows.values(), np.int64, n)
+    at = np.minimum(np.searchsorted(live, uid), max(live.shape[0] - 1, 0))
+    keep = live[at] == uid if live.shape[0] else np.zeros(n, bool)
+    keep &= table.head[row] != FRESH
+    uid, row, size = uid[keep], row[keep], mass[at[keep]]
+    if not uid.shape[0]:
+        return _Joined(table, uid, row, size, np.zeros(0, np.int64), None, 0, window)
+    now = float(table.last[row].max())
+    now_bucket = int(np.floor(now / table.width))
+    b = table.buckets
+    # ring slot j of a row holds bucket head - (b-1) + j: recent ones are the last
+    # (window - gap) slots, gap = now_bucket - head
+    take = window - (now_bucket - table.head[row])
+    recent = (table.counts[row] * (np.arange(b)[None, :] >= b - take[:, None])).sum(axis=1)
+    return _Joined(table, uid, row, size, recent, now, now_bucket, window)
+
+
+def _story_row(
+    j: _Joined, i: int, known: dict[int, str], announced: set[int], growth_buckets: int | None
+) -> StoryRow:
+    t, r, uid = j.table, int(j.row[i]), int(j.uid[i])
+    n = growth_buckets or t.buckets
+    ring = {"head": int(t.head[r]), "counts": t.counts[r].tolist()}
+    return StoryRow(
+        uid=uid,
+        size=float(j.size[i]),
+        docs=int(t.docs[r]),
+        recent=int(j.recent[i]),
+        born=float(t.born[r]),
+        last=float(t.last[r]),
+        terms=t.terms.get(uid, []),
+        exemplars=t.exemplars.get(uid, []),
+        label=known.get(uid),
+        announced=uid in announced,
+        growth=sparkline(ring, j.now_bucket, n),
+    )
+
+
+def _known(state: NamespaceState) -> dict[int, str]:
+    return {int(u): str(label) for u, label in state.novelty.get("known", {}).items()}
+
+
+def _announced(state: NamespaceState) -> set[int]:
+    return {int(u) for u in state.novelty.get("announced", [])}
 
 
 def stories_view(
@@ -109,54 +175,56 @@ def stories_view(
     window: int = DEFAULT_WINDOW,
     limit: int | None = None,
     growth_buckets: int | None = None,
+    only: Iterable[int] | None = None,
 ) -> StoriesView:
     """The live stories of ``state``: each summary of a cluster still live in the statistics,
     with its size, recent documents and growth ring (``growth_buckets`` long, default the
-    summaries' own length), sorted by ``sort`` and cut to ``limit`` rows."""
-    sizes = _sizes(state)
-    stored = state.stories.to_json()
-    stories = {int(u): s for u, s in stored.items() if int(u) in sizes}
-    width = _bucket_seconds(stored)
-    now = max((float(s["last"]) for s in stories.values()), default=None)
-    now_bucket = int(np.floor(now / width)) if now is not None else 0
-    known = {int(u): str(label) for u, label in state.novelty.get("known", {}).items()}
-    announced = {int(u) for u in state.novelty.get("announced", [])}
-    rows = []
-    for uid, s in stories.items():
-        comparable = int(s["width"]) == width
-        n = growth_buckets or len(s["counts"])
-        rows.append(
-            StoryRow(
-                uid=uid,
-                size=float(sizes[uid]),
-                docs=int(s["docs"]),
-                recent=recent_docs(s, now_bucket, window) if comparable else 0,
-                born=float(s["born"]),
-                last=float(s["last"]),
-                terms=s["terms"],
-                exemplars=s["exemplars"],
-                label=known.get(uid),
-                announced=uid in announced,
-                growth=sparkline(s, now_bucket, n) if comparable else [0] * n,
-            )
-        )
-    order = {
-        "growth": lambda r: (-r.recent, -r.size, r.uid),
-        "size": lambda r: (-r.size, r.uid),
-        "age": lambda r: (r.born, r.uid),
-        "birth": lambda r: (-r.born, r.uid),
+    summaries' own length), sorted by ``sort`` and cut to ``limit`` rows (of the stories
+    ``only`` names, when given). Rows are built for the kept ones only."""
+    j = _join(state, window)
+    announced = _announced(state)
+    pick = np.arange(j.uid.shape[0])
+    if only is not None:
+        wanted = np.array(sorted(only), np.int64)
+        pick = pick[np.isin(j.uid, wanted)]
+    t = j.table
+    born = t.born[j.row[pick]]
+    keys = {  # np.lexsort: the last key sorts first
+        "growth": (j.uid[pick], -j.size[pick], -j.recent[pick]),
+        "size": (j.uid[pick], -j.size[pick]),
+        "age": (j.uid[pick], born),
+        "birth": (j.uid[pick], -born),
     }[sort]
-    rows.sort(key=order)
-    total = len(rows)
+    order = pick[np.lexsort(keys)] if pick.shape[0] else pick
+    total = int(order.shape[0])
     if limit is not None:
-        rows = rows[:limit]
-    return StoriesView(namespace, now, width, window, sort, total, rows)
+        order = order[:limit]
+    known = _known(state)
+    rows = [_story_row(j, i, known, announced, growth_buckets) for i in order.tolist()]
+    return StoriesView(namespace, j.now, t.width, window, sort, total, rows)
+
+
+def story_rows(
+    state: NamespaceState,
+    uids: Iterable[int],
+    window: int = DEFAULT_WINDOW,
+    growth_buckets: int | None = None,
+) -> dict[int, StoryRow]:
+    """The rows of the live stories ``uids`` that have a summary ("now" and "recent" as in
+    :func:`stories_view`, over all live summaries)."""
+    j = _join(state, window)
+    where = dict(zip(j.uid.tolist(), range(j.uid.shape[0]), strict=True))
+    known, announced = _known(state), _announced(state)
+    return {
+        u: _story_row(j, where[u], known, announced, growth_buckets) for u in uids if u in where
+    }
 
 
 def story_of_doc(state: NamespaceState, doc_id: str) -> int | None:
     """The live cluster whose exemplars hold document ``doc_id`` (None: not an exemplar)."""
-    sizes = _sizes(state)
+    live, _ = _live_sizes(state)
+    alive = set(live.tolist())
     for uid, exemplars in state.stories.exemplars.items():
-        if uid in sizes and any(e[0] == doc_id for e in exemplars):
+        if uid in alive and any(e[0] == doc_id for e in exemplars):
             return uid
     return None

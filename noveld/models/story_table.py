@@ -37,16 +37,12 @@ class StoriesChange:
     dropped: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The change as the Redis commit script reads it: columns, uids as decimal strings
-        (Lua's numbers are doubles, and uids reach 2^60)."""
+        """The change as the Redis commit script reads it, but for the touched clusters'
+        numbers (packed apart): uids as decimal strings (Lua's numbers are doubles, and uids
+        reach 2^60)."""
         lim = self.limits
         return {
             "uids": [str(u) for u in self.uids.tolist()],
-            "head": self.head.tolist(),
-            "born": self.born.tolist(),
-            "last": self.last.tolist(),
-            "docs": self.docs.tolist(),
-            "counts": self.counts.tolist(),
             "exemplars": {str(u): e for u, e in self.exemplars.items()},
             "terms": {str(u): t for u, t in self.terms.items()},
             "merges": [[str(u), str(into)] for u, into in self.merges],

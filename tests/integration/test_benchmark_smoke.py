@@ -81,8 +81,12 @@ CASES = [
     ),
     pytest.param(
         "bench_kafka_e2e",
-        ["--data", DATA, "--times", "1", "--batch-size", "100"],
-        r"drained 400 docs; steady state [\d,]+ docs/s(?s:.*)lag recovery after SIGKILL",
+        [
+            *["--data", DATA, "--times", "1", "--batch-size", "100"],
+            *["--ui", "watched", "--ui-every", "0.2"],
+        ],
+        r"drained 400 docs; steady state [\d,]+ docs/s.*web view watched"
+        r"(?s:.*)lag recovery after SIGKILL",
         id="kafka_e2e",
         marks=SLOW,  # two consumer-group joins
     ),

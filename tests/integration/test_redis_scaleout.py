@@ -200,3 +200,35 @@ def test_a_birth_confirmed_by_two_replicas_is_announced_once(
     ]
     cid = born[0]["cluster_id"]
     assert client.hget("noveld:{once}:lifecycle", cid) == b"born"
+
+
+def test_replicas_summaries_add_up_in_the_store(redis_url: str, tmp_path: Path) -> None:
+    """Each replica's table holds what it loaded and its own batches; the stored summaries hold
+    every batch (a writer takes its own folded entries as they are only while no other writer
+    committed since it loaded)."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "sum")
+    a = replica(client, settings, ["in:0"])
+    alone = records(400, 7, "in", 0)
+    feed(a, alone[:200])  # a alone: its entries are taken as they are
+    assert isinstance(a.store, RedisStore) and a.store.stories_in_step
+    b = replica(client, settings, ["in:1"])  # loads a's summaries; then a commits first
+    loaded = {u: s["docs"] for u, s in b.state.stories.to_json().items()}
+    assert loaded
+    ra, rb = alone[200:], records(400, 7, "in", 1)
+    for i in range(0, 200, 100):  # interleaved: each sees the other's commits
+        feed(a, ra[i : i + 100])
+        feed(b, rb[i : i + 100])
+    assert isinstance(b.store, RedisStore)
+    assert not a.store.stories_in_step and not b.store.stories_in_step
+    stored = RedisStore(client, "sum").read()
+    assert stored is not None
+    mine, theirs = a.state.stories.to_json(), b.state.stories.to_json()
+    both = stored.stories.to_json()
+    grew = [{u for u, s in t.items() if s["docs"] > loaded.get(u, 0)} for t in (mine, theirs)]
+    assert grew[0] & grew[1]  # stories both replicas added to
+    for uid, s in both.items():
+        own = [t[uid] for t in (mine, theirs) if uid in t]
+        assert s["docs"] == sum(t["docs"] for t in own) - loaded.get(uid, 0), uid
+        assert s["born"] == min(t["born"] for t in own)
+        assert s["last"] == max(t["last"] for t in own)

@@ -153,6 +153,18 @@ def test_the_daemon_view_lists_the_stories_and_follows_new_documents(
     expect(largest(page)).to_contain_text("dockers")
     expect(page.locator("#status")).to_contain_text("documents")
     assert "comet" not in largest(page).inner_text()
+    # the summaries: a growth line per story, documents in the recent window, an example text
+    volcano = largest(page).locator("tr", has_text="volcano").first
+    expect(volcano.locator("svg.spark polyline")).to_have_count(1)
+    expect(page.locator("#recent-head")).to_have_text("last 3 h")
+    expect(page.locator("#growth-head")).to_have_text("docs per hour")
+    expect(volcano.locator(".exemplar")).to_have_count(1)
+    said = volcano.locator(".exemplar").inner_text().split()
+    assert len(said) == 5 and set(said) <= set(STORIES["volcano"]), said
+    stories = _get(live.daemon_url + "/api/stories")[1].json()["stories"]
+    top = next(x for x in stories if x["exemplars"][0]["id"] == "volcano-0")
+    assert len(top["sparkline"]) == 24 and top["sparkline"][-1] == top["recent"] >= 12
+    assert top["born_at"] and top["last_seen"] and top["exemplars"][0]["text"]
     assert live.daemon.stdin is not None
     live.daemon.stdin.write(lines(story_docs("comet", 15, 3)))
     live.daemon.stdin.flush()
@@ -172,6 +184,11 @@ def test_hostile_document_text_shows_as_text_and_runs_nothing(browser: Browser, 
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(live.daemon_url + "/")
     expect(page.locator("#emerging")).to_contain_text(HOSTILE_ID, timeout=20_000)
+    # the exemplars' text, markup and all, as text beside a growth line
+    card = page.locator("#emerging .card", has_text="quokka")
+    expect(card.locator(".exemplars")).to_contain_text(f"{HOSTILE_TEXT} quokka marsupial")
+    expect(card.locator("svg.spark polyline")).to_have_count(1)
+    expect(card.locator(".axis")).to_contain_text("documents per hour, last 24 h")
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
     assert dialogs == []

@@ -76,23 +76,43 @@ def test_a_stored_state_shows_what_the_pipeline_shows(
     first = births[len(born) - 1]  # the oldest of the events
     assert first["founding_doc_id"] == born[0]["founding_doc_id"]
     assert first["born_at"] == born[0]["born_at"]["ts"] and first["noticed_at"] is not None
-    # the snapshot names its announced stories (their events were delivered: no birth times)
+    # the snapshot names its announced stories, by the births their summaries record
     stored_births = stored.births(50)
     assert {b["uid"] for b in stored_births} == {f"c{u}" for u in pipeline.announced}
-    assert all(b["born_at"] is None and b["live"] for b in stored_births)
+    assert all(b["born_at"] is not None and b["live"] for b in stored_births)
+    born_at = [b["born_at"] for b in stored_births]
+    assert born_at == sorted(born_at, reverse=True)
+    assert all(len(b["sparkline"]) == 24 and b["recent"] is not None for b in stored_births)
     status = stored.status()
     assert status["docs"] == 120 and status["source"] == "state-dir"
     assert status["model"] == model["kind"] and status["clusters"] == live.status()["clusters"]
+
+
+def test_stories_carry_their_summaries(tmp_path: Path) -> None:
+    pipeline, _ = run_pipeline(tmp_path, {"kind": "dpmm"})
+    live, stored = PipelineFeed(pipeline), state_dir_feed(tmp_path, "default")
+    mine = live.stories(10)
+    assert mine == stored.stories(10)  # the snapshot holds the same summaries
+    texts = {f"d{i}": STORIES[i % 4] + f" extra{i % 7}" for i in range(120)}
+    for s in mine:
+        # 120 documents a minute apart: three hourly buckets, ending at the stream's newest
+        assert len(s["sparkline"]) == 24 and sum(s["sparkline"]) == round(s["size"])
+        assert s["sparkline"][:21] == [0] * 21 and s["recent"] == round(s["size"])
+        assert s["born_at"] <= s["last_seen"] and s["born_at"].startswith("2023-11-14T")
+        assert s["exemplars"] and all(e["text"] == texts[e["id"]] for e in s["exemplars"])
+    grown = [b["recent"] for b in live.births(50) if b["live"]]
+    assert grown and all(r > 0 for r in grown)
+    assert live.status()["recent_window_s"] == 3 * 3600
 
 
 def test_stories_are_the_largest_first(tmp_path: Path) -> None:
     pipeline, _ = run_pipeline(tmp_path, {"kind": "dpmm"})
     stats = pipeline.state.stats
     index = StoryIndex(stats, pipeline.top_terms)
-    all_ = stories_of(index, {}, 1000)
+    all_ = stories_of(index, pipeline.state, {}, 1000)
     sizes = [s["size"] for s in all_]
     assert sizes == sorted(sizes, reverse=True) and len(all_) == live_clusters(stats)
-    assert stories_of(index, {}, 2) == all_[:2]
+    assert stories_of(index, pipeline.state, {}, 2) == all_[:2]
 
 
 def test_top_terms_are_computed_again_only_for_stories_that_changed(tmp_path: Path) -> None:
@@ -104,14 +124,14 @@ def test_top_terms_are_computed_again_only_for_stories_that_changed(tmp_path: Pa
         return pipeline.top_terms(uid, n)
 
     memo = TermsMemo(size=100)
-    first = stories_of(StoryIndex(pipeline.state.stats, terms, memo), {}, 3)
+    first = stories_of(StoryIndex(pipeline.state.stats, terms, memo), pipeline.state, {}, 3)
     assert len(calls) == 3
-    assert stories_of(StoryIndex(pipeline.state.stats, terms, memo), {}, 3) == first
+    assert stories_of(StoryIndex(pipeline.state.stats, terms, memo), pipeline.state, {}, 3) == first
     assert len(calls) == 3  # nothing changed: nothing computed
     stats = pipeline.state.stats
     top = stats.slot_of(int(first[0]["uid"][1:]))
     stats.ntok[top] += 1.0  # the largest story took a document
-    stories_of(StoryIndex(stats, terms, memo), {}, 3)
+    stories_of(StoryIndex(stats, terms, memo), pipeline.state, {}, 3)
     assert calls == [*calls[:3], int(first[0]["uid"][1:])]
 
 

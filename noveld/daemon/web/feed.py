@@ -6,20 +6,24 @@ The dicts' shapes are the view's API (``/api/stories``, ``/api/births``, ``/api/
 
 story
     ``uid`` (``"c<n>"``, as in events), ``size`` (documents, decayed under forgetting),
-    ``recent`` (documents in the last window, or None when unknown), ``sparkline`` (documents
-    per time bucket, oldest first; may be empty), ``born_at`` and ``last_seen`` (RFC 3339 or
-    None), ``top_terms`` (``[[term, weight], …]``, weight = share of the story's tokens),
-    ``exemplars`` (``[{"id": …, "text": …?}, …]``), ``label`` (a known label or None).
+    ``recent`` (documents in the last window of document time, or None when unknown),
+    ``sparkline`` (documents per time bucket up to the stream's newest, oldest first; may be
+    empty), ``born_at`` and ``last_seen`` (RFC 3339 or None), ``top_terms``
+    (``[[term, weight], …]``, weight = share of the story's tokens), ``exemplars``
+    (``[{"id": …, "text": …?}, …]``, text when kept), ``label`` (a known label or None).
 birth
     ``uid``, ``born_at`` (RFC 3339 or None), ``founding_doc_id`` (or None), ``top_terms``,
     ``size`` (now; 0 once the story ended), ``exemplars``, ``label``, ``live`` (still a story),
     ``noticed_at`` (RFC 3339 wall time the daemon committed the birth, or None: the timeline's
-    time when the documents carry none).
+    time when the documents carry none), and the story's ``recent``, ``sparkline`` and
+    ``last_seen``.
 status
     ``namespace``, ``model``, ``source`` (``daemon``, ``state-dir``, ``redis``), ``docs``,
     ``births``, ``clusters``, ``docs_per_s`` (over the last minute, None until two samples),
     ``lag_messages`` (Kafka consumer lag, None when unknown), ``last_commit_age_s`` (None when
-    unknown), ``generated_at`` (RFC 3339).
+    unknown), ``recent_window_s`` (the span ``recent`` counts, in document time, or None),
+    ``bucket_s`` (the span of one sparkline point, or None),
+    ``generated_at`` (RFC 3339).
 """
 
 from __future__ import annotations
@@ -33,8 +37,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from noveld.daemon.stories_view import StoryRow, stories_view, story_rows
 from noveld.models.hdp import is_topic
 from noveld.models.suffstats import MultinomialStats
+from noveld.schema import format_rfc3339
+from noveld.state.base import NamespaceState
 
 Json = dict[str, Any]
 TermsOf = Callable[[int, int], list[tuple[str, float]]]
@@ -129,25 +136,39 @@ class StoryIndex:
         return [[t, w] for t, w in self.memo.get(key, lambda: self._terms(uid, n))]
 
 
-def story(index: StoryIndex, uid: int, labels: dict[int, str]) -> Json:
-    """One story as the state knows it today (growth and exemplars left empty)."""
+def summary_fields(row: StoryRow | None) -> Json:
+    """A story's growth, times and exemplars from its summary (empty without one: summaries
+    off, or the set full)."""
+    if row is None:
+        return {"recent": None, "sparkline": [], "born_at": None, "last_seen": None,
+                "exemplars": []}  # fmt: skip
+    return {
+        "recent": row.recent,
+        "sparkline": row.growth,
+        "born_at": format_rfc3339(row.born),
+        "last_seen": format_rfc3339(row.last),
+        "exemplars": [{"id": i, "text": t} if t else {"id": i} for i, t in row.exemplars],
+    }
+
+
+def story(index: StoryIndex, uid: int, labels: dict[int, str], row: StoryRow | None) -> Json:
+    """One story: its size and terms from the statistics, the rest from its summary."""
     return {
         "uid": cluster_name(uid),
         "size": index.size(uid),
-        "recent": None,
-        "sparkline": [],
-        "born_at": None,
-        "last_seen": None,
+        **summary_fields(row),
         "top_terms": index.terms(uid),
-        "exemplars": [],
         "label": labels.get(uid),
     }
 
 
-def stories_of(index: StoryIndex, labels: dict[int, str], limit: int) -> list[Json]:
-    """The ``limit`` largest live stories."""
-    uids, _ = live_sizes(index.stats)
-    return [story(index, u, labels) for u in uids[:limit].tolist()]
+def stories_of(
+    index: StoryIndex, state: NamespaceState, labels: dict[int, str], limit: int
+) -> list[Json]:
+    """The ``limit`` largest live stories, with their summaries."""
+    uids = live_sizes(index.stats)[0][:limit].tolist()
+    rows = story_rows(state, uids)
+    return [story(index, u, labels, rows.get(u)) for u in uids]
 
 
 def rfc3339(t: float) -> str:
@@ -155,19 +176,24 @@ def rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def birth_from_event(index: StoryIndex, event: Json, noticed: float | None = None) -> Json:
+def birth_from_event(
+    index: StoryIndex, event: Json, noticed: float | None = None, row: StoryRow | None = None
+) -> Json:
     """A birth from its ``cluster.born`` event (committed at Unix time ``noticed``, when
-    known), with the story's size and terms now (its terms at birth once it ended)."""
+    known), with the story's size, terms and summary now (its terms at birth once it ended)."""
     uid = int(str(event["cluster_id"])[1:])
     live = uid in index.slot
     born_at = event.get("born_at") or {}
+    fields = summary_fields(row)
+    if not fields["exemplars"]:
+        fields["exemplars"] = [{"id": d} for d in event.get("exemplar_doc_ids", [])]
     return {
         "uid": event["cluster_id"],
-        "born_at": born_at.get("ts"),
+        **fields,
+        "born_at": born_at.get("ts") or fields["born_at"],
         "founding_doc_id": event.get("founding_doc_id"),
         "top_terms": index.terms(uid) if live else event.get("top_terms", []),
         "size": index.size(uid),
-        "exemplars": [{"id": d} for d in event.get("exemplar_doc_ids", [])],
         "label": event.get("nearest_known_label"),
         "live": live,
         "noticed_at": None if noticed is None else rfc3339(noticed),
@@ -176,35 +202,43 @@ def birth_from_event(index: StoryIndex, event: Json, noticed: float | None = Non
 
 def births_of(
     index: StoryIndex,
+    state: NamespaceState,
     announced: Iterable[int],
     labels: dict[int, str],
     limit: int,
     recent: Sequence[tuple[float | None, Json]] = (),
 ) -> list[Json]:
     """The newest births: ``recent`` ``cluster.born`` events (newest last, each with the Unix
-    time of its commit when known) first, then the ``announced`` stories known without their
-    events (newest uid first: uids are handed out in birth order; no birth time is known)."""
-    out = [birth_from_event(index, e, t) for t, e in reversed(recent[-limit:])]
-    seen = {b["uid"] for b in out}
-    for uid in sorted(announced, reverse=True):
-        if len(out) >= limit:
-            break
-        name = cluster_name(int(uid))
-        if name in seen:
-            continue
-        out.append(
-            {
-                "uid": name,
-                "born_at": None,
-                "founding_doc_id": None,
-                "top_terms": index.terms(int(uid)),
-                "size": index.size(int(uid)),
-                "exemplars": [],
-                "label": labels.get(int(uid)),
-                "live": int(uid) in index.slot,
-                "noticed_at": None,
-            }
-        )
+    time of its commit when known) first, then the announced stories by the birth their
+    summaries record (newest first), then the announced ones without a summary (newest uid
+    first: uids are handed out in birth order; no birth time is known)."""
+    events = list(reversed(recent[-limit:]))
+    uids = [int(str(e["cluster_id"])[1:]) for _, e in events]
+    rows = story_rows(state, uids)
+    out = [
+        birth_from_event(index, e, t, rows.get(u)) for (t, e), u in zip(events, uids, strict=True)
+    ]
+    seen = set(uids)
+    if len(out) < limit:
+        told = {int(u) for u in announced}
+        view = stories_view(state, "", "birth", limit=limit, only=told - seen)
+        later = list(view.rows)
+        seen.update(r.uid for r in later)
+        rest = sorted(told - seen, reverse=True)
+        pairs = [(r.uid, r) for r in later] + [(u, None) for u in rest]
+        for uid, row in pairs[: limit - len(out)]:
+            out.append(
+                {
+                    "uid": cluster_name(uid),
+                    **summary_fields(row),
+                    "founding_doc_id": None,
+                    "top_terms": index.terms(uid),
+                    "size": index.size(uid),
+                    "label": labels.get(uid),
+                    "live": uid in index.slot,
+                    "noticed_at": None,
+                }
+            )
     return out
 
 

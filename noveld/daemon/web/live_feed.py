@@ -8,6 +8,7 @@ import time
 
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.pipeline import Pipeline
+from noveld.daemon.stories_view import DEFAULT_WINDOW
 from noveld.daemon.web.feed import (
     Json,
     StoryIndex,
@@ -34,21 +35,23 @@ class PipelineFeed:
         p = self.pipeline
         with p.lock:
             index = StoryIndex(p.state.stats, p.top_terms, self.memo)
-            return stories_of(index, dict(p.known_labels), limit)
+            return stories_of(index, p.state, dict(p.known_labels), limit)
 
     def births(self, limit: int) -> list[Json]:
         p = self.pipeline
         with p.lock:
             index = StoryIndex(p.state.stats, p.top_terms, self.memo)
             return births_of(
-                index, list(p.announced), dict(p.known_labels), limit, list(p.recent_births)
-            )
+                index, p.state, list(p.announced), dict(p.known_labels), limit,
+                list(p.recent_births),
+            )  # fmt: skip
 
     def status(self) -> Json:
         p = self.pipeline
         with p.lock:
             counters = dict(p.state.counters)
             clusters = live_clusters(p.state.stats)
+            width = p.state.stories.width
         docs = int(counters.get("docs", 0))
         m = self.metrics
         lag = None if m is None or m.last_lag is None else sum(m.last_lag.values())
@@ -65,5 +68,7 @@ class PipelineFeed:
             "docs_per_s": self.throughput.add(docs),
             "lag_messages": lag,
             "last_commit_age_s": commit_age,
+            "recent_window_s": width * DEFAULT_WINDOW,
+            "bucket_s": width,
             "generated_at": now_rfc3339(),
         }

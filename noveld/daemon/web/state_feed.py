@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from noveld.daemon.stories_view import DEFAULT_WINDOW
 from noveld.daemon.web.feed import (
     FeedUnavailable,
     Json,
@@ -72,7 +73,7 @@ class StoredFeed:
         if cur is None:
             return []
         state, _, index = cur
-        return stories_of(index, _labels(state), limit)
+        return stories_of(index, state, _labels(state), limit)
 
     def births(self, limit: int) -> list[Json]:
         cur = self._current()
@@ -81,7 +82,7 @@ class StoredFeed:
         state, outbox, index = cur
         born = [(None, e) for e in outbox if e.get("type") == "cluster.born"]
         announced = [int(u) for u in state.novelty.get("announced", [])]
-        return births_of(index, announced, _labels(state), limit, born)
+        return births_of(index, state, announced, _labels(state), limit, born)
 
     def status(self) -> Json:
         cur = self._current()
@@ -95,6 +96,8 @@ class StoredFeed:
             "docs_per_s": None,
             "lag_messages": None,
             "last_commit_age_s": None,
+            "recent_window_s": None,
+            "bucket_s": None,
             "generated_at": now_rfc3339(),
         }
         if cur is None:
@@ -108,6 +111,8 @@ class StoredFeed:
             births=int(state.counters.get("births", 0)),
             clusters=live_clusters(state.stats),
             docs_per_s=self.throughput.add(docs),
+            recent_window_s=state.stories.width * DEFAULT_WINDOW,
+            bucket_s=state.stories.width,
         )
         if self.loaded_at is not None:
             out["last_commit_age_s"] = round(max(0.0, time.time() - self.loaded_at), 1)

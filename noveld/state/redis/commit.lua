@@ -10,7 +10,8 @@
 -- KEYS[8] novelty   string: novelty-tracker JSON
 -- KEYS[9] lifecycle hash: announced cluster id -> "born" | "retired" | "merged" (its last event)
 -- KEYS[10] lease    string: the one writer allowed when lease_ms > 0 (svi), expiring
--- KEYS[11] stories  hash: cluster uid -> [born, last, docs, width, head, count...] (JSON)
+-- KEYS[11] stories  hash: cluster uid -> born, last, docs, width, head (little-endian doubles),
+--          then the ring of counts (little-endian uint32): noveld/state/redis/story_values.py
 -- KEYS[12] stories_text hash: cluster uid -> {"t": top terms, "e": exemplars} (JSON)
 -- ARGV[1] header JSON: epochs, first, next, counters, slot, uid_start, uid_end, writer, last_seq,
 --         vocab_gen (the vocabulary generation the writer's word ids belong to),
@@ -19,14 +20,21 @@
 --         writer offers for a cluster it did not announce itself, kept only when another writer
 --         did)], ...] for the cluster events, lease_ms (> 0: one writer at a time; the commit
 --         is refused while another writer holds the lease, and renews this writer's),
---         stories (absent: summaries are off): the batch's change in columns, one entry per
---         touched cluster: {uids, head, born, last, docs, counts: [[ring], ...], exemplars:
---         {uid: [[doc id, text], ...]}, terms: {uid: [[word, share], ...]}, merges: [[uid,
---         survivor uid], ...], dropped: [uid, ...], limits: {width, buckets, exemplars, terms,
---         max}} (uids as decimal strings; noveld/models/story_table.py StoriesChange.to_json)
+--         stories (absent: summaries are off): the batch's change but for its numbers (absent
+--         with put; the script answers "fold" when the change is needed):
+--         {uids: the touched clusters, exemplars: {uid: [[doc id, text], ...]}, terms: {uid:
+--         [[word, share], ...]}, merges: [[uid, survivor uid], ...], dropped: [uid, ...],
+--         limits: {width, buckets, exemplars, terms, max}} (uids as decimal strings;
+--         noveld/models/story_table.py StoriesChange.to_json), and, when the writer's
+--         summaries were the stored ones as of its last commit, put: the clusters as its table
+--         holds them after the batch, texts: {uid: stories_text JSON} of those whose text
+--         changed (noveld/state/redis/story_values.py folded)
 -- ARGV[2] packed delta ('' when the batch had no valid document)
 -- ARGV[3] novelty JSON
--- ARGV[4..] the events' JSON, in order
+-- ARGV[4] the touched clusters' numbers, one packed entry each in the order of stories.uids
+--         (as the stories hash holds them; '' when summaries are off)
+-- ARGV[5] the entries of stories.put, packed alike, in its order ('' without put)
+-- ARGV[6..] the events' JSON, in order
 --
 -- Returns {status, reason, seq, foreign, suppressed, facts}: status "committed", "replay",
 -- "fenced", "stale" (the vocabulary was compacted since the writer loaded), "conflict" or "lost"
@@ -118,6 +126,11 @@ if #top > 0 then
     return refuse('conflict', 'log_ahead', top_seq, seq)
   end
 end
+-- 4b. a writer that sent its summaries as they are, without the batch's change, when another
+--     writer committed meanwhile: it sends the change to fold instead (nothing written yet)
+if h.stories and h.stories.put and not h.stories.uids and foreign ~= 0 then
+  return {'fold', '', seq, foreign, {}, {}}
+end
 if h.slot >= 0 and h.uid_end ~= h.uid_start then
   redis.call('HSET', KEYS[7], tostring(h.slot), h.uid_end)
 end
@@ -159,7 +172,7 @@ for _, ev in ipairs(h.lifecycle or {}) do
     end
   end
   if not keep then
-    skip[index + 4] = true
+    skip[index + 6] = true
     suppressed[#suppressed + 1] = eid
   end
 end
@@ -177,10 +190,45 @@ redis.call('SET', KEYS[8], ARGV[3])
 
 -- 6b. story summaries: the batch's deltas folded in, merged clusters folded into their
 --     survivors, retired and merged clusters dropped (the fold of noveld/models/stories.py,
---     its oracle). Numbers and text are kept apart, so a batch rewrites only the short
---     numeric entry of most clusters it touched: stories holds [born, last, docs, width, head,
---     count...], stories_text {"t": terms, "e": exemplars} where a cluster has some.
+--     its oracle). Numbers and text are kept apart, so a batch rewrites only the short packed
+--     numeric entry of most clusters it touched (read with one HMGET, written with one HSET):
+--     stories holds {born, last, docs, width, head, count...} packed with struct,
+--     stories_text {"t": terms, "e": exemplars} (JSON) where a cluster has some. The fold
+--     adds counts, so it commutes with other writers' commits.
+local FIXED = 40  -- bytes before the counts: five doubles
+local CHUNK = 1000  -- fields per HMGET / HSET (Lua's unpack has a bounded stack)
+local formats = {}
+local function entry_format(n)  -- an entry with a ring of n counts
+  local f = formats[n]
+  if not f then
+    f = '<ddddd' .. string.rep('I4', n)
+    formats[n] = f
+  end
+  return f
+end
+
+local function unpack_entry(raw, format, at)
+  local t = {struct.unpack(format or entry_format((#raw - FIXED) / 4), raw, at or 1)}
+  t[#t] = nil  -- the position after the entry
+  return t
+end
+
+local function pack_entry(t)
+  return struct.pack(entry_format(#t - 5), unpack(t))
+end
+
 local function fold_numbers(base, add, lim)
+  if base and base[4] == lim.width and add[4] == lim.width and base[5] == add[5]
+      and #base == #add and #add == 5 + lim.buckets then
+    -- the usual case: the same newest bucket, rings added in place
+    base[1] = math.min(base[1], add[1])
+    base[2] = math.max(base[2], add[2])
+    base[3] = base[3] + add[3]
+    for i = 6, #add do
+      base[i] = base[i] + add[i]
+    end
+    return base
+  end
   local b = lim.buckets
   local both = {add}  -- (ipairs stops at a nil: no {base, add} when base is nil)
   if base then
@@ -231,13 +279,41 @@ local function joined(base, add, n)
 end
 
 local st = h.stories
-if st then
+if st and st.put and foreign == 0 then
+  -- no other writer committed since this writer's last commit, and its summaries were the
+  -- stored ones then: its folded entries are the fold of this batch into the stored ones
+  local entries, size = ARGV[5], FIXED + 4 * st.limits.buckets
+  local writes = {}
+  for i, uid in ipairs(st.put) do
+    writes[#writes + 1] = uid
+    writes[#writes + 1] = string.sub(entries, (i - 1) * size + 1, i * size)
+    if #writes >= 2 * CHUNK then
+      redis.call('HSET', KEYS[11], unpack(writes))
+      writes = {}
+    end
+  end
+  if #writes > 0 then
+    redis.call('HSET', KEYS[11], unpack(writes))
+  end
+  writes = {}
+  for uid, t in pairs(st.texts) do
+    writes[#writes + 1] = uid
+    writes[#writes + 1] = t
+    if #writes >= 2 * CHUNK then
+      redis.call('HSET', KEYS[12], unpack(writes))
+      writes = {}
+    end
+  end
+  if #writes > 0 then
+    redis.call('HSET', KEYS[12], unpack(writes))
+  end
+elseif st then
   local lim = st.limits
   local held = redis.call('HLEN', KEYS[11])
   local function numbers(uid)
     local raw = redis.call('HGET', KEYS[11], uid)
     if raw then
-      return cjson.decode(raw)
+      return unpack_entry(raw)
     end
     return nil
   end
@@ -256,30 +332,48 @@ if st then
     end
     return out
   end
-  for i, uid in ipairs(st.uids) do
-    local add = {st.born[i], st.last[i], st.docs[i], lim.width, st.head[i]}
-    for _, c in ipairs(st.counts[i]) do
-      add[#add + 1] = c
+  local uids, rows = st.uids, ARGV[4]
+  local format, size = entry_format(lim.buckets), FIXED + 4 * lim.buckets
+  local writes = {}
+  local function flush()
+    if #writes > 0 then
+      redis.call('HSET', KEYS[11], unpack(writes))
+      writes = {}
     end
-    local base = numbers(uid)
-    if base or held < lim.max then
-      if not base then
-        held = held + 1
-      end
-      redis.call('HSET', KEYS[11], uid, cjson.encode(fold_numbers(base, add, lim)))
-      local ex, terms = st.exemplars[uid], st.terms[uid]
-      if (ex and #ex > 0) or (terms and #terms > 0) then
-        local t = texts(uid)
-        if terms and #terms > 0 then
-          t.t = cut(terms, lim.terms)
+  end
+  for first = 1, #uids, CHUNK do
+    local last = math.min(first + CHUNK - 1, #uids)
+    local stored = redis.call('HMGET', KEYS[11], unpack(uids, first, last))
+    for i = first, last do
+      local uid, raw = uids[i], stored[i - first + 1]
+      if raw or held < lim.max then
+        local base = nil
+        if raw then
+          base = unpack_entry(raw)
+        else
+          held = held + 1
         end
-        if ex then
-          t.e = joined(t.e, ex, lim.exemplars)
+        local add = unpack_entry(rows, format, (i - 1) * size + 1)
+        writes[#writes + 1] = uid
+        writes[#writes + 1] = pack_entry(fold_numbers(base, add, lim))
+        if #writes >= 2 * CHUNK then
+          flush()
         end
-        redis.call('HSET', KEYS[12], uid, cjson.encode(t))
+        local ex, terms = st.exemplars[uid], st.terms[uid]
+        if (ex and #ex > 0) or (terms and #terms > 0) then
+          local t = texts(uid)
+          if terms and #terms > 0 then
+            t.t = cut(terms, lim.terms)
+          end
+          if ex then
+            t.e = joined(t.e, ex, lim.exemplars)
+          end
+          redis.call('HSET', KEYS[12], uid, cjson.encode(t))
+        end
       end
     end
   end
+  flush()
   for _, m in ipairs(st.merges) do
     local gone = numbers(m[1])
     if gone then
@@ -296,7 +390,7 @@ if st then
         else
           held = held + 1
         end
-        redis.call('HSET', KEYS[11], m[2], cjson.encode(fold_numbers(survivor, gone, lim)))
+        redis.call('HSET', KEYS[11], m[2], pack_entry(fold_numbers(survivor, gone, lim)))
         if #t.t > 0 or #t.e > 0 then
           redis.call('HSET', KEYS[12], m[2], cjson.encode(t))
         end
@@ -314,7 +408,7 @@ end
 local chunk = tonumber(h.outbox_chunk)
 local fields = {'w', h.writer}
 local n = 0
-for j = 4, #ARGV do
+for j = 6, #ARGV do
   if not skip[j] then
     fields[#fields + 1] = tostring(n)
     fields[#fields + 1] = ARGV[j]

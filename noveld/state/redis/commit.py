@@ -21,6 +21,7 @@ from noveld.state.base import (
 from noveld.state.codec import encode_checkpoint, encode_delta
 from noveld.state.redis.keys import OUTBOX_ENTRY_EVENTS, UID_SLOT_BITS, uid_slot
 from noveld.state.redis.reasons import StoreConflict, lease_refusal
+from noveld.state.redis.story_values import folded, pack_change
 from noveld.state.redis.values import text
 from noveld.state.redis.vocabulary import Vocabulary
 
@@ -98,8 +99,22 @@ class Commit(Vocabulary):
             "lifecycle": lifecycle_marks(request.events, request.if_announced),
             "lease_ms": self.lease_ms,
         }
+        rows = entries = b""
         if request.stories is not None:
-            header["stories"] = request.stories.to_json()
+            if request.stories is not self._stories_applied:  # once, also when retried
+                state.stories.apply(request.stories)  # this writer's view (not others')
+                self._stories_applied = request.stories
+            # while no other writer committed since this one loaded, the stored summaries are
+            # its table's: the script takes its entries as they are, else folds the change
+            done = folded(state.stories, request.stories) if self.stories_in_step else None
+            if done is not None:
+                lim = request.stories.limits
+                header["stories"] = {"put": done.uids, "texts": done.texts,
+                                     "limits": {"buckets": lim.buckets}}  # fmt: skip
+                entries = done.entries
+            else:
+                header["stories"] = request.stories.to_json()
+                rows = pack_change(request.stories)
         blob = b"" if request.delta is None else encode_delta(request.delta)
         events = [event_json(e) for e in request.events]
         status, reason, seq, foreign, suppressed, raw_facts = self._commit(
@@ -108,11 +123,16 @@ class Commit(Vocabulary):
                 json.dumps(header, separators=(",", ":")),
                 blob,
                 json.dumps(request.novelty or {}, separators=(",", ":")),
+                rows,
+                entries,
                 *events,
             ],
         )
         outcome, code = text(status), text(reason)
         facts = [text(f) for f in raw_facts]
+        if outcome == "fold":  # another writer committed since: send the change to fold
+            self.stories_in_step = False
+            return self.commit(state, request)
         if outcome == "lost":
             raise self._lost()
         if outcome == "conflict":
@@ -129,9 +149,9 @@ class Commit(Vocabulary):
         state.offsets.update(request.next_offsets)
         for k, v in counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
-        if request.stories is not None:  # this writer's view (others' batches are not in it)
-            state.stories.apply(request.stories)
         seq, foreign = int(seq), int(foreign)
+        if foreign > 0:  # others' batches are in the stored summaries, not in this table
+            self.stories_in_step = False
         own = seq if blob else None
         if foreign > 0:
             gen = self.vocab_gen

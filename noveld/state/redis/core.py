@@ -53,6 +53,10 @@ class StoreCore(StoredValues):
         self.staging = staging_keys(namespace, self.writer)
         self.epochs: dict[str, int] = {}
         self.last_seq = 0  # log entries reflected in the caller's in-memory statistics
+        #: the caller's story summaries are the stored ones (no other writer committed since
+        #: the load): the commit script may take this writer's folded entries as they are
+        self.stories_in_step = False
+        self._stories_applied: Any = None  # the change last applied to the caller's table
         self.vocab_gen = 0  # compactions of the vocabulary as of the caller's word ids
         self.half_life_docs = 0.0
         self._slot: int | None = None

@@ -17,9 +17,10 @@ in one cluster slot, so one Lua script commits a batch atomically):
   ``"1"``, … each an event's JSON (:func:`noveld.schema.event_json`), at most
   :data:`OUTBOX_ENTRY_EVENTS` per entry (entries of one field pair ``id``/``event`` per event,
   written by earlier versions, are read too)
-- ``stories`` / ``stories_text`` — cluster uid → a story summary's numbers (JSON ``[born, last,
-  docs, width, head, count…]``) / its text (JSON ``{"t": top terms, "e": exemplars}``, where it
-  has some): :mod:`noveld.models.stories`, folded by the commit script with each batch
+- ``stories`` / ``stories_text`` — cluster uid → a story summary's numbers (packed: born, last,
+  docs, width, head as little-endian doubles, then the counts as uint32;
+  :mod:`noveld.state.redis.story_values`) / its text (JSON ``{"t": top terms, "e":
+  exemplars}``, where it has some): :mod:`noveld.models.stories`, committed with each batch
 - ``lease`` — the single writer's lease (svi); ``ack`` and ``probe`` — markers, not state
 """
 

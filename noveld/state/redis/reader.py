@@ -47,6 +47,7 @@ class Reader(StoreCore):
         # the uid counter is re-read with the state: after a failover the store may be behind
         # this writer's last commits, and its counter with it
         self._slot = None
+        self.stories_in_step = True  # the summaries just read are the stored ones
         return self._read_state(fingerprint)
 
     def read(self) -> NamespaceState | None:

@@ -18,6 +18,7 @@ from noveld.state.redis.keys import (
 )
 from noveld.state.redis.reader import Reader
 from noveld.state.redis.reasons import StoreConflict
+from noveld.state.redis.story_values import pack_summary
 
 
 class Transfer(Reader):
@@ -73,11 +74,10 @@ class Transfer(Reader):
         if uidnext:
             pipe.hset(k["uidnext"], mapping=uidnext)
         pipe.set(k["novelty"], json.dumps(state.novelty, separators=(",", ":")))
-        numbers, texts = {}, {}
+        numbers: dict[str, bytes] = {}
+        texts: dict[str, str] = {}
         for uid, s in state.stories.to_json().items():
-            numbers[uid] = json.dumps(
-                [s["born"], s["last"], s["docs"], s["width"], s["head"], *s["counts"]]
-            )
+            numbers[uid] = pack_summary(s)
             if s["terms"] or s["exemplars"]:
                 texts[uid] = json.dumps({"t": s["terms"], "e": s["exemplars"]})
         if numbers:

@@ -18,6 +18,7 @@ from noveld.state.base import FingerprintMismatch
 from noveld.state.codec import CodecError, decode_checkpoint_arrays, decode_delta
 from noveld.state.redis.keys import COMPACTED_SCHEMA, SCHEMA
 from noveld.state.redis.reasons import StoreConflict
+from noveld.state.redis.story_values import unpack_numbers
 from noveld.state.stats_check import StatsCheck, delta_problem
 
 
@@ -144,18 +145,19 @@ class StoredValues:
         return novelty
 
     def _stories(self, numbers: dict[bytes, bytes], texts: dict[bytes, bytes]) -> StoryTable:
-        """The stories hashes as a table: each cluster's numbers and, where it has some, its
-        terms and exemplars (the commit script's cjson writes an empty list as ``{}``)."""
+        """The stories hashes as a table: each cluster's packed numbers (story_values) and,
+        where it has some, its terms and exemplars (the commit script's cjson writes an empty
+        list as ``{}``)."""
         out: dict[str, Any] = {}
         text_of = {self._str("stories_text", k, "a field name"): v for k, v in texts.items()}
         for k, v in numbers.items():
             uid = self._str("stories", k, "a field name")
             try:
-                nums = json.loads(v)
                 extra = json.loads(text_of.get(uid, b"{}"))
             except ValueError as exc:
-                raise self._damaged("stories", f"field {uid} is not JSON ({exc})") from None
-            if not (isinstance(nums, list) and len(nums) >= 5 and isinstance(extra, dict)):
+                raise self._damaged("stories_text", f"field {uid} is not JSON ({exc})") from None
+            nums = unpack_numbers(v)
+            if not (nums is not None and isinstance(extra, dict)):
                 raise self._damaged("stories", f"field {uid} is not a story summary")
             terms, exemplars = extra.get("t", []), extra.get("e", [])
             out[uid] = {

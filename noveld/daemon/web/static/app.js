@@ -6,6 +6,7 @@ const EVERY_MS = 3000;
 const HISTORY = 40; // sizes kept per story across polls (the growth line when the API has none)
 const SVG = "http://www.w3.org/2000/svg";
 const history = new Map(); // uid -> [[time ms, size], ...]
+const span = { window: null, bucket: null }; // seconds of document time: "recent", one bucket
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -31,6 +32,21 @@ function fmtTime(iso) {
   return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
 }
 
+function fmtSpan(s) {
+  // a span of document time: "3 h", "90 min", "7 d"
+  if (!s) return null;
+  if (s % 86400 === 0 && s > 3 * 86400) return `${s / 86400} d`;
+  if (s % 3600 === 0) return `${s / 3600} h`;
+  if (s % 60 === 0) return `${s / 60} min`;
+  return `${s} s`;
+}
+
+function fmtPer(s) {
+  // one bucket: "hour", "15 min"
+  const unit = { 60: "minute", 3600: "hour", 86400: "day" }[s];
+  return unit || fmtSpan(s);
+}
+
 function remember(uid, size, now) {
   let h = history.get(uid);
   if (!h) history.set(uid, (h = []));
@@ -40,9 +56,13 @@ function remember(uid, size, now) {
 
 function growth(story) {
   // the API's docs per time bucket, else the sizes this page saw
-  if (story.sparkline && story.sparkline.length > 1) return { points: story.sparkline, kind: "docs per bucket" };
+  if (story.sparkline && story.sparkline.length > 1) {
+    const n = story.sparkline.length, per = fmtPer(span.bucket);
+    const kind = per ? `per ${per}, last ${fmtSpan(n * span.bucket)}` : "per time bucket";
+    return { points: story.sparkline, kind, counts: true };
+  }
   const h = history.get(story.uid) || [];
-  return { points: h.map((p) => p[1]), kind: "size since this page opened" };
+  return { points: h.map((p) => p[1]), kind: "size since this page opened", counts: false };
 }
 
 function recent(story) {
@@ -54,9 +74,11 @@ function recent(story) {
 }
 
 function sparkline(g, w, h) {
-  const s = svg("svg", { class: "spark", width: w, height: h, viewBox: `0 0 ${w} ${h}`, role: "img" });
+  const s = svg("svg", {
+    class: "spark", width: w, height: h, viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: "none", role: "img",
+  });
   const title = svg("title");
-  title.textContent = `growth: ${g.kind}`;
+  title.textContent = `growth: ${g.counts ? "documents " : ""}${g.kind}` + (g.counts ? ` (at most ${Math.max(...g.points)})` : "");
   s.appendChild(title);
   const pts = g.points;
   if (pts.length < 2) {
@@ -65,7 +87,7 @@ function sparkline(g, w, h) {
     s.appendChild(t);
     return s;
   }
-  const lo = Math.min(...pts), hi = Math.max(...pts);
+  const lo = g.counts ? 0 : Math.min(...pts), hi = Math.max(...pts); // counts: from zero
   if (hi === lo) s.classList.add("flat");
   const span = hi - lo || 2; // flat: a line at mid-height
   const base = hi === lo ? h / 2 : h - 2;
@@ -111,9 +133,13 @@ function card(b) {
   top.appendChild(size);
   c.appendChild(top);
   c.appendChild(terms(b.top_terms, 6));
-  c.appendChild(sparkline(growth(b), 256, 34));
+  const g = growth(b);
+  c.appendChild(sparkline(g, 256, 34));
+  if (g.counts) c.appendChild(el("div", "meta axis", `documents ${g.kind} · ${recentText(b)}`));
   const born = fmtTime(b.born_at) || fmtTime(b.noticed_at);
   const meta = [born ? `born ${born}` : "born before this process's records"];
+  const seen = fmtTime(b.last_seen);
+  if (seen && seen !== born) meta.push(`last document ${seen}`);
   if (b.founding_doc_id && !(b.exemplars || []).some((ex) => ex.id === b.founding_doc_id)) {
     meta.push(`first document ${b.founding_doc_id}`);
   }
@@ -122,14 +148,20 @@ function card(b) {
   return c;
 }
 
+function recentText(s) {
+  const w = fmtSpan(span.window);
+  return `${recent(s)} in the last ${w || "window"}`;
+}
+
 function drawEmerging(births) {
-  // the newest live births, those that grew most first (a birth is 3 documents or so: the
-  // ones that gather more right after are the news)
+  // the newest live births, those growing most now first (a birth is 3 documents or so: the
+  // ones that keep gathering more are the news)
   const box = document.getElementById("emerging");
   const newest = births.filter((b) => b.live).slice(0, 24);
+  const now = (b) => (b.recent === null || b.recent === undefined ? -1 : b.recent);
   const shown = newest
     .map((b, i) => [b, i])
-    .sort((x, y) => y[0].size - x[0].size || x[1] - y[1])
+    .sort((x, y) => now(y[0]) - now(x[0]) || y[0].size - x[0].size || x[1] - y[1])
     .slice(0, 8)
     .map((x) => x[0]);
   box.replaceChildren(...(shown.length ? shown.map(card) : [el("p", "empty", "No story born yet.")]));
@@ -217,6 +249,11 @@ function drawTimeline(births) {
 }
 
 function drawStatus(st) {
+  span.window = st.recent_window_s || null;
+  span.bucket = st.bucket_s || null;
+  const w = fmtSpan(span.window), per = fmtPer(span.bucket);
+  document.getElementById("recent-head").textContent = w ? `last ${w}` : "recent";
+  document.getElementById("growth-head").textContent = per ? `docs per ${per}` : "growth";
   document.getElementById("where").textContent =
     `namespace ${st.namespace}` + (st.model ? ` · ${st.model}` : "") + ` · from ${st.source}`;
   const items = [
