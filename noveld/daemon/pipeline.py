@@ -21,6 +21,7 @@ from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid
 from noveld.connectors.jsonl import Record
 from noveld.daemon.model_kinds import dense_dimension
 from noveld.daemon.model_registry import make_model, model_config, variant_of
+from noveld.daemon.pipeline_reads import LiveReads
 from noveld.daemon.settings import Settings, model_fingerprint
 from noveld.daemon.stages import commit as commit_stage
 from noveld.daemon.stages import vocabulary as vocabulary_stage
@@ -40,7 +41,6 @@ from noveld.daemon.stages.stories import StoryBuilder
 from noveld.featurize import Featurizer, Tokenizer, read_texts
 from noveld.models.base import BatchResult, DocBatch, StatsDelta
 from noveld.models.hdp import live_clusters
-from noveld.models.novelty import NoveltyTracker
 from noveld.models.story_table import StoriesChange
 from noveld.models.vocabulary import Vocabulary
 from noveld.schema import Document, SourcePosition
@@ -72,7 +72,7 @@ RECENT_BIRTHS = 200
 """``cluster.born`` events the pipeline keeps for the web view (the newest)."""
 
 
-class Pipeline:
+class Pipeline(LiveReads):
     """Owns the live model state of one namespace and turns record batches into commits."""
 
     def __init__(
@@ -188,74 +188,6 @@ class Pipeline:
     def _embeddings(self) -> bool:
         """Whether documents are clustered by their embedding (the vmf likelihood)."""
         return self.variant.embeddings
-
-    # the live namespace, as the callers and tests have always read it
-    @property
-    def state(self) -> NamespaceState:
-        return self.live.state
-
-    @property
-    def vocab(self) -> Vocabulary:
-        return self.live.vocab
-
-    @property
-    def featurizer(self) -> Featurizer:
-        return self.live.featurizer
-
-    @property
-    def tracker(self) -> NoveltyTracker:
-        return self.live.tracker
-
-    @property
-    def announced(self) -> set[int]:
-        return self.live.announced
-
-    @property
-    def known_labels(self) -> dict[int, str]:
-        return self.live.known_labels
-
-    @property
-    def inputs(self) -> dict[str, dict[str, int]]:
-        return self.live.inputs
-
-    @property
-    def vocabulary_checked_at(self) -> int:
-        return self.live.vocabulary_checked_at
-
-    @property
-    def consecutive_invalid(self) -> int:
-        """Invalid records in a row (the breaker trips at ``limits.max_consecutive_invalid``)."""
-        return self.rejects.consecutive
-
-    @consecutive_invalid.setter
-    def consecutive_invalid(self, value: int) -> None:
-        self.rejects.consecutive = value
-
-    # the outbox's counts, as the metrics and tests read them
-    @property
-    def published(self) -> int:
-        return self.outbox.published
-
-    @property
-    def refused_events(self) -> int:
-        return self.outbox.refused_events
-
-    @property
-    def pending_events(self) -> int:
-        return self.outbox.pending_events
-
-    @property
-    def _next_attempt(self) -> float:
-        return self.outbox.next_attempt
-
-    @_next_attempt.setter
-    def _next_attempt(self, value: float) -> None:
-        self.outbox.next_attempt = value
-
-    @property
-    def held_for_replicas(self) -> bool:
-        """Whether the last delivery attempt held events back for the store's replicas."""
-        return self.outbox.replication_holding
 
     def next_offset(self, topic: str, partition: int) -> int:
         """Where to resume reading a topic-partition (the committed next offset)."""
