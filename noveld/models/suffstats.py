@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from noveld.models.kernels import multinomial as kern
+from noveld.models.lineage import Lineage
 
 _RENORMALIZE_BELOW = 1e-150
 
@@ -40,10 +41,8 @@ class MultinomialStats:
     ictl: np.ndarray = field(default_factory=lambda: np.zeros(kern.ICTL_SIZE, dtype=np.int64))
     scale: float = 1.0
     dirty_slots: list[int] = field(default_factory=list)
-    # clusters another writer opened since the last batch, with their words: merge candidates
-    # (transient, not persisted)
-    young_slots: list[int] = field(default_factory=list)
-    young_words: list[np.ndarray] = field(default_factory=list)
+    # young clusters and merged-away uids, for reconciling replicas (not persisted)
+    lineage: Lineage = field(default_factory=Lineage)
 
     # ---- capacity -------------------------------------------------------------------------
     @property
@@ -124,14 +123,11 @@ class MultinomialStats:
         new_head = np.full(max(1024, kept.shape[0]), -1, dtype=np.int64)
         inside = kept[kept < head.shape[0]]
         new_head[: inside.shape[0]] = head[inside]
-        new_id = np.full(max(n_words, 1), -1, dtype=np.int64)
-        new_id[kept] = np.arange(kept.shape[0], dtype=np.int64)
         return replace(
             self,
             head=new_head,
             dirty_slots=list(self.dirty_slots),
-            young_slots=list(self.young_slots),
-            young_words=[new_id[w][new_id[w] >= 0] for w in self.young_words],
+            lineage=self.lineage.copy(),
         )
 
     # ---- decay ----------------------------------------------------------------------------
@@ -236,7 +232,7 @@ class MultinomialStats:
         }
 
     def detached(self) -> MultinomialStats:
-        """A copy sharing no array with ``self`` (the transient merge candidates left out)."""
+        """A copy sharing no array (nor reconciliation state) with ``self``."""
         return replace(
             self,
             m=self.m.copy(),
@@ -251,8 +247,7 @@ class MultinomialStats:
             pc=self.pc.copy(),
             ictl=self.ictl.copy(),
             dirty_slots=list(self.dirty_slots),
-            young_slots=[],
-            young_words=[],
+            lineage=self.lineage.copy(),
         )
 
     @classmethod

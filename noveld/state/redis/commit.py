@@ -174,7 +174,11 @@ class Commit(Vocabulary):
             return
         for d in deltas:
             replay_delta(
-                state.stats, d, self.half_life_docs, uncounted=lambda: uncounted_ids(state.vocab)
+                state.stats,
+                d,
+                self.half_life_docs,
+                foreign=True,
+                uncounted=lambda: uncounted_ids(state.vocab),
             )
 
     def checkpoint(self, state: NamespaceState) -> bool:
