@@ -1,7 +1,7 @@
-"""Replicas reconciling concurrent births: two writers seating their own documents and taking in
-each other's deltas in log order, as the Redis commit does, end with identical statistics,
-no story split between the writers, whichever replica decided a merge; merge chains resolve alike in every
-order; the merged-into map and the young clusters stay bounded."""
+"""Replicas reconciling concurrent births: two writers seating their own documents and taking
+in each other's deltas in log order, as the Redis commit does, end with identical statistics
+and no story split between them, whichever replica decided a merge; merge chains resolve alike
+in every order; the merged-into map and the young clusters stay bounded."""
 
 from __future__ import annotations
 
