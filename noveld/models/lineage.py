@@ -3,8 +3,8 @@ with another replica's birth of the same story, and where merged-away clusters w
 
 Replicas seat their own partitions concurrently and exchange batch deltas through a shared log,
 so two replicas can each open a cluster for one story. Each keeps its own recent births, and the
-births it takes in from other replicas, *young* for a few of its own batches; a young cluster of
-one origin is tested against the young clusters of the other in the merge step. Merges between
+births it takes in from other replicas, *young* while the namespace sees its next few thousand
+documents; the merge step tests the young clusters against each other. Merges between
 clusters of different writers keep the lower uid, so two replicas deciding the same merge make
 the same move; a merge replayed after one of its clusters was merged away follows
 :meth:`Lineage.resolve` to the survivor, so chains end in the same cluster on every replica.
@@ -26,29 +26,28 @@ _MAX_HOPS = 64
 
 @dataclass
 class Young:
-    """A merge candidate: a birth of this writer (``foreign`` False) or of another one, young
-    since this writer's batch number ``since``."""
+    """A merge candidate: a birth of this writer (``foreign`` False) or of another one, born
+    when the namespace had seen ``since`` documents."""
 
     foreign: bool
     since: int
+    tested: bool = False  # False: its counts changed since this writer's last merge step
 
 
 @dataclass
 class Lineage:
-    """Young clusters by uid, the merged-into map (source uid → (survivor uid, log step of the
-    merge)) and this writer's batch counter. Transient apart from the map, which a restarted
-    process rebuilds from the log entries it replays."""
+    """Young clusters by uid and the merged-into map (source uid → (survivor uid, log step of
+    the merge)). Not persisted: a restarted process rebuilds the map from the log entries it
+    replays."""
 
     young: dict[int, Young] = field(default_factory=dict)
     merged_into: dict[int, tuple[int, int]] = field(default_factory=dict)
-    batches: int = 0
 
     def copy(self) -> Lineage:
         """An independent copy."""
         return Lineage(
-            {u: Young(y.foreign, y.since) for u, y in self.young.items()},
+            {u: Young(y.foreign, y.since, y.tested) for u, y in self.young.items()},
             dict(self.merged_into),
-            self.batches,
         )
 
     def resolve(self, uid: int) -> int:
@@ -72,17 +71,27 @@ class Lineage:
             for u in old:
                 del self.merged_into[u]
 
-    def add_young(self, uid: int, foreign: bool) -> None:
-        """``uid`` is a merge candidate from now on (a birth keeps its first registration); at
-        most :data:`MAX_YOUNG` are kept, the oldest dropped (models without a merge step)."""
-        self.young.setdefault(uid, Young(foreign, self.batches))
+    def add_young(self, uid: int, foreign: bool, docs_seen: int) -> None:
+        """``uid``, born when the namespace had seen ``docs_seen`` documents, is a merge
+        candidate from now on (a birth keeps its first registration); at most
+        :data:`MAX_YOUNG` are kept, the oldest dropped (models without a merge step)."""
+        self.young.setdefault(uid, Young(foreign, docs_seen, not foreign))
         if len(self.young) > MAX_YOUNG:
             del self.young[next(iter(self.young))]
 
-    def current(self, horizon: int) -> dict[int, Young]:
-        """The young clusters of the last ``horizon`` batches of this writer; older ones are
-        forgotten."""
-        old = [u for u, y in self.young.items() if self.batches - y.since >= horizon]
+    def changed(self, uids: list[int]) -> None:
+        """Another writer's delta added to these clusters: the young ones among them are
+        tested again at this writer's next merge step."""
+        for u in uids:
+            y = self.young.get(u)
+            if y is not None:
+                y.tested = False
+
+    def current(self, horizon: int, docs_seen: int) -> dict[int, Young]:
+        """The clusters born within the namespace's last ``horizon`` documents (of any
+        writer, so the pairs tested do not depend on how many replicas share the stream);
+        older ones are forgotten."""
+        old = [u for u, y in self.young.items() if docs_seen - y.since >= horizon]
         for u in old:
             del self.young[u]
         return self.young

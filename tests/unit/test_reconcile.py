@@ -83,10 +83,8 @@ def story_stream(seed: int, stories: int = 12, per_round: int = 3, rounds: int =
     return out
 
 
-def run_two_replicas(seed: int, young_batches: int = 4):
-    model = DPMM(
-        DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_batches=young_batches)
-    )
+def run_two_replicas(seed: int, young_docs: int = 2048):
+    model = DPMM(DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_docs=young_docs))
     a, b = Replica(model, 0), Replica(model, 1)
     log: list[tuple[int, StatsDelta]] = []
     story_of: dict[int, int] = {}
@@ -129,9 +127,9 @@ def test_two_replicas_converge_to_identical_statistics_and_join_their_births() -
 
 
 def test_without_reconciliation_concurrent_births_stay_apart() -> None:
-    """The oracle of the test above: with young_batches 0 the replicas still agree on the
+    """The oracle of the test above: with young_docs 0 the replicas still agree on the
     statistics but keep a story's concurrent births as separate clusters."""
-    _, a, b, _, _ = run_two_replicas(seed=7, young_batches=0)
+    _, a, b, _, _ = run_two_replicas(seed=7, young_docs=0)
     assert digest(a.stats) == digest(b.stats)
     apart = len(set(resolved_clusters(a.stats, {**a.assigned, **b.assigned}).values()))
     _, a, b, _, _ = run_two_replicas(seed=7)
@@ -209,7 +207,23 @@ def test_the_merged_into_map_and_the_young_clusters_stay_bounded() -> None:
     assert len(lineage.merged_into) <= MERGE_MEMORY_STEPS + 64
     assert lineage.resolve(3 * MERGE_MEMORY_STEPS - 1 + 1_000_000) == 3 * MERGE_MEMORY_STEPS - 1
     for u in range(2 * MAX_YOUNG):
-        lineage.add_young(u, foreign=True)
+        lineage.add_young(u, foreign=True, docs_seen=u)
     assert len(lineage.young) == MAX_YOUNG
-    lineage.batches += 4
-    assert lineage.current(4) == {}
+    assert len(lineage.current(100, 2 * MAX_YOUNG - 1)) == 100
+    assert lineage.current(100, 3 * MAX_YOUNG) == {}
+
+
+def test_words_of_clusters_matches_the_per_cluster_oracle() -> None:
+    """The one-pass kernel against the union of :func:`kern.cluster_word_counts`."""
+    _, a, _, _, _ = run_two_replicas(seed=3)
+    stats = a.stats
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        member = rng.random(stats.kmax) < 0.3
+        oracle = [
+            kern.cluster_word_counts(k, stats.head, stats.nxt, stats.pk, stats.pc)[0]
+            for k in np.flatnonzero(member & stats.alive[: stats.kmax]).tolist()
+        ]
+        want = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *oracle]))
+        got = kern.words_of_clusters(member, stats.head, stats.nxt, stats.pk, stats.pc)
+        assert np.array_equal(got, want)

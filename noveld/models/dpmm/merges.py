@@ -70,20 +70,19 @@ def merge_births(
     log_alpha: float,
     pinned: Collection[int],
 ) -> list[Move]:
-    """Merge clusters born in this batch, or born recently by another writer (and this
-    writer's recent births with those: :func:`merge_candidates`), into another cluster when
-    that raises the collapsed posterior (MAP merge test, :func:`kern.merge_gains`); greedy,
-    best gain first, each cluster in one merge at most. ``log_alpha`` is the batch's
-    new-cluster weight; ``pinned`` clusters are never merged away.
+    """Merge clusters born in this batch or recently, by this writer or another one
+    (:func:`merge_candidates`), into another cluster when that raises the collapsed posterior
+    (MAP merge test, :func:`kern.merge_gains`); greedy, best gain first, each cluster in one
+    merge at most. ``log_alpha`` is the batch's new-cluster weight; ``pinned`` clusters are
+    never merged away.
 
     Returns one :data:`Move` per merge; the sources are dead afterwards. This batch's
-    surviving births become young for ``cfg.young_batches`` batches.
+    surviving births stay young for the namespace's next ``cfg.young_docs`` documents.
     """
     lineage = stats.lineage
-    lineage.batches += 1
     fresh_docs = stats.fresh[assign]
     now = np.unique(assign[fresh_docs])
-    young, kinds = merge_candidates(stats, now, cfg.young_batches)
+    young, kind_of = merge_candidates(stats, now, np.unique(assign), cfg.young_docs)
     if young.shape[0] == 0:
         return absorb_into_known(batch, assign, stats, [], cfg, log_alpha, pinned)
     scan = scan_words(stats, young, batch.words[np.repeat(fresh_docs, np.diff(batch.ptr))])
@@ -92,14 +91,14 @@ def merge_births(
     n_live = int(stats.alive[:kmax].sum())
     # PY partition prior: merging K clusters into K−1 divides by θ + (K−1)d
     log_new = math.log(math.exp(log_alpha) + cfg.discount * (n_live - 1))
+    # under the "births" scope only candidates can be partners: the kernel skips the others
+    partners = stats.alive if cfg.merge_scope == "all" else stats.alive[:kmax] & (kind_of >= 0)
     kern.merge_gains(
-        young, scan, stats.m, stats.ntok, stats.alive, stats.head, stats.nxt, stats.pk,
+        young, scan, stats.m, stats.ntok, partners, stats.head, stats.nxt, stats.pk,
         stats.pc, kmax, stats.scale, cfg.beta, batch.n_words * cfg.beta, log_new,
         cfg.discount, gains,
     )  # fmt: skip
-    gains[~allowed_pairs(young, kinds, kmax, cfg.merge_scope)] = -np.inf
-    kind_of = np.full(kmax, -1, dtype=np.int64)
-    kind_of[young] = kinds
+    gains[~allowed_pairs(young, kind_of, cfg.merge_scope)] = -np.inf
     best = gains.argmax(axis=1)
     order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
     used: set[int] = set()
@@ -120,10 +119,11 @@ def merge_births(
         lineage.record(int(stats.uid[src]), int(stats.uid[dst]), int(stats.ictl[kern.STEPS]))
         moves.append((src, dst, m_raw, n_raw, moved_w, moved_c))
         used.update((y, k))
-    if cfg.young_batches > 0:
+    if cfg.young_docs > 0:
+        seen = int(stats.ictl[kern.DOCS_SEEN])
         for k in now.tolist():
             if stats.alive[k]:
-                lineage.add_young(int(stats.uid[k]), False)
+                lineage.add_young(int(stats.uid[k]), False, seen)
     return absorb_into_known(batch, assign, stats, moves, cfg, log_alpha, pinned)
 
 

@@ -11,51 +11,56 @@ from noveld.models.suffstats import MultinomialStats
 
 NOW, FOREIGN, RECENT = 0, 1, 2
 """Kinds of merge candidates: born in this batch, born by another writer, born by this writer
-in one of its last batches."""
+in an earlier batch."""
 
 
 def merge_candidates(
-    stats: MultinomialStats, now: np.ndarray, horizon: int
+    stats: MultinomialStats, now: np.ndarray, grown: np.ndarray, horizon: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(slots, kinds) of the clusters the merge step tests: this batch's births ``now``, other
-    writers' births of this writer's last ``horizon`` batches and, when there are any, this
-    writer's own births of those batches (tested against the foreign ones only)."""
-    young = stats.lineage.current(horizon)
-    slot_of = {int(u): k for k, u in enumerate(stats.uid[: stats.kmax].tolist()) if stats.alive[k]}
-    foreign = sorted(slot_of[u] for u, y in young.items() if y.foreign and u in slot_of)
-    recent = sorted(slot_of[u] for u, y in young.items() if not y.foreign and u in slot_of)
-    if not foreign:
-        recent = []
-    slots = np.array([*now.tolist(), *foreign, *recent], dtype=np.int64)
-    kinds = np.array([NOW] * now.shape[0] + [FOREIGN] * len(foreign) + [RECENT] * len(recent))
-    return slots, kinds.astype(np.int64)
-
-
-def allowed_pairs(slots: np.ndarray, kinds: np.ndarray, kmax: int, scope: str) -> np.ndarray:
-    """``ok[i, k]``: may candidate ``slots[i]`` merge with slot k? Births of this batch with
-    each other and with foreign births; foreign births with every candidate; own recent births
-    with foreign ones only (so a lone writer merges exactly as before). Under ``scope`` "all"
-    births of this batch and foreign ones may also merge with any older cluster."""
+    """(rows, kinds of every slot) of the merge step. The candidates (kind ≥ 0; −1: not one)
+    are this batch's births ``now`` and the live clusters of any writer born within the
+    namespace's last ``horizon`` documents. The rows tested against every candidate are
+    those whose counts changed since this writer's last merge step: this batch's births,
+    candidates among the ``grown`` slots (seated in by this batch) and candidates another
+    writer's delta added to or opened. A pair neither of whose clusters changed was tested
+    already with the same counts."""
+    young = stats.lineage.current(horizon, int(stats.ictl[kern.DOCS_SEEN]))
+    kmax = stats.kmax
     kind_of = np.full(kmax, -1, dtype=np.int64)
-    kind_of[slots] = kinds
-    col = kind_of[None, :]
-    row = kinds[:, None]
-    ok: np.ndarray = ((row == NOW) & ((col == NOW) | (col == FOREIGN))) | (
-        (row == FOREIGN) & (col >= 0)
-    )
-    ok |= (row == RECENT) & (col == FOREIGN)
+    slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
+    arrived = []
+    for u, y in young.items():
+        k = slot_of.get(u)
+        if k is None:
+            continue
+        kind_of[k] = FOREIGN if y.foreign else RECENT
+        if not y.tested:
+            arrived.append(k)
+            y.tested = True
+    changed = np.zeros(kmax, dtype=np.bool_)
+    changed[arrived] = True
+    changed[grown[kind_of[grown] >= 0]] = True
+    changed[now] = False
+    kind_of[now] = NOW
+    rows = np.concatenate([now, np.flatnonzero(changed)]).astype(np.int64)
+    return rows, kind_of
+
+
+def allowed_pairs(rows: np.ndarray, kind_of: np.ndarray, scope: str) -> np.ndarray:
+    """``ok[i, k]``: may candidate ``rows[i]`` merge with slot k? With any other candidate
+    (``kind_of`` ≥ 0); under ``scope`` "all" with any older cluster too."""
+    ok: np.ndarray = np.repeat((kind_of >= 0)[None, :], rows.shape[0], axis=0)
     if scope == "all":
-        ok |= (row != RECENT) & (col < 0)
-    ok[np.arange(slots.shape[0]), slots] = False
+        ok[:] = True
+    ok[np.arange(rows.shape[0]), rows] = False
     return ok
 
 
 def survivor(stats: MultinomialStats, a: int, b: int, kind_a: int, kind_b: int) -> tuple[int, int]:
-    """(merged-away slot, survivor slot) of candidates ``a`` and ``b``: between clusters of
-    different writers (one of them foreign) the lower uid survives, so every replica that
-    decides this merge makes the same move; otherwise the heavier one (the lower uid when
-    tied)."""
-    if FOREIGN in (kind_a, kind_b) and kind_a >= 0 and kind_b >= 0:
+    """(merged-away slot, survivor slot) of candidates ``a`` and ``b``: two births of this
+    batch keep the heavier one (the lower uid when tied); any other pair of candidates the
+    lower uid, so every replica that decides the merge makes the same move."""
+    if kind_a >= 0 and kind_b >= 0 and (kind_a, kind_b) != (NOW, NOW):
         return (a, b) if stats.uid[a] > stats.uid[b] else (b, a)
     heavier_b = (stats.m[a], -stats.uid[a]) <= (stats.m[b], -stats.uid[b])
     return (a, b) if heavier_b else (b, a)
@@ -64,9 +69,10 @@ def survivor(stats: MultinomialStats, a: int, b: int, kind_a: int, kind_b: int) 
 def scan_words(stats: MultinomialStats, slots: np.ndarray, batch_words: np.ndarray) -> np.ndarray:
     """The words a merge test of ``slots`` has to look at: the batch's births' words and every
     word of the older candidates (a word only one side holds does not change the gain)."""
-    parts = [batch_words.astype(np.int64)]
-    for k in slots.tolist():
-        if not stats.fresh[k]:
-            w, _ = kern.cluster_word_counts(k, stats.head, stats.nxt, stats.pk, stats.pc)
-            parts.append(w.astype(np.int64))
-    return np.unique(np.concatenate(parts))
+    older = np.zeros(stats.kmax, dtype=np.bool_)
+    older[slots] = True
+    older &= ~stats.fresh[: stats.kmax]
+    if not older.any():
+        return np.unique(batch_words.astype(np.int64))
+    held = kern.words_of_clusters(older, stats.head, stats.nxt, stats.pk, stats.pc)
+    return np.union1d(batch_words.astype(np.int64), held)

@@ -91,9 +91,12 @@ def apply_additions(stats: MultinomialStats, delta: StatsDelta, foreign: bool = 
         stats.fresh[k] = False
         slot_of[u] = k
     if foreign:  # another writer's births: merge candidates of this writer's next batches
+        seen = int(stats.ictl[kern.DOCS_SEEN])
         for u in delta.born_uids.tolist():
             if u in slot_of:
-                lineage.add_young(u, True)
+                lineage.add_young(u, True, seen)
+        if lineage.young:
+            lineage.changed(uids)
     stats.ictl[kern.NEXT_UID] = max([next_uid, *(u + 1 for u in delta.born_uids.tolist())])
     slots = np.array([slot_of[u] for u in uids], dtype=np.int64)
     inv = 1.0 / stats.scale

@@ -12,7 +12,8 @@ in one cluster slot, so one Lua script commits a batch atomically):
 - ``offsets``, ``epochs`` — next offset and fencing epoch per ``topic:partition``
 - ``uidnext`` — next cluster counter per uid slot; ``counters``; ``novelty`` (JSON);
   ``lifecycle`` — announced cluster id → its last event (``born``/``retired``/``merged``), so a
-  cluster confirmed by two replicas is announced, and ended, once
+  cluster confirmed by two replicas is announced, and ended, once; and each ``cluster.merged``
+  event id → ``merged``, so a merge two replicas decided is announced once
 - ``outbox`` — stream of committed, undelivered events: one entry per commit, fields ``"0"``,
   ``"1"``, … each an event's JSON (:func:`noveld.schema.event_json`), at most
   :data:`OUTBOX_ENTRY_EVENTS` per entry (entries of one field pair ``id``/``event`` per event,

@@ -1,0 +1,266 @@
+"""Scale-out quality: N ``dpmm`` replicas in one consumer group and one Redis namespace.
+
+    python benchmarks/bench_scaleout.py [--data FILE] [--replicas 1 2 4] [--batch-size 256]
+                                        [--cost-rounds 4]
+
+Starts a private tansu broker and Redis-protocol server (tests/servers/), produces the labelled
+stream in order, keyed by line number, to a 4-partition topic, and for each N runs N
+``noveld run`` subprocesses (own group, namespace and events topic per N). When every document
+is committed the replicas are stopped and the events topic is read back: the clusters come from
+the ``documents.assigned`` events with each ``cluster.merged`` applied (what a consumer does),
+the announcements from ``cluster.born``. Prints per N: NMI, clusters, births, stories announced
+by two or more births (before and after the merges: announcements of clusters merged into
+one count once, by their earliest founding document) and novelty precision / recall
+(noveld.eval.novelty, window 5, over those merged announcements).
+
+``--cost-rounds R`` also times one replica's model step with reconciliation on and off
+(``young_docs`` 2048 vs 0), in alternation, R rounds each, and prints the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+from kafka import KafkaConsumer, KafkaProducer
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+from _common import add_data_option, load_texts, machine  # noqa: E402
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker  # noqa: E402
+from servers.ports import free_port  # noqa: E402
+from servers.redis_server import RedisServer  # noqa: E402
+
+from noveld.eval.metrics import clustering_scores  # noqa: E402
+from noveld.eval.novelty import novelty_scores  # noqa: E402
+
+PARTITIONS = 4
+
+
+def produce(bootstrap: str, topic: str, lines: list[bytes]) -> None:
+    """Every line in order, keyed by its line number (the key picks the partition)."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5)
+    for i, line in enumerate(lines):
+        producer.send(topic, key=str(i).encode(), value=line)
+    producer.flush()
+    producer.close()
+
+
+def documents_done(port: int) -> float:
+    """Documents this replica committed (its ``noveld_documents_total`` counters)."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    except OSError:
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.decode().splitlines()
+        if line.startswith("noveld_documents_total")
+    )
+
+
+def read_events(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every event on ``topic``, from the beginning until it stays quiet for 5 s."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=5000,
+    )
+    out = [json.loads(m.value) for m in consumer]
+    consumer.close()
+    return out
+
+
+def run_replicas(
+    broker: KafkaBroker, server: RedisServer, n: int, n_docs: int, batch_size: int
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """N replicas on topic ``in``: their events and the documents each committed."""
+    ns = f"scale{n}"
+    broker.create_topic(f"{ns}.events", 1)
+    broker.create_topic(f"{ns}.dlq", 1)
+    ports = [free_port() for _ in range(n)]
+    env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "noveld.daemon.cli",
+                "run",
+                "--quiet",
+                "--kafka-bootstrap",
+                broker.bootstrap,
+                "--input-topic",
+                "in",
+                "--events-topic",
+                f"{ns}.events",
+                "--dlq-topic",
+                f"{ns}.dlq",
+                "--group",
+                ns,
+                "--redis-url",
+                server.url,
+                "--namespace",
+                ns,
+                "--batch-size",
+                str(batch_size),
+                "--emit-assignment-batches",
+                "--session-timeout-ms",
+                str(TEST_SESSION_TIMEOUT_MS),
+                "--metrics-port",
+                str(port),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        for port in ports
+    ]
+    client = redis.Redis.from_url(server.url)
+    try:
+        deadline = time.monotonic() + 1800
+        while int(client.hget(f"noveld:{{{ns}}}:counters", "docs") or 0) < n_docs:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise SystemExit(f"{n} replicas: a replica exited or the run took too long")
+            time.sleep(0.2)
+        done = [documents_done(port) for port in ports]
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=60)
+    return read_events(broker.bootstrap, f"{ns}.events"), done
+
+
+def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, float]:
+    """Quality from the events, with every ``cluster.merged`` applied first."""
+    index = {str(r["id"]): i for i, r in enumerate(rows)}
+    labels = [str(r["label"]) for r in rows]
+    assigned: dict[str, str] = {}
+    at: dict[tuple[int, int], int] = {}
+    into: dict[str, str] = {}
+    born: list[dict[str, Any]] = []
+    for e in events:
+        if e["type"] == "documents.assigned":
+            for a in e["assignments"]:
+                assigned[a["doc_id"]] = a["cluster_id"]
+                at[(e["partition"], a["offset"])] = index[a["doc_id"]]
+        elif e["type"] == "cluster.merged":
+            into[e["cluster_id"]] = e["into"]
+        elif e["type"] == "cluster.born":
+            born.append(e)
+
+    def final(c: str) -> str:
+        for _ in range(1000):
+            if c not in into:
+                break
+            c = into[c]
+        return c
+
+    missing = [r["id"] for r in rows if str(r["id"]) not in assigned]
+    if missing:
+        raise SystemExit(f"{len(missing)} documents have no documents.assigned event")
+    pred = [final(assigned[str(r["id"])]) for r in rows]
+    first: dict[str, tuple[int, int]] = {}  # announced story (final cluster) → earliest birth
+    for b in born:
+        founding = index[b["founding_doc_id"]]
+        pos = b["confirmed_at"]
+        confirmed = max(founding, at.get((pos["partition"], pos["offset"]), founding))
+        c = final(b["cluster_id"])
+        first[c] = min(first.get(c, (founding, confirmed)), (founding, confirmed))
+    births = list(first.values())
+    raw = Counter(labels[index[b["founding_doc_id"]]] for b in born)
+    settled = Counter(labels[f] for f, _ in births)
+    nov = novelty_scores(labels, births)
+    return {
+        "nmi": clustering_scores(labels, pred)["nmi"],
+        "clusters": len(set(pred)),
+        "born": len(born),
+        "births": len(births),
+        "merged": len(into),
+        "dup_raw": sum(1 for c in raw.values() if c >= 2),
+        "dup": sum(1 for c in settled.values() if c >= 2),
+        "precision": nov["novelty_precision"],
+        "recall": nov["novelty_recall"],
+    }
+
+
+def model_cost(rows: list[dict[str, Any]], batch_size: int, rounds: int) -> tuple[float, float]:
+    """Median docs/s of one replica's model step with reconciliation on and off, ABAB."""
+    from noveld.featurize import Featurizer, Tokenizer
+    from noveld.models.dpmm import DPMM, DPMMConfig
+    from noveld.models.vocabulary import Vocabulary
+    from noveld.schema import Document
+
+    docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
+    feat = Featurizer(Tokenizer(), Vocabulary())
+    batches = [feat.featurize(docs[i : i + batch_size])[0] for i in range(0, len(docs), batch_size)]
+
+    def once(young: int) -> float:
+        model = DPMM(DPMMConfig(young_docs=young))
+        stats = model.new_state()
+        t0 = time.perf_counter()
+        for i, b in enumerate(batches):
+            model.partial_fit(b, stats, np.random.default_rng(i))
+        return len(docs) / (time.perf_counter() - t0)
+
+    once(2048)  # JIT warm-up
+    on, off = [], []
+    for _ in range(rounds):
+        on.append(once(2048))
+        off.append(once(0))
+    return statistics.median(on), statistics.median(off)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    add_data_option(p)
+    p.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--cost-rounds", type=int, default=0, help="time reconciliation on/off")
+    a = p.parse_args()
+    rows = load_texts(a.data)
+    if any("label" not in r for r in rows):
+        raise SystemExit(f"{a.data}: every document needs a label to score against")
+    lines = [json.dumps({"id": r["id"], "text": r["text"]}).encode() for r in rows]
+    print(f"machine: {machine()}")
+    print(f"data: {a.data} ({len(rows):,} docs, {len({r['label'] for r in rows})} stories), "
+          f"{PARTITIONS} partitions, batch {a.batch_size}")  # fmt: skip
+    with KafkaBroker() as broker, RedisServer() as server:
+        broker.create_topic("in", PARTITIONS)
+        produce(broker.bootstrap, "in", lines)
+        print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merged':>6} "
+              f"{'dup raw':>7} {'dup':>4} {'nov P':>6} {'nov R':>6}  docs per replica")  # fmt: skip
+        for n in a.replicas:
+            events, done = run_replicas(broker, server, n, len(rows), a.batch_size)
+            s = score(rows, events)
+            print(
+                f"{n:>2} {s['nmi']:6.3f} {s['clusters']:>8} {s['births']:>6} {s['merged']:>6} "
+                f"{s['dup_raw']:>7} {s['dup']:>4} {s['precision']:6.3f} {s['recall']:6.3f}  "
+                + " ".join(f"{d:,.0f}" for d in done),
+                flush=True,
+            )
+    if a.cost_rounds:
+        on, off = model_cost(rows, a.batch_size, a.cost_rounds)
+        print(
+            f"one replica's model step: reconciliation on {on:,.0f} docs/s, off {off:,.0f} "
+            f"docs/s (median of {a.cost_rounds}, alternating; {on / off - 1:+.1%})"
+        )
+
+
+if __name__ == "__main__":
+    main()
