@@ -1,11 +1,12 @@
 """Scale-out quality: N ``dpmm`` replicas in one consumer group and one Redis namespace.
 
     python benchmarks/bench_scaleout.py [--data FILE] [--replicas 1 2 4] [--batch-size 256]
-                                        [--cost-rounds 4]
+                                        [--rate 1000] [--cost-rounds 4]
 
-Starts a private tansu broker and Redis-protocol server (tests/servers/), produces the labelled
-stream in order, keyed by line number, to a 4-partition topic, and for each N runs N
-``noveld run`` subprocesses (own group, namespace and events topic per N). When every document
+Starts a private tansu broker and Redis-protocol server (tests/servers/) and for each N runs N
+``noveld run`` subprocesses (own group, namespace and topics per N); once every replica holds
+partitions, produces the labelled stream in order, keyed by line number, to a 4-partition topic
+at ``--rate`` documents per second. When every document
 is committed the replicas are stopped and the events topic is read back: the clusters come from
 the ``documents.assigned`` events with each ``cluster.merged`` applied (what a consumer does),
 the announcements from ``cluster.born``. Prints per N: NMI, clusters, births, stories announced
@@ -50,13 +51,27 @@ from noveld.eval.novelty import novelty_scores  # noqa: E402
 PARTITIONS = 4
 
 
-def produce(bootstrap: str, topic: str, lines: list[bytes]) -> None:
-    """Every line in order, keyed by its line number (the key picks the partition)."""
+def produce(bootstrap: str, topic: str, lines: list[bytes], rate: float) -> None:
+    """Every line in order, keyed by its line number (the key picks the partition), at
+    ``rate`` documents per second: a live stream the replicas keep up with, so each reads its
+    partitions about as far as the others whatever N (a backlog would be read a partition at
+    a time, in another order than the stream's)."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5)
+    t0 = time.perf_counter()
     for i, line in enumerate(lines):
         producer.send(topic, key=str(i).encode(), value=line)
+        if i % 50 == 49:
+            time.sleep(max(0.0, t0 + (i + 1) / rate - time.perf_counter()))
     producer.flush()
     producer.close()
+
+
+def ready(port: int) -> bool:
+    """Does the replica hold partitions (its /readyz)?"""
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5).status == 200
+    except OSError:
+        return False
 
 
 def documents_done(port: int) -> float:
@@ -87,10 +102,12 @@ def read_events(bootstrap: str, topic: str) -> list[dict[str, Any]]:
 
 
 def run_replicas(
-    broker: KafkaBroker, server: RedisServer, n: int, n_docs: int, batch_size: int
+    broker: KafkaBroker, server: RedisServer, n: int, lines: list[bytes], a: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], list[float]]:
-    """N replicas on topic ``in``: their events and the documents each committed."""
+    """N replicas on a topic of their own, fed once all hold partitions: their events and the
+    documents each committed."""
     ns = f"scale{n}"
+    broker.create_topic(f"{ns}.in", PARTITIONS)
     broker.create_topic(f"{ns}.events", 1)
     broker.create_topic(f"{ns}.dlq", 1)
     ports = [free_port() for _ in range(n)]
@@ -106,7 +123,7 @@ def run_replicas(
                 "--kafka-bootstrap",
                 broker.bootstrap,
                 "--input-topic",
-                "in",
+                f"{ns}.in",
                 "--events-topic",
                 f"{ns}.events",
                 "--dlq-topic",
@@ -118,7 +135,7 @@ def run_replicas(
                 "--namespace",
                 ns,
                 "--batch-size",
-                str(batch_size),
+                str(a.batch_size),
                 "--emit-assignment-batches",
                 "--session-timeout-ms",
                 str(TEST_SESSION_TIMEOUT_MS),
@@ -133,7 +150,12 @@ def run_replicas(
     client = redis.Redis.from_url(server.url)
     try:
         deadline = time.monotonic() + 1800
-        while int(client.hget(f"noveld:{{{ns}}}:counters", "docs") or 0) < n_docs:
+        while not all(ready(port) for port in ports):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise SystemExit(f"{n} replicas: a replica exited before joining the group")
+            time.sleep(0.2)
+        produce(broker.bootstrap, f"{ns}.in", lines, a.rate)
+        while int(client.hget(f"noveld:{{{ns}}}:counters", "docs") or 0) < len(lines):
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise SystemExit(f"{n} replicas: a replica exited or the run took too long")
             time.sleep(0.2)
@@ -231,6 +253,7 @@ def main() -> None:
     add_data_option(p)
     p.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
     p.add_argument("--cost-rounds", type=int, default=0, help="time reconciliation on/off")
     a = p.parse_args()
     rows = load_texts(a.data)
@@ -238,15 +261,16 @@ def main() -> None:
         raise SystemExit(f"{a.data}: every document needs a label to score against")
     lines = [json.dumps({"id": r["id"], "text": r["text"]}).encode() for r in rows]
     print(f"machine: {machine()}")
-    print(f"data: {a.data} ({len(rows):,} docs, {len({r['label'] for r in rows})} stories), "
-          f"{PARTITIONS} partitions, batch {a.batch_size}")  # fmt: skip
+    stories = len({r["label"] for r in rows})
+    print(
+        f"data: {a.data} ({len(rows):,} docs, {stories} stories), {PARTITIONS} partitions, "
+        f"batch {a.batch_size}, produced at {a.rate:,.0f} docs/s"
+    )
     with KafkaBroker() as broker, RedisServer() as server:
-        broker.create_topic("in", PARTITIONS)
-        produce(broker.bootstrap, "in", lines)
         print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merged':>6} "
               f"{'dup raw':>7} {'dup':>4} {'nov P':>6} {'nov R':>6}  docs per replica")  # fmt: skip
         for n in a.replicas:
-            events, done = run_replicas(broker, server, n, len(rows), a.batch_size)
+            events, done = run_replicas(broker, server, n, lines, a)
             s = score(rows, events)
             print(
                 f"{n:>2} {s['nmi']:6.3f} {s['clusters']:>8} {s['births']:>6} {s['merged']:>6} "
