@@ -98,7 +98,7 @@ def merge_births(
         stats.pc, kmax, stats.scale, cfg.beta, batch.n_words * cfg.beta, log_new,
         cfg.discount, gains,
     )  # fmt: skip
-    gains[~allowed_pairs(young, kind_of, cfg.merge_scope)] = -np.inf
+    gains[~allowed_pairs(young, kind_of, stats.uid, cfg.merge_scope)] = -np.inf
     best = gains.argmax(axis=1)
     order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
     used: set[int] = set()

@@ -46,13 +46,22 @@ def merge_candidates(
     return rows, kind_of
 
 
-def allowed_pairs(rows: np.ndarray, kind_of: np.ndarray, scope: str) -> np.ndarray:
+def allowed_pairs(
+    rows: np.ndarray, kind_of: np.ndarray, uid: np.ndarray, scope: str
+) -> np.ndarray:
     """``ok[i, k]``: may candidate ``rows[i]`` merge with slot k? With any other candidate
-    (``kind_of`` ≥ 0); under ``scope`` "all" with any older cluster too."""
+    (``kind_of`` ≥ 0; under ``scope`` "all" with any older cluster too) as long as the cluster
+    :func:`survivor` merges away is this writer's own: only the writer that opened a cluster
+    decides to merge it away, so no cluster is merged into two different survivors by two
+    replicas at once (their union would join two stories)."""
     ok: np.ndarray = np.repeat((kind_of >= 0)[None, :], rows.shape[0], axis=0)
     if scope == "all":
         ok[:] = True
     ok[np.arange(rows.shape[0]), rows] = False
+    row_kind, col_kind = kind_of[rows][:, None], kind_of[None, :]
+    row_away = uid[rows][:, None] > uid[None, : kind_of.shape[0]]
+    away_kind = np.where(row_away, row_kind, col_kind)
+    ok &= ~((away_kind == FOREIGN) & (row_kind >= 0) & (col_kind >= 0))
     return ok
 
 
