@@ -111,7 +111,8 @@ def run_replicas(
     broker.create_topic(f"{ns}.events", 1)
     broker.create_topic(f"{ns}.dlq", 1)
     ports = [free_port() for _ in range(n)]
-    env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"}
+    # batches fill up (--batch-size) at every N: a replica at 1/N of the rate waits longer
+    env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": str(a.max_wait_ms)}
     procs = [
         subprocess.Popen(
             [
@@ -254,6 +255,7 @@ def main() -> None:
     p.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
+    p.add_argument("--max-wait-ms", type=int, default=2000, help="the replicas' batch.max_wait_ms")
     p.add_argument("--cost-rounds", type=int, default=0, help="time reconciliation on/off")
     a = p.parse_args()
     rows = load_texts(a.data)

@@ -46,9 +46,7 @@ def merge_candidates(
     return rows, kind_of
 
 
-def allowed_pairs(
-    rows: np.ndarray, kind_of: np.ndarray, uid: np.ndarray, scope: str
-) -> np.ndarray:
+def allowed_pairs(rows: np.ndarray, kind_of: np.ndarray, uid: np.ndarray, scope: str) -> np.ndarray:
     """``ok[i, k]``: may candidate ``rows[i]`` merge with slot k? With any other candidate
     (``kind_of`` ≥ 0; under ``scope`` "all" with any older cluster too) as long as the cluster
     :func:`survivor` merges away is this writer's own: only the writer that opened a cluster
