@@ -24,31 +24,24 @@ MAX_YOUNG = 4096
 _MAX_HOPS = 64
 
 
-@dataclass
-class Young:
-    """A merge candidate: a birth of this writer (``foreign`` False) or of another one, born
-    when the namespace had seen ``since`` documents."""
-
-    foreign: bool
-    since: int
-    tested: bool = False  # False: its counts changed since this writer's last merge step
+UID_SLOT_BITS = 40
+"""A cluster uid is ``slot << UID_SLOT_BITS | counter``; the slot names the writer that opened
+it (one input partition per slot, owned by one replica at a time)."""
 
 
 @dataclass
 class Lineage:
-    """Young clusters by uid and the merged-into map (source uid → (survivor uid, log step of
-    the merge)). Not persisted: a restarted process rebuilds the map from the log entries it
-    replays."""
+    """Young clusters (uid → the namespace's document count at their birth) and the
+    merged-into map (source uid → (survivor uid, log step of the merge)). The young clusters
+    are stored with the statistics; the map is rebuilt by a restarted process from the log
+    entries it replays."""
 
-    young: dict[int, Young] = field(default_factory=dict)
+    young: dict[int, int] = field(default_factory=dict)
     merged_into: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def copy(self) -> Lineage:
         """An independent copy."""
-        return Lineage(
-            {u: Young(y.foreign, y.since, y.tested) for u, y in self.young.items()},
-            dict(self.merged_into),
-        )
+        return Lineage(dict(self.young), dict(self.merged_into))
 
     def resolve(self, uid: int) -> int:
         """The cluster ``uid`` lives on in: itself unless merged away (followed through chains,
@@ -71,27 +64,19 @@ class Lineage:
             for u in old:
                 del self.merged_into[u]
 
-    def add_young(self, uid: int, foreign: bool, docs_seen: int) -> None:
+    def add_young(self, uid: int, docs_seen: int) -> None:
         """``uid``, born when the namespace had seen ``docs_seen`` documents, is a merge
         candidate from now on (a birth keeps its first registration); at most
         :data:`MAX_YOUNG` are kept, the oldest dropped (models without a merge step)."""
-        self.young.setdefault(uid, Young(foreign, docs_seen, not foreign))
+        self.young.setdefault(uid, docs_seen)
         if len(self.young) > MAX_YOUNG:
             del self.young[next(iter(self.young))]
 
-    def changed(self, uids: list[int]) -> None:
-        """Another writer's delta added to these clusters: the young ones among them are
-        tested again at this writer's next merge step."""
-        for u in uids:
-            y = self.young.get(u)
-            if y is not None:
-                y.tested = False
-
-    def current(self, horizon: int, docs_seen: int) -> dict[int, Young]:
+    def current(self, horizon: int, docs_seen: int) -> dict[int, int]:
         """The clusters born within the namespace's last ``horizon`` documents (of any
         writer, so the pairs tested do not depend on how many replicas share the stream);
         older ones are forgotten."""
-        old = [u for u, y in self.young.items() if docs_seen - y.since >= horizon]
+        old = [u for u, since in self.young.items() if docs_seen - since >= horizon]
         for u in old:
             del self.young[u]
         return self.young

@@ -41,7 +41,7 @@ class MultinomialStats:
     ictl: np.ndarray = field(default_factory=lambda: np.zeros(kern.ICTL_SIZE, dtype=np.int64))
     scale: float = 1.0
     dirty_slots: list[int] = field(default_factory=list)
-    # young clusters and merged-away uids, for reconciling replicas (not persisted)
+    # young clusters (persisted) and merged-away uids, for reconciling replicas
     lineage: Lineage = field(default_factory=Lineage)
 
     # ---- capacity -------------------------------------------------------------------------
@@ -229,6 +229,9 @@ class MultinomialStats:
             "pc": c.pc[:used],
             "ictl": c.ictl,
             "scale": np.array([c.scale]),
+            # merge candidates: a restarted writer merges as a clean one does
+            "young_uid": np.fromiter(c.lineage.young, dtype=np.int64),
+            "young_since": np.fromiter(c.lineage.young.values(), dtype=np.int64),
         }
 
     def detached(self) -> MultinomialStats:
@@ -271,4 +274,7 @@ class MultinomialStats:
         s.ictl = np.zeros(max(kern.ICTL_SIZE, ictl.shape[0]), dtype=np.int64)
         s.ictl[: ictl.shape[0]] = ictl  # snapshots from before a counter was added
         s.scale = float(a["scale"][0])
+        if "young_uid" in a:  # absent from snapshots written before reconciliation
+            young = zip(a["young_uid"].tolist(), a["young_since"].tolist(), strict=True)
+            s.lineage = Lineage(young={int(u): int(t) for u, t in young})
         return s

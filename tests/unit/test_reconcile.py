@@ -50,13 +50,13 @@ class Replica:
         seq = len(log)
         for writer, d in log[self.last_seq : seq - 1]:
             if writer != self.slot:
-                replay_delta(self.stats, d, 0.0, foreign=True)
+                replay_delta(self.stats, d, 0.0)
         self.last_seq = seq
 
     def catch_up(self, log: list[tuple[int, StatsDelta]]) -> None:
         for writer, d in log[self.last_seq :]:
             if writer != self.slot:
-                replay_delta(self.stats, d, 0.0, foreign=True)
+                replay_delta(self.stats, d, 0.0)
         self.last_seq = len(log)
 
 
@@ -209,7 +209,7 @@ def test_the_merged_into_map_and_the_young_clusters_stay_bounded() -> None:
     assert len(lineage.merged_into) <= MERGE_MEMORY_STEPS + 64
     assert lineage.resolve(3 * MERGE_MEMORY_STEPS - 1 + 1_000_000) == 3 * MERGE_MEMORY_STEPS - 1
     for u in range(2 * MAX_YOUNG):
-        lineage.add_young(u, foreign=True, docs_seen=u)
+        lineage.add_young(u, docs_seen=u)
     assert len(lineage.young) == MAX_YOUNG
     assert len(lineage.current(100, 2 * MAX_YOUNG - 1)) == 100
     assert lineage.current(100, 3 * MAX_YOUNG) == {}

@@ -82,7 +82,8 @@ def merge_births(
     lineage = stats.lineage
     fresh_docs = stats.fresh[assign]
     now = np.unique(assign[fresh_docs])
-    young, kind_of = merge_candidates(stats, now, np.unique(assign), cfg.young_docs)
+    kind_of = merge_candidates(stats, now, cfg.young_docs)
+    young = np.flatnonzero(kind_of >= 0)
     if young.shape[0] == 0:
         return absorb_into_known(batch, assign, stats, [], cfg, log_alpha, pinned)
     scan = scan_words(stats, young, batch.words[np.repeat(fresh_docs, np.diff(batch.ptr))])
@@ -123,7 +124,7 @@ def merge_births(
         seen = int(stats.ictl[kern.DOCS_SEEN])
         for k in now.tolist():
             if stats.alive[k]:
-                lineage.add_young(int(stats.uid[k]), False, seen)
+                lineage.add_young(int(stats.uid[k]), seen)
     return absorb_into_known(batch, assign, stats, moves, cfg, log_alpha, pinned)
 
 

@@ -1,49 +1,35 @@
-"""Which clusters a batch's merge step tests, and against which: this batch's births, the young
-clusters of other writers and this writer's own recent births (:mod:`noveld.models.lineage`),
-and the survivor rule that lets replicas agree on a merge."""
+"""Which clusters a batch's merge step tests, and against which: this batch's births and the
+clusters any writer opened recently (:mod:`noveld.models.lineage`), and the survivor rule that
+lets replicas agree on a merge."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from noveld.models.kernels import multinomial as kern
+from noveld.models.lineage import UID_SLOT_BITS
 from noveld.models.suffstats import MultinomialStats
 
 NOW, FOREIGN, RECENT = 0, 1, 2
-"""Kinds of merge candidates: born in this batch, born by another writer, born by this writer
-in an earlier batch."""
+"""Kinds of merge candidates: born in this batch, opened by another writer (another uid slot),
+opened by this writer in an earlier batch."""
 
 
-def merge_candidates(
-    stats: MultinomialStats, now: np.ndarray, grown: np.ndarray, horizon: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, kinds of every slot) of the merge step. The candidates (kind ≥ 0; −1: not one)
-    are this batch's births ``now`` and the live clusters of any writer born within the
-    namespace's last ``horizon`` documents. The rows tested against every candidate are
-    those whose counts changed since this writer's last merge step: this batch's births,
-    candidates among the ``grown`` slots (seated in by this batch) and candidates another
-    writer's delta added to or opened. A pair neither of whose clusters changed was tested
-    already with the same counts."""
+def merge_candidates(stats: MultinomialStats, now: np.ndarray, horizon: int) -> np.ndarray:
+    """The kind of every slot (−1: not a candidate): this batch's births ``now`` and the live
+    clusters of any writer born within the namespace's last ``horizon`` documents — a pure
+    function of the statistics, so a restarted writer merges as a clean one does. Ownership
+    is by uid slot: the clusters of the slot this batch's uids come from are this writer's."""
     young = stats.lineage.current(horizon, int(stats.ictl[kern.DOCS_SEEN]))
     kmax = stats.kmax
     kind_of = np.full(kmax, -1, dtype=np.int64)
-    slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
-    arrived = []
-    for u, y in young.items():
-        k = slot_of.get(u)
-        if k is None:
-            continue
-        kind_of[k] = FOREIGN if y.foreign else RECENT
-        if not y.tested:
-            arrived.append(k)
-            y.tested = True
-    changed = np.zeros(kmax, dtype=np.bool_)
-    changed[arrived] = True
-    changed[grown[kind_of[grown] >= 0]] = True
-    changed[now] = False
+    if young:
+        uids = stats.uid[:kmax]
+        is_young = np.isin(uids, np.fromiter(young, dtype=np.int64)) & stats.alive[:kmax]
+        own = (uids >> UID_SLOT_BITS) == (int(stats.ictl[kern.NEXT_UID]) >> UID_SLOT_BITS)
+        kind_of[is_young] = np.where(own[is_young], RECENT, FOREIGN)
     kind_of[now] = NOW
-    rows = np.concatenate([now, np.flatnonzero(changed)]).astype(np.int64)
-    return rows, kind_of
+    return kind_of
 
 
 def allowed_pairs(rows: np.ndarray, kind_of: np.ndarray, uid: np.ndarray, scope: str) -> np.ndarray:

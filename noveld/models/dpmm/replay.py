@@ -52,7 +52,6 @@ def replay_delta(
     delta: StatsDelta,
     half_life_docs: float,
     prune_below: float = DPMMConfig.prune_below,
-    foreign: bool = False,
     uncounted: UncountedWords = no_uncounted_words,
 ) -> None:
     """Apply a batch's :class:`StatsDelta` to statistics, in the order ``partial_fit`` changed
@@ -66,14 +65,14 @@ def replay_delta(
     the clusters the delta opened become merge candidates of the next batch (two replicas may
     each open a cluster for one story).
     """
-    apply_additions(stats, delta, foreign)
+    apply_additions(stats, delta)
     finish_delta(stats, delta, half_life_docs, prune_below, uncounted)
 
 
-def apply_additions(stats: MultinomialStats, delta: StatsDelta, foreign: bool = False) -> None:
+def apply_additions(stats: MultinomialStats, delta: StatsDelta) -> None:
     """First half of :func:`replay_delta`: the decay and the batch's additions. Additions to a
-    cluster merged away here go to its survivor (:meth:`Lineage.resolve`); with ``foreign``
-    the delta's births become young merge candidates (:mod:`noveld.models.lineage`)."""
+    cluster merged away here go to its survivor (:meth:`Lineage.resolve`); the delta's births
+    become young merge candidates (:mod:`noveld.models.lineage`)."""
     stats.decay(delta.decay)
     lineage = stats.lineage
     kmax = stats.kmax
@@ -90,13 +89,10 @@ def apply_additions(stats: MultinomialStats, delta: StatsDelta, foreign: bool = 
         k = kern.open_cluster(stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl)
         stats.fresh[k] = False
         slot_of[u] = k
-    if foreign:  # another writer's births: merge candidates of this writer's next batches
-        seen = int(stats.ictl[kern.DOCS_SEEN])
-        for u in delta.born_uids.tolist():
-            if u in slot_of:
-                lineage.add_young(u, True, seen)
-        if lineage.young:
-            lineage.changed(uids)
+    seen = int(stats.ictl[kern.DOCS_SEEN])
+    for u in delta.born_uids.tolist():  # merge candidates of the next batches
+        if u in slot_of:
+            lineage.add_young(u, seen)
     stats.ictl[kern.NEXT_UID] = max([next_uid, *(u + 1 for u in delta.born_uids.tolist())])
     slots = np.array([slot_of[u] for u in uids], dtype=np.int64)
     inv = 1.0 / stats.scale

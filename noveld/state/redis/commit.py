@@ -177,7 +177,6 @@ class Commit(Vocabulary):
                 state.stats,
                 d,
                 self.half_life_docs,
-                foreign=True,
                 uncounted=lambda: uncounted_ids(state.vocab),
             )
 

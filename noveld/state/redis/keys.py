@@ -23,6 +23,8 @@ in one cluster slot, so one Lua script commits a batch atomically):
 
 from __future__ import annotations
 
+from noveld.models.lineage import UID_SLOT_BITS as LINEAGE_SLOT_BITS
+
 SCHEMA = 2
 #: the schema of a namespace whose vocabulary was compacted: the same keys plus ``vocab_gone``
 #: and ``meta.vocab_gen``, which a noveld reading only schema 2 would ignore (a smaller V, no
@@ -33,7 +35,7 @@ COMPACTED_SCHEMA = 3
 IMPORTED_GENERATIONS = 1 << 32
 #: events per outbox entry at most (a commit of more writes several; bounds a Lua call's stack)
 OUTBOX_ENTRY_EVENTS = 1000
-UID_SLOT_BITS = 40  # uid = slot << 40 | counter; partition 0's uids are plain counters
+UID_SLOT_BITS = LINEAGE_SLOT_BITS  # uid = slot << 40 | counter; partition 0's: plain counters
 CHECKPOINT_EVERY = 200  # log entries between checkpoints
 
 #: the Redis type of each key of a namespace that exists (``ack`` and ``probe`` are overwritten
