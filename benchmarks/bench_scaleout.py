@@ -222,31 +222,48 @@ def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str,
     }
 
 
-def model_cost(rows: list[dict[str, Any]], batch_size: int, rounds: int) -> tuple[float, float]:
-    """Median docs/s of one replica's model step with reconciliation on and off, ABAB."""
+def model_cost(
+    rows: list[dict[str, Any]], batch_size: int, rounds: int
+) -> tuple[float, float, float, float]:
+    """Median docs/s of one replica's model step with reconciliation on and off, ABAB; then
+    the model step's and a replay's median time per batch (ms): what a replica spends on a
+    batch of its own and on each batch another replica committed."""
     from noveld.featurize import Featurizer, Tokenizer
-    from noveld.models.dpmm import DPMM, DPMMConfig
+    from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
     from noveld.models.vocabulary import Vocabulary
     from noveld.schema import Document
 
     docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
     feat = Featurizer(Tokenizer(), Vocabulary())
     batches = [feat.featurize(docs[i : i + batch_size])[0] for i in range(0, len(docs), batch_size)]
+    steps: list[float] = []
+    deltas = []
 
     def once(young: int) -> float:
         model = DPMM(DPMMConfig(young_docs=young))
         stats = model.new_state()
+        steps.clear()
+        deltas.clear()
         t0 = time.perf_counter()
         for i, b in enumerate(batches):
-            model.partial_fit(b, stats, np.random.default_rng(i))
+            t = time.perf_counter()
+            deltas.append(model.partial_fit(b, stats, np.random.default_rng(i)).delta)
+            steps.append(time.perf_counter() - t)
         return len(docs) / (time.perf_counter() - t0)
 
     once(2048)  # JIT warm-up
     on, off = [], []
     for _ in range(rounds):
-        on.append(once(2048))
         off.append(once(0))
-    return statistics.median(on), statistics.median(off)
+        on.append(once(2048))
+    replica = DPMM(DPMMConfig()).new_state()
+    replays = []
+    for d in deltas:
+        t = time.perf_counter()
+        replay_delta(replica, d, 0.0)
+        replays.append(time.perf_counter() - t)
+    ms = 1e3 * statistics.median(steps), 1e3 * statistics.median(replays)
+    return statistics.median(on), statistics.median(off), *ms
 
 
 def main() -> None:
@@ -281,10 +298,14 @@ def main() -> None:
                 flush=True,
             )
     if a.cost_rounds:
-        on, off = model_cost(rows, a.batch_size, a.cost_rounds)
+        on, off, step_ms, replay_ms = model_cost(rows, a.batch_size, a.cost_rounds)
         print(
             f"one replica's model step: reconciliation on {on:,.0f} docs/s, off {off:,.0f} "
             f"docs/s (median of {a.cost_rounds}, alternating; {on / off - 1:+.1%})"
+        )
+        print(
+            f"per batch of {a.batch_size}: model step {step_ms:.2f} ms, replaying another "
+            f"replica's delta {replay_ms:.2f} ms (medians)"
         )
 
 

@@ -17,9 +17,10 @@ opened by this writer in an earlier batch."""
 
 def merge_candidates(stats: MultinomialStats, now: np.ndarray, horizon: int) -> np.ndarray:
     """The kind of every slot (−1: not a candidate): this batch's births ``now`` and the live
-    clusters of any writer born within the namespace's last ``horizon`` documents — a pure
-    function of the statistics, so a restarted writer merges as a clean one does. Ownership
-    is by uid slot: the clusters of the slot this batch's uids come from are this writer's."""
+    clusters of any writer born within the namespace's last ``horizon`` documents (this
+    writer's own only when another writer's are among them) — a pure function of the
+    statistics, so a restarted writer merges as a clean one does. Ownership is by uid slot:
+    the clusters of the slot this batch's uids come from are this writer's."""
     young = stats.lineage.current(horizon, int(stats.ictl[kern.DOCS_SEEN]))
     kmax = stats.kmax
     kind_of = np.full(kmax, -1, dtype=np.int64)
@@ -28,16 +29,19 @@ def merge_candidates(stats: MultinomialStats, now: np.ndarray, horizon: int) -> 
         is_young = np.isin(uids, np.fromiter(young, dtype=np.int64)) & stats.alive[:kmax]
         own = (uids >> UID_SLOT_BITS) == (int(stats.ictl[kern.NEXT_UID]) >> UID_SLOT_BITS)
         kind_of[is_young] = np.where(own[is_young], RECENT, FOREIGN)
+        if not np.any(kind_of == FOREIGN):  # own recent births meet foreign ones only
+            kind_of[kind_of == RECENT] = -1
     kind_of[now] = NOW
     return kind_of
 
 
 def allowed_pairs(rows: np.ndarray, kind_of: np.ndarray, uid: np.ndarray, scope: str) -> np.ndarray:
     """``ok[i, k]``: may candidate ``rows[i]`` merge with slot k? With any other candidate
-    (``kind_of`` ≥ 0; under ``scope`` "all" with any older cluster too) as long as the cluster
-    :func:`survivor` merges away is this writer's own: only the writer that opened a cluster
-    decides to merge it away, so no cluster is merged into two different survivors by two
-    replicas at once (their union would join two stories)."""
+    (``kind_of`` ≥ 0; under ``scope`` "all" with any older cluster too) of another writer, or
+    of this batch when it is one itself — as long as the cluster :func:`survivor` merges away
+    is this writer's own: only the writer that opened a cluster decides to merge it away, so no
+    cluster is merged into two different survivors by two replicas at once (their union would
+    join two stories)."""
     ok: np.ndarray = np.repeat((kind_of >= 0)[None, :], rows.shape[0], axis=0)
     if scope == "all":
         ok[:] = True
@@ -45,7 +49,12 @@ def allowed_pairs(rows: np.ndarray, kind_of: np.ndarray, uid: np.ndarray, scope:
     row_kind, col_kind = kind_of[rows][:, None], kind_of[None, :]
     row_away = uid[rows][:, None] > uid[None, : kind_of.shape[0]]
     away_kind = np.where(row_away, row_kind, col_kind)
-    ok &= ~((away_kind == FOREIGN) & (row_kind >= 0) & (col_kind >= 0))
+    both = (row_kind >= 0) & (col_kind >= 0)
+    ok &= ~((away_kind == FOREIGN) & both)
+    # two births of this writer merge only within their batch, so a lone writer merges
+    # exactly as it would without replicas
+    own = (row_kind != FOREIGN) & (col_kind != FOREIGN) & both
+    ok &= ~(own & ~((row_kind == NOW) & (col_kind == NOW)))
     return ok
 
 
