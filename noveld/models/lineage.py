@@ -38,10 +38,13 @@ class Lineage:
 
     young: dict[int, int] = field(default_factory=dict)
     merged_into: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: the uid slots of the input partitions this writer holds (set by a shared store before
+    #: each batch); None: the slot of the batch's own uids
+    own_slots: frozenset[int] | None = None
 
     def copy(self) -> Lineage:
         """An independent copy."""
-        return Lineage(dict(self.young), dict(self.merged_into))
+        return Lineage(dict(self.young), dict(self.merged_into), self.own_slots)
 
     def resolve(self, uid: int) -> int:
         """The cluster ``uid`` lives on in: itself unless merged away (followed through chains,

@@ -20,14 +20,18 @@ def merge_candidates(stats: MultinomialStats, now: np.ndarray, horizon: int) -> 
     clusters of any writer born within the namespace's last ``horizon`` documents (this
     writer's own only when another writer's are among them) — a pure function of the
     statistics, so a restarted writer merges as a clean one does. Ownership is by uid slot:
-    the clusters of the slot this batch's uids come from are this writer's."""
+    the clusters of the slots of the input partitions this writer holds
+    (:attr:`Lineage.own_slots`; else of the slot this batch's uids come from) are its own."""
     young = stats.lineage.current(horizon, int(stats.ictl[kern.DOCS_SEEN]))
     kmax = stats.kmax
     kind_of = np.full(kmax, -1, dtype=np.int64)
     if young:
         uids = stats.uid[:kmax]
         is_young = np.isin(uids, np.fromiter(young, dtype=np.int64)) & stats.alive[:kmax]
-        own = (uids >> UID_SLOT_BITS) == (int(stats.ictl[kern.NEXT_UID]) >> UID_SLOT_BITS)
+        slots = stats.lineage.own_slots
+        if slots is None:
+            slots = frozenset({int(stats.ictl[kern.NEXT_UID]) >> UID_SLOT_BITS})
+        own = np.isin(uids >> UID_SLOT_BITS, np.fromiter(slots, dtype=np.int64))
         kind_of[is_young] = np.where(own[is_young], RECENT, FOREIGN)
         if not np.any(kind_of == FOREIGN):  # own recent births meet foreign ones only
             kind_of[kind_of == RECENT] = -1
