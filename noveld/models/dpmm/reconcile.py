@@ -17,10 +17,10 @@ opened by this writer in an earlier batch."""
 
 def merge_candidates(stats: MultinomialStats, now: np.ndarray, horizon: int) -> np.ndarray:
     """The kind of every slot (−1: not a candidate): this batch's births ``now`` and the live
-    clusters of any writer born within the namespace's last ``horizon`` documents (this
-    writer's own only when another writer's are among them) — a pure function of the
-    statistics, so a restarted writer merges as a clean one does. Ownership is by uid slot:
-    the clusters of the slots of the input partitions this writer holds
+    clusters of any writer born within the namespace's last ``horizon`` documents (only when
+    they span two uid slots or more: births of one slot merge only within their batch) — a
+    pure function of the statistics, so a restarted writer merges as a clean one does.
+    Ownership is by uid slot: the clusters of the slots of the input partitions this writer holds
     (:attr:`Lineage.own_slots`; else of the slot this batch's uids come from) are its own."""
     young = stats.lineage.current(horizon, int(stats.ictl[kern.DOCS_SEEN]))
     kmax = stats.kmax
@@ -33,17 +33,18 @@ def merge_candidates(stats: MultinomialStats, now: np.ndarray, horizon: int) -> 
             slots = frozenset({int(stats.ictl[kern.NEXT_UID]) >> UID_SLOT_BITS})
         own = np.isin(uids >> UID_SLOT_BITS, np.fromiter(slots, dtype=np.int64))
         kind_of[is_young] = np.where(own[is_young], RECENT, FOREIGN)
-        if not np.any(kind_of == FOREIGN):  # own recent births meet foreign ones only
-            kind_of[kind_of == RECENT] = -1
+        among = (kind_of >= 0) | np.isin(np.arange(kmax), now)
+        if np.unique(uids[among] >> UID_SLOT_BITS).shape[0] < 2:
+            kind_of[:] = -1  # births of one slot merge only within their batch
     kind_of[now] = NOW
     return kind_of
 
 
 def allowed_pairs(rows: np.ndarray, kind_of: np.ndarray, uid: np.ndarray, scope: str) -> np.ndarray:
     """``ok[i, k]``: may candidate ``rows[i]`` merge with slot k? With any other candidate
-    (``kind_of`` ≥ 0; under ``scope`` "all" with any older cluster too) of another writer, or
-    of this batch when it is one itself — as long as the cluster :func:`survivor` merges away
-    is this writer's own: only the writer that opened a cluster decides to merge it away, so no
+    (``kind_of`` ≥ 0; under ``scope`` "all" with any older cluster too) of another uid slot,
+    or of this batch when it is one itself — as long as the cluster :func:`survivor` merges
+    away is this writer's own: only the writer that opened a cluster decides to merge it away, so no
     cluster is merged into two different survivors by two replicas at once (their union would
     join two stories)."""
     ok: np.ndarray = np.repeat((kind_of >= 0)[None, :], rows.shape[0], axis=0)
@@ -55,10 +56,11 @@ def allowed_pairs(rows: np.ndarray, kind_of: np.ndarray, uid: np.ndarray, scope:
     away_kind = np.where(row_away, row_kind, col_kind)
     both = (row_kind >= 0) & (col_kind >= 0)
     ok &= ~((away_kind == FOREIGN) & both)
-    # two births of this writer merge only within their batch, so a lone writer merges
-    # exactly as it would without replicas
-    own = (row_kind != FOREIGN) & (col_kind != FOREIGN) & both
-    ok &= ~(own & ~((row_kind == NOW) & (col_kind == NOW)))
+    # two births of one uid slot (one partition's writer) merge only within their batch, so a
+    # lone writer merges exactly as it would without replicas
+    slot = uid[: kind_of.shape[0]] >> UID_SLOT_BITS
+    same = (slot[rows][:, None] == slot[None, :]) & both
+    ok &= ~(same & ~((row_kind == NOW) & (col_kind == NOW)))
     return ok
 
 
