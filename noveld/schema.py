@@ -165,6 +165,13 @@ def event_id(namespace: str, cluster_id: str, event_type: str) -> str:
     return hashlib.sha256(key).hexdigest()[:32]
 
 
+def merge_event_id(namespace: str, cluster_id: str, into: str) -> str:
+    """Id of the ``cluster.merged`` of ``cluster_id`` into ``into``: :func:`event_id` over the
+    pair, so two replicas deciding the same merge emit one event, and a cluster merged into
+    two survivors (replicas deciding concurrently) has one event for each."""
+    return event_id(namespace, f"{cluster_id}>{into}", "cluster.merged")
+
+
 class _ClusterEvent(BaseModel):
     """Fields shared by every cluster event; ``event_id`` is derived when not given."""
 
@@ -180,12 +187,16 @@ class _ClusterEvent(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _derive_event_id(cls, data: Any) -> Any:
-        """Fill an absent or empty ``event_id`` from (namespace, cluster_id, type)."""
+        """Fill an absent or empty ``event_id`` from (namespace, cluster_id, type); a merge's
+        from the pair (:func:`merge_event_id`)."""
         if isinstance(data, dict) and not data.get("event_id"):
             type_field = cls.model_fields.get("type")
             etype = data.get("type") or (type_field.default if type_field else None)
             ns, cid = data.get("namespace"), data.get("cluster_id")
-            if isinstance(ns, str) and isinstance(cid, str) and isinstance(etype, str):
+            into = data.get("into")
+            if etype == "cluster.merged" and isinstance(into, str) and isinstance(ns, str):
+                data = {**data, "event_id": merge_event_id(ns, str(cid), into)}
+            elif isinstance(ns, str) and isinstance(cid, str) and isinstance(etype, str):
                 data = {**data, "event_id": event_id(ns, cid, etype)}
         return data
 

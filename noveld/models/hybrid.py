@@ -26,6 +26,12 @@ from noveld.models.dpmm import (
     ensure_clusters,
     move_counts,
 )
+from noveld.models.dpmm.reconcile import (
+    allowed_pairs,
+    merge_candidates,
+    scan_words,
+    survivor,
+)
 from noveld.models.hybrid_batch import (
     MemberFeatures,
     SeatingState,
@@ -181,19 +187,24 @@ class HybridMixture(VMFMixture):
         born: list[tuple[int, int, float]],
         stats: MultinomialStats,
     ) -> list[tuple[int, int]]:
-        """Merge the clusters born in this batch into another cluster when that raises the
-        collapsed posterior under both views (the words' merge gain of
+        """Merge the clusters born in this batch — and, with replicas, other writers' recent
+        births (:func:`merge_candidates`, as ``dpmm`` does) — into another cluster when that
+        raises the collapsed posterior under both views (the words' merge gain of
         :func:`~noveld.models.kernels.multinomial.merge_gains` + w × the vectors'); greedy,
-        best gain first, each cluster in one merge at most, the lighter one merged away.
-        Applied to ``stats`` at once; returns (source uid, survivor uid) pairs."""
+        best gain first, each cluster in one merge at most, the lighter one merged away (the
+        lower uid surviving between writers). Applied to ``stats`` at once; returns (source
+        uid, survivor uid) pairs."""
         cfg = self.config
         kmax = stats.kmax
         born_uids = [u for u, _, _ in born]
-        young = np.array([stats.slot_of(u) for u in born_uids], dtype=np.int64)
+        now = np.array([stats.slot_of(u) for u in born_uids], dtype=np.int64)
+        kind_of = merge_candidates(stats, now, cfg.young_docs)
+        young = np.flatnonzero(kind_of >= 0)
         if young.shape[0] == 0:
             return []
         in_born = np.isin(uids, np.array(born_uids, dtype=np.int64))
-        scan = np.unique(batch.words[np.repeat(in_born, np.diff(batch.ptr))]).astype(np.int64)
+        scan = scan_words(stats, young, batch.words[np.repeat(in_born, np.diff(batch.ptr))])
+        scan = np.setdiff1d(scan, np.concatenate(self._dimension_ids()))  # words only
         n_live = int(stats.alive[:kmax].sum())
         log_new = math.log(math.exp(self.log_alpha(len(batch))) + cfg.discount * (n_live - 1))
         gains = np.empty((young.shape[0], kmax))
@@ -204,10 +215,7 @@ class HybridMixture(VMFMixture):
         )  # fmt: skip
         if cfg.weight:
             gains += cfg.weight * self.vector_merge_gains(stats, young)
-        if cfg.merge_scope == "births":
-            others = np.ones(kmax, dtype=np.bool_)
-            others[young] = False
-            gains[:, others] = -np.inf
+        gains[~allowed_pairs(young, kind_of, stats.uid, cfg.merge_scope)] = -np.inf
         best = gains.argmax(axis=1)
         order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
         used: set[int] = set()
@@ -218,16 +226,20 @@ class HybridMixture(VMFMixture):
                 break
             if y in used or k in used:
                 continue
-            src, dst = (
-                (y, k) if (stats.m[y], -stats.uid[y]) <= (stats.m[k], -stats.uid[k]) else (k, y)
-            )
-            if src not in young or int(stats.uid[src]) in self._pinned:
+            src, dst = survivor(stats, y, k, int(kind_of[y]), int(kind_of[k]))
+            if kind_of[src] < 0 or int(stats.uid[src]) in self._pinned:
                 continue
             move_counts(stats, src, dst)
             stats.retire(np.array([src], dtype=np.int64))
             stats.fresh[src] = False
             pairs.append((int(stats.uid[src]), int(stats.uid[dst])))
+            stats.lineage.record(*pairs[-1], int(stats.ictl[kern.STEPS]))
             used.update((y, k))
+        if cfg.young_docs > 0:
+            seen = int(stats.ictl[kern.DOCS_SEEN])
+            for k in now.tolist():
+                if stats.alive[k]:
+                    stats.lineage.add_young(int(stats.uid[k]), seen)
         return pairs
 
     def _absorb(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from noveld.models.kernels import multinomial as kern
+from noveld.models.lineage import Lineage
 
 _RENORMALIZE_BELOW = 1e-150
 
@@ -40,10 +41,8 @@ class MultinomialStats:
     ictl: np.ndarray = field(default_factory=lambda: np.zeros(kern.ICTL_SIZE, dtype=np.int64))
     scale: float = 1.0
     dirty_slots: list[int] = field(default_factory=list)
-    # clusters another writer opened since the last batch, with their words: merge candidates
-    # (transient, not persisted)
-    young_slots: list[int] = field(default_factory=list)
-    young_words: list[np.ndarray] = field(default_factory=list)
+    # young clusters (persisted) and merged-away uids, for reconciling replicas
+    lineage: Lineage = field(default_factory=Lineage)
 
     # ---- capacity -------------------------------------------------------------------------
     @property
@@ -124,14 +123,11 @@ class MultinomialStats:
         new_head = np.full(max(1024, kept.shape[0]), -1, dtype=np.int64)
         inside = kept[kept < head.shape[0]]
         new_head[: inside.shape[0]] = head[inside]
-        new_id = np.full(max(n_words, 1), -1, dtype=np.int64)
-        new_id[kept] = np.arange(kept.shape[0], dtype=np.int64)
         return replace(
             self,
             head=new_head,
             dirty_slots=list(self.dirty_slots),
-            young_slots=list(self.young_slots),
-            young_words=[new_id[w][new_id[w] >= 0] for w in self.young_words],
+            lineage=self.lineage.copy(),
         )
 
     # ---- decay ----------------------------------------------------------------------------
@@ -233,10 +229,13 @@ class MultinomialStats:
             "pc": c.pc[:used],
             "ictl": c.ictl,
             "scale": np.array([c.scale]),
+            # merge candidates: a restarted writer merges as a clean one does
+            "young_uid": np.fromiter(c.lineage.young, dtype=np.int64),
+            "young_since": np.fromiter(c.lineage.young.values(), dtype=np.int64),
         }
 
     def detached(self) -> MultinomialStats:
-        """A copy sharing no array with ``self`` (the transient merge candidates left out)."""
+        """A copy sharing no array (nor reconciliation state) with ``self``."""
         return replace(
             self,
             m=self.m.copy(),
@@ -251,8 +250,7 @@ class MultinomialStats:
             pc=self.pc.copy(),
             ictl=self.ictl.copy(),
             dirty_slots=list(self.dirty_slots),
-            young_slots=[],
-            young_words=[],
+            lineage=self.lineage.copy(),
         )
 
     @classmethod
@@ -276,4 +274,7 @@ class MultinomialStats:
         s.ictl = np.zeros(max(kern.ICTL_SIZE, ictl.shape[0]), dtype=np.int64)
         s.ictl[: ictl.shape[0]] = ictl  # snapshots from before a counter was added
         s.scale = float(a["scale"][0])
+        if "young_uid" in a:  # absent from snapshots written before reconciliation
+            young = zip(a["young_uid"].tolist(), a["young_since"].tolist(), strict=True)
+            s.lineage = Lineage(young={int(u): int(t) for u, t in young})
         return s

@@ -109,6 +109,26 @@ CASES = [
         id="redis_commit",
     ),
     pytest.param(
+        "bench_scaleout",
+        [
+            "--data",
+            DATA,
+            "--replicas",
+            "2",
+            "--batch-size",
+            "50",
+            "--rate",
+            "400",
+            "--max-wait-ms",
+            "300",
+            "--cost-rounds",
+            "1",
+        ],
+        r"\n 2 +\d\.\d{3} +\d+ +\d+(?s:.*)reconciliation on [\d,]+ docs/s, off",
+        id="scaleout",
+        marks=SLOW,  # a consumer-group join of two replicas
+    ),
+    pytest.param(
         "bench_vmf",
         ["--docs", "500", "--dim", "16", "--stories", "5", "--repeat", "1"],
         r"model step: [\d,]+ docs/s",

@@ -14,7 +14,7 @@ from noveld.connectors import jsonl
 from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
 from noveld.connectors.file_sinks import DlqFileSink, JsonLinesSink
 from noveld.connectors.jsonl import JsonlSource, Record
-from noveld.schema import InvalidReason, SourcePosition, event_id
+from noveld.schema import InvalidReason, SourcePosition
 
 # line numbers:   0          1    2           3       4             5 (no trailing newline)
 CONTENT = b'{"id":"a"}\n\n{"id":"b"}\r\n   \t\n{"id":"c"}\n{"id":"d"}'
@@ -194,7 +194,7 @@ def test_json_lines_sink_writes_models_and_dicts() -> None:
 
 
 def test_json_lines_sink_event_round_trip() -> None:
-    from noveld.schema import ClusterMerged, parse_event
+    from noveld.schema import ClusterMerged, merge_event_id, parse_event
 
     stream = io.StringIO()
     pos = SourcePosition(topic="t", offset=1)
@@ -202,7 +202,7 @@ def test_json_lines_sink_event_round_trip() -> None:
     JsonLinesSink(stream).write(ev)
     back = parse_event(stream.getvalue().strip())
     assert back == ev
-    assert back.event_id == event_id("n", "c1", "cluster.merged")
+    assert back.event_id == merge_event_id("n", "c1", "c0")
 
 
 def _record(raw: bytes, offset: int, topic: str = "in.jsonl") -> Record:

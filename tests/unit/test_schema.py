@@ -26,6 +26,7 @@ from noveld.schema import (
     event_json,
     event_key,
     format_rfc3339,
+    merge_event_id,
     parse_event,
     parse_rfc3339,
     stored_json,
@@ -232,7 +233,9 @@ def test_retired_and_merged_events() -> None:
     )
     merged = ClusterMerged(namespace="news", model="svi", cluster_id="c1", into="c0", merged_at=POS)
     assert retired.event_id == event_id("news", "c1", "cluster.retired")
-    assert merged.event_id == event_id("news", "c1", "cluster.merged")
+    assert merged.event_id == merge_event_id("news", "c1", "c0")  # the pair names the merge
+    other = ClusterMerged(namespace="news", model="svi", cluster_id="c1", into="c2", merged_at=POS)
+    assert other.event_id != merged.event_id
     assert json.loads(retired.model_dump_json())["reason"] == "faded"
     assert json.loads(merged.model_dump_json())["into"] == "c0"
     with pytest.raises(ValidationError):

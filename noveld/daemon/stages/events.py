@@ -25,6 +25,7 @@ from noveld.schema import (
     assignment_batch_event_id,
     assignment_event_id,
     format_rfc3339,
+    merge_event_id,
 )
 from noveld.schema import event_id as make_event_id
 from noveld.state.base import StateStore
@@ -253,7 +254,8 @@ class EventBuilder:
         self, live: LiveNamespace, merged: Sequence[tuple[int, int, bool]], at: SourcePosition
     ) -> list[dict[str, Any]]:
         """``cluster.merged`` for clusters that existed before this batch (born earlier or on
-        another replica); a birth merged within its own batch was never a cluster to anyone."""
+        another replica); a birth merged within its own batch was never a cluster to anyone.
+        The id names the pair, so replicas deciding the same merge emit one event."""
         out: list[dict[str, Any]] = []
         for uid, into, born_now in merged:
             live.announced.discard(uid)
@@ -261,7 +263,7 @@ class EventBuilder:
                 continue
             cid = cluster_id(uid)
             ev = ClusterMerged(
-                event_id=make_event_id(self.namespace, cid, "cluster.merged"),
+                event_id=merge_event_id(self.namespace, cid, cluster_id(into)),
                 namespace=self.namespace,
                 model=self.model.kind,
                 cluster_id=cid,

@@ -26,6 +26,10 @@ class DPMMConfig:
     merge_scope: Literal["births", "all"] = "births"
     absorb_margin: float = 20.0  # log-odds a cluster needs to be merged into a known category
     split: bool = True
+    # documents of the namespace (any writer's) during which a birth stays a merge candidate for
+    # later births of the same story, this writer's or another's (replicas reconciling
+    # concurrent births: noveld.models.lineage); 0 = only births of one batch merge
+    young_docs: int = 2048
 
     def __post_init__(self) -> None:
         if self.alpha <= 0 or self.beta <= 0:
@@ -34,6 +38,8 @@ class DPMMConfig:
             raise ValueError("rejuvenation_sweeps must be >= 0")
         if self.half_life_docs < 0:
             raise ValueError("half_life_docs must be >= 0 (0 = no forgetting)")
+        if self.young_docs < 0:
+            raise ValueError("young_docs must be >= 0")
         if self.max_active_clusters < 1:
             raise ValueError("max_active_clusters must be >= 1")
 

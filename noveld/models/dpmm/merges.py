@@ -11,6 +11,12 @@ import numpy as np
 from noveld.models.base import DocBatch
 from noveld.models.dpmm.clusters import Move, move_counts
 from noveld.models.dpmm.config import DPMMConfig
+from noveld.models.dpmm.reconcile import (
+    allowed_pairs,
+    merge_candidates,
+    scan_words,
+    survivor,
+)
 from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
 
@@ -64,50 +70,36 @@ def merge_births(
     log_alpha: float,
     pinned: Collection[int],
 ) -> list[Move]:
-    """Merge clusters born in this batch (or by another writer since the last one) into
-    another cluster when that raises the collapsed posterior (MAP merge test,
-    :func:`kern.merge_gains`); greedy, best gain first, each cluster in one merge at most.
-    ``log_alpha`` is the batch's new-cluster weight; ``pinned`` clusters are never merged away.
+    """Merge clusters born in this batch or recently, by this writer or another one
+    (:func:`merge_candidates`), into another cluster when that raises the collapsed posterior
+    (MAP merge test, :func:`kern.merge_gains`); greedy, best gain first, each cluster in one
+    merge at most. ``log_alpha`` is the batch's new-cluster weight; ``pinned`` clusters are
+    never merged away.
 
-    Returns one :data:`Move` per merge; the sources are dead afterwards.
+    Returns one :data:`Move` per merge; the sources are dead afterwards. This batch's
+    surviving births stay young for the namespace's next ``cfg.young_docs`` documents.
     """
+    lineage = stats.lineage
     fresh_docs = stats.fresh[assign]
-    own = np.unique(assign[fresh_docs])
-    foreign = [k for k in stats.young_slots if stats.alive[k]]
-    young = np.unique(np.concatenate([own, np.array(foreign, dtype=np.int64)]))
-    young = young[stats.alive[young]]
-    words_parts = [batch.words[np.repeat(fresh_docs, np.diff(batch.ptr))], *stats.young_words]
-    stats.young_slots, stats.young_words = [], []
+    now = np.unique(assign[fresh_docs])
+    kind_of = merge_candidates(stats, now, cfg.young_docs)
+    young = np.flatnonzero(kind_of >= 0)
     if young.shape[0] == 0:
         return absorb_into_known(batch, assign, stats, [], cfg, log_alpha, pinned)
-    scan = np.unique(np.concatenate(words_parts).astype(np.int64))
+    scan = scan_words(stats, young, batch.words[np.repeat(fresh_docs, np.diff(batch.ptr))])
     kmax = stats.kmax
     gains = np.empty((young.shape[0], kmax))
     n_live = int(stats.alive[:kmax].sum())
     # PY partition prior: merging K clusters into K−1 divides by θ + (K−1)d
     log_new = math.log(math.exp(log_alpha) + cfg.discount * (n_live - 1))
+    # under the "births" scope only candidates can be partners: the kernel skips the others
+    partners = stats.alive if cfg.merge_scope == "all" else stats.alive[:kmax] & (kind_of >= 0)
     kern.merge_gains(
-        young,
-        scan,
-        stats.m,
-        stats.ntok,
-        stats.alive,
-        stats.head,
-        stats.nxt,
-        stats.pk,
-        stats.pc,
-        kmax,
-        stats.scale,
-        cfg.beta,
-        batch.n_words * cfg.beta,
-        log_new,
-        cfg.discount,
-        gains,
-    )
-    if cfg.merge_scope == "births":  # only births of the same story are merged
-        others = np.ones(kmax, dtype=np.bool_)
-        others[young] = False
-        gains[:, others] = -np.inf
+        young, scan, stats.m, stats.ntok, partners, stats.head, stats.nxt, stats.pk,
+        stats.pc, kmax, stats.scale, cfg.beta, batch.n_words * cfg.beta, log_new,
+        cfg.discount, gains,
+    )  # fmt: skip
+    gains[~allowed_pairs(young, kind_of, stats.uid, cfg.merge_scope)] = -np.inf
     best = gains.argmax(axis=1)
     order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
     used: set[int] = set()
@@ -118,18 +110,21 @@ def merge_births(
             break
         if y in used or k in used:
             continue
-        # the survivor is the heavier cluster (the older one when tied)
-        src, dst = (y, k) if (stats.m[y], -stats.uid[y]) <= (stats.m[k], -stats.uid[k]) else (k, y)
-        if not stats.fresh[src] and src not in young:
-            continue
-        if int(stats.uid[src]) in pinned:
-            continue
+        src, dst = survivor(stats, y, k, int(kind_of[y]), int(kind_of[k]))
+        if kind_of[src] < 0 or int(stats.uid[src]) in pinned:
+            continue  # an older cluster is never merged away into a birth
         m_raw, n_raw, moved_w, moved_c = move_counts(stats, src, dst)
         stats.retire(np.array([src], dtype=np.int64))
         stats.fresh[src] = False
         assign[assign == src] = dst
+        lineage.record(int(stats.uid[src]), int(stats.uid[dst]), int(stats.ictl[kern.STEPS]))
         moves.append((src, dst, m_raw, n_raw, moved_w, moved_c))
         used.update((y, k))
+    if cfg.young_docs > 0:
+        seen = int(stats.ictl[kern.DOCS_SEEN])
+        for k in now.tolist():
+            if stats.alive[k]:
+                lineage.add_young(int(stats.uid[k]), seen)
     return absorb_into_known(batch, assign, stats, moves, cfg, log_alpha, pinned)
 
 
@@ -171,5 +166,6 @@ def absorb_into_known(
         stats.retire(np.array([src], dtype=np.int64))
         stats.fresh[src] = False
         assign[assign == src] = dst
+        stats.lineage.record(int(stats.uid[src]), int(stats.uid[dst]), int(stats.ictl[kern.STEPS]))
         moves.append((src, dst, m_raw, n_raw, moved_w, moved_c))
     return moves

@@ -11,6 +11,7 @@ from noveld.models.base import StatsDelta
 from noveld.models.dpmm.clusters import move_counts
 from noveld.models.dpmm.config import DPMMConfig
 from noveld.models.kernels import multinomial as kern
+from noveld.models.lineage import Lineage
 from noveld.models.suffstats import MultinomialStats
 
 UncountedWords = Callable[[], np.ndarray]
@@ -51,7 +52,6 @@ def replay_delta(
     delta: StatsDelta,
     half_life_docs: float,
     prune_below: float = DPMMConfig.prune_below,
-    foreign: bool = False,
     uncounted: UncountedWords = no_uncounted_words,
 ) -> None:
     """Apply a batch's :class:`StatsDelta` to statistics, in the order ``partial_fit`` changed
@@ -65,17 +65,22 @@ def replay_delta(
     the clusters the delta opened become merge candidates of the next batch (two replicas may
     each open a cluster for one story).
     """
-    apply_additions(stats, delta, foreign)
+    apply_additions(stats, delta)
     finish_delta(stats, delta, half_life_docs, prune_below, uncounted)
 
 
-def apply_additions(stats: MultinomialStats, delta: StatsDelta, foreign: bool = False) -> None:
-    """First half of :func:`replay_delta`: the decay and the batch's additions."""
+def apply_additions(stats: MultinomialStats, delta: StatsDelta) -> None:
+    """First half of :func:`replay_delta`: the decay and the batch's additions. Additions to a
+    cluster merged away here go to its survivor (:meth:`Lineage.resolve`); the delta's births
+    become young merge candidates (:mod:`noveld.models.lineage`)."""
     stats.decay(delta.decay)
+    lineage = stats.lineage
     kmax = stats.kmax
     slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
     uids = delta.cluster_uids.tolist()
-    unknown = [u for u in uids if u not in slot_of]
+    if lineage.merged_into:  # written by a writer that had not seen the merge yet
+        uids = [r if (r := lineage.resolve(u)) in slot_of else u for u in uids]
+    unknown = list(dict.fromkeys(u for u in uids if u not in slot_of))
     vocab_size = int(delta.word_ids.max()) + 1 if delta.word_ids.shape[0] else 0
     stats.reserve(len(unknown), int(delta.word_ids.shape[0]), vocab_size)
     next_uid = int(stats.ictl[kern.NEXT_UID])
@@ -84,16 +89,15 @@ def apply_additions(stats: MultinomialStats, delta: StatsDelta, foreign: bool = 
         k = kern.open_cluster(stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl)
         stats.fresh[k] = False
         slot_of[u] = k
-    born = set(delta.born_uids.tolist())
-    for i, u in enumerate(uids):
-        if foreign and u in born and u in slot_of:  # another writer's birth: a merge candidate
-            stats.young_slots.append(slot_of[u])
-            stats.young_words.append(delta.word_ids[delta.word_cluster == i])
+    seen = int(stats.ictl[kern.DOCS_SEEN])
+    for u in delta.born_uids.tolist():  # merge candidates of the next batches
+        if u in slot_of:
+            lineage.add_young(u, seen)
     stats.ictl[kern.NEXT_UID] = max([next_uid, *(u + 1 for u in delta.born_uids.tolist())])
     slots = np.array([slot_of[u] for u in uids], dtype=np.int64)
     inv = 1.0 / stats.scale
-    stats.m[slots] += delta.dm * inv
-    stats.ntok[slots] += delta.dntok * inv
+    np.add.at(stats.m, slots, delta.dm * inv)
+    np.add.at(stats.ntok, slots, delta.dntok * inv)
     kern.add_word_counts(
         slots[delta.word_cluster],
         delta.word_ids.astype(np.int64),
@@ -113,15 +117,41 @@ def finish_delta(
     prune_below: float,
     uncounted: UncountedWords = no_uncounted_words,
 ) -> None:
-    """Second half of :func:`replay_delta`: merges, retirements, the document count."""
+    """Second half of :func:`replay_delta`: merges, retirements, the document count.
+
+    A merge one of whose clusters was merged away here already (another writer decided a merge
+    of the same story) joins the two survivors instead, the lower uid surviving
+    (:func:`merge_survivors`); a merge already made here is a no-op."""
     kmax = stats.kmax
     slot_of = {int(u): k for k, u in enumerate(stats.uid[:kmax].tolist()) if stats.alive[k]}
+    merged_away: set[int] = set()
     for src_uid, dst_uid in delta.merges.tolist():
-        src, dst = slot_of.get(src_uid), slot_of.get(dst_uid)
+        pair = merge_survivors(stats.lineage, src_uid, dst_uid)
+        merged_away.add(src_uid)
+        if pair is None:
+            continue
+        src_u, dst_u = pair
+        src, dst = slot_of.get(src_u), slot_of.get(dst_u)
         if src is None or dst is None:
             continue  # retired here already (another replica's view differed)
         move_counts(stats, src, dst)
-    gone = [slot_of[u] for u in delta.retired_uids.tolist() if u in slot_of]
+        stats.retire(np.array([src], dtype=np.int64))
+        del slot_of[src_u]
+        stats.lineage.record(src_u, dst_u, int(stats.ictl[kern.STEPS]))
+    retired = [u for u in delta.retired_uids.tolist() if u not in merged_away]
+    gone = [slot_of[u] for u in retired if u in slot_of]
     if gone:
         stats.retire(np.array(gone, dtype=np.int64))
     advance_documents(stats, delta.documents(), half_life_docs, prune_below, uncounted)
+
+
+def merge_survivors(lineage: Lineage, src_uid: int, dst_uid: int) -> tuple[int, int] | None:
+    """(merged-away uid, survivor uid) for replaying the merge of ``src_uid`` into
+    ``dst_uid``: as decided when neither was merged away here, else the two clusters they live
+    on in, the lower uid surviving; None when those are one cluster already."""
+    a, b = lineage.resolve(src_uid), lineage.resolve(dst_uid)
+    if a == b:
+        return None
+    if (a, b) == (src_uid, dst_uid):
+        return a, b
+    return (a, b) if a > b else (b, a)

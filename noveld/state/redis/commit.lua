@@ -8,7 +8,8 @@
 -- KEYS[6] log       stream of packed batch deltas, entry id "<seq>-1"
 -- KEYS[7] uidnext   hash: uid slot -> next cluster counter in that slot
 -- KEYS[8] novelty   string: novelty-tracker JSON
--- KEYS[9] lifecycle hash: announced cluster id -> "born" | "retired" | "merged" (its last event)
+-- KEYS[9] lifecycle hash: announced cluster id -> "born" | "retired" | "merged" (its last event);
+--         a cluster.merged event's id -> "merged" (each merge pair once)
 -- KEYS[10] lease    string: the one writer allowed when lease_ms > 0 (svi), expiring
 -- KEYS[11] stories  hash: cluster uid -> born, last, docs, width, head (little-endian doubles),
 --          then the ring of counts (little-endian uint32): noveld/state/redis/story_values.py
@@ -162,6 +163,16 @@ for _, ev in ipairs(h.lifecycle or {}) do
     keep = redis.call('HSETNX', KEYS[9], cid, 'born') == 1
     if not keep then
       h.counters.births = (h.counters.births or 0) - 1
+    end
+  elseif kind == 'merged' then
+    -- a merge is one event per (cluster, survivor) pair: replicas that decided the same merge
+    -- emit it once, and a cluster two replicas merged into different survivors (concurrent
+    -- decisions, joined on replay) has one event per survivor; the hash keeps the pair's
+    -- event id
+    local current = redis.call('HGET', KEYS[9], cid)
+    keep = current ~= 'retired' and redis.call('HSETNX', KEYS[9], eid, 'merged') == 1
+    if current == 'born' then
+      redis.call('HSET', KEYS[9], cid, kind)
     end
   else
     -- an end is recorded only for an announced cluster (the hash holds announced clusters)

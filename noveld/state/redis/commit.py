@@ -65,13 +65,18 @@ class Commit(Vocabulary):
     """Commit batches and keep the in-memory statistics in step with other writers."""
 
     def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
-        """Point the model's uid counter at this batch's uid slot."""
+        """Point the model's uid counter at this batch's uid slot, and tell it which slots'
+        clusters are this writer's."""
         slot = uid_slot(list(first_offsets))
         if slot != self._slot:
             raw = self.client.hget(self.keys["uidnext"], str(slot))
             self._uid_next = 0 if raw is None else self._count("uidnext", str(slot), raw)
             self._slot = slot
         state.stats.ictl[kern.NEXT_UID] = (slot << UID_SLOT_BITS) + self._uid_next
+        # the clusters this writer may merge away: those of the partitions it holds, which no
+        # other replica holds meanwhile (noveld.models.dpmm.reconcile)
+        held = frozenset(uid_slot([k]) for k in self.epochs) | {slot}
+        state.stats.lineage.own_slots = held
 
     def commit(self, state: NamespaceState, request: CommitRequest) -> CommitResult:
         """One atomic Lua call: fence, offsets check, uid slot, log entry, counters, outbox;
@@ -201,7 +206,10 @@ class Commit(Vocabulary):
             return
         for d in deltas:
             replay_delta(
-                state.stats, d, self.half_life_docs, uncounted=lambda: uncounted_ids(state.vocab)
+                state.stats,
+                d,
+                self.half_life_docs,
+                uncounted=lambda: uncounted_ids(state.vocab),
             )
 
     def checkpoint(self, state: NamespaceState) -> bool:

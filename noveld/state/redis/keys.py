@@ -12,7 +12,8 @@ in one cluster slot, so one Lua script commits a batch atomically):
 - ``offsets``, ``epochs`` — next offset and fencing epoch per ``topic:partition``
 - ``uidnext`` — next cluster counter per uid slot; ``counters``; ``novelty`` (JSON);
   ``lifecycle`` — announced cluster id → its last event (``born``/``retired``/``merged``), so a
-  cluster confirmed by two replicas is announced, and ended, once
+  cluster confirmed by two replicas is announced, and ended, once; and each ``cluster.merged``
+  event id → ``merged``, so a merge two replicas decided is announced once
 - ``outbox`` — stream of committed, undelivered events: one entry per commit, fields ``"0"``,
   ``"1"``, … each an event's JSON (:func:`noveld.schema.event_json`), at most
   :data:`OUTBOX_ENTRY_EVENTS` per entry (entries of one field pair ``id``/``event`` per event,
@@ -26,6 +27,8 @@ in one cluster slot, so one Lua script commits a batch atomically):
 
 from __future__ import annotations
 
+from noveld.models.lineage import UID_SLOT_BITS as LINEAGE_SLOT_BITS
+
 SCHEMA = 2
 #: the schema of a namespace whose vocabulary was compacted: the same keys plus ``vocab_gone``
 #: and ``meta.vocab_gen``, which a noveld reading only schema 2 would ignore (a smaller V, no
@@ -36,7 +39,7 @@ COMPACTED_SCHEMA = 3
 IMPORTED_GENERATIONS = 1 << 32
 #: events per outbox entry at most (a commit of more writes several; bounds a Lua call's stack)
 OUTBOX_ENTRY_EVENTS = 1000
-UID_SLOT_BITS = 40  # uid = slot << 40 | counter; partition 0's uids are plain counters
+UID_SLOT_BITS = LINEAGE_SLOT_BITS  # uid = slot << 40 | counter; partition 0's: plain counters
 CHECKPOINT_EVERY = 200  # log entries between checkpoints
 
 #: the Redis type of each key of a namespace that exists (``ack`` and ``probe`` are overwritten

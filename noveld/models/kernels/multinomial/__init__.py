@@ -28,6 +28,7 @@ from noveld.models.kernels.multinomial.pool import (
     open_cluster,
     postings_entries,
     words_in_use,
+    words_of_clusters,
 )
 from noveld.models.kernels.multinomial.predictive import (
     LINEAR_MAX_LEN,
@@ -85,4 +86,5 @@ __all__ = [
     "split_gain",
     "word_baseline",
     "words_in_use",
+    "words_of_clusters",
 ]

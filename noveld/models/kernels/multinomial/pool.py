@@ -321,3 +321,24 @@ def words_in_use(
                 break
             e = nxt[e]
     return out
+
+
+@njit(cache=True)
+def words_of_clusters(
+    member: np.ndarray, head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray
+) -> np.ndarray:
+    """Sorted ids of the words any cluster slot k with ``member[k]`` holds — one pass over the
+    pool for all of them (:func:`cluster_word_counts` is one pass per cluster)."""
+    out = np.empty(head.shape[0], dtype=np.int64)
+    n = 0
+    kmax = member.shape[0]
+    for w in range(head.shape[0]):
+        e = head[w]
+        while e >= 0:
+            k = pk[e]
+            if k < kmax and member[k] and pc[e] > 0.0:
+                out[n] = w
+                n += 1
+                break
+            e = nxt[e]
+    return out[:n].copy()

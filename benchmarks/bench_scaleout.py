@@ -1,0 +1,313 @@
+"""Scale-out quality: N ``dpmm`` replicas in one consumer group and one Redis namespace.
+
+    python benchmarks/bench_scaleout.py [--data FILE] [--replicas 1 2 4] [--batch-size 256]
+                                        [--rate 1000] [--cost-rounds 4]
+
+Starts a private tansu broker and Redis-protocol server (tests/servers/) and for each N runs N
+``noveld run`` subprocesses (own group, namespace and topics per N); once every replica holds
+partitions, produces the labelled stream in order, keyed by line number, to a 4-partition topic
+at ``--rate`` documents per second. When every document
+is committed the replicas are stopped and the events topic is read back: the clusters come from
+the ``documents.assigned`` events with each ``cluster.merged`` applied (what a consumer does),
+the announcements from ``cluster.born``. Prints per N: NMI, clusters, births, stories announced
+by two or more births (before and after the merges: announcements of clusters merged into
+one count once, by their earliest founding document) and novelty precision / recall
+(noveld.eval.novelty, window 5, over those merged announcements).
+
+``--cost-rounds R`` also times one replica's model step with reconciliation on and off
+(``young_docs`` 2048 vs 0), in alternation, R rounds each, and prints the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+from kafka import KafkaConsumer, KafkaProducer
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+from _common import add_data_option, load_texts, machine  # noqa: E402
+from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker  # noqa: E402
+from servers.ports import free_port  # noqa: E402
+from servers.redis_server import RedisServer  # noqa: E402
+
+from noveld.eval.metrics import clustering_scores  # noqa: E402
+from noveld.eval.novelty import novelty_scores  # noqa: E402
+
+PARTITIONS = 4
+
+
+def produce(bootstrap: str, topic: str, lines: list[bytes], rate: float) -> None:
+    """Every line in order, keyed by its line number (the key picks the partition), at
+    ``rate`` documents per second: a live stream the replicas keep up with, so each reads its
+    partitions about as far as the others whatever N (a backlog would be read a partition at
+    a time, in another order than the stream's)."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5)
+    t0 = time.perf_counter()
+    for i, line in enumerate(lines):
+        producer.send(topic, key=str(i).encode(), value=line)
+        if i % 50 == 49:
+            time.sleep(max(0.0, t0 + (i + 1) / rate - time.perf_counter()))
+    producer.flush()
+    producer.close()
+
+
+def ready(port: int) -> bool:
+    """Does the replica hold partitions (its /readyz)?"""
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5).status == 200
+    except OSError:
+        return False
+
+
+def documents_done(port: int) -> float:
+    """Documents this replica committed (its ``noveld_documents_total`` counters)."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    except OSError:
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.decode().splitlines()
+        if line.startswith("noveld_documents_total")
+    )
+
+
+def read_events(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every event on ``topic``, from the beginning until it stays quiet for 5 s."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=5000,
+    )
+    out = [json.loads(m.value) for m in consumer]
+    consumer.close()
+    return out
+
+
+def run_replicas(
+    broker: KafkaBroker, server: RedisServer, n: int, lines: list[bytes], a: argparse.Namespace
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """N replicas on a topic of their own, fed once all hold partitions: their events and the
+    documents each committed."""
+    ns = f"scale{n}"
+    broker.create_topic(f"{ns}.in", PARTITIONS)
+    broker.create_topic(f"{ns}.events", 1)
+    broker.create_topic(f"{ns}.dlq", 1)
+    ports = [free_port() for _ in range(n)]
+    # batches fill up (--batch-size) at every N: a replica at 1/N of the rate waits longer
+    env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": str(a.max_wait_ms)}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "noveld.daemon.cli",
+                "run",
+                "--quiet",
+                "--kafka-bootstrap",
+                broker.bootstrap,
+                "--input-topic",
+                f"{ns}.in",
+                "--events-topic",
+                f"{ns}.events",
+                "--dlq-topic",
+                f"{ns}.dlq",
+                "--group",
+                ns,
+                "--redis-url",
+                server.url,
+                "--namespace",
+                ns,
+                "--batch-size",
+                str(a.batch_size),
+                "--emit-assignment-batches",
+                "--session-timeout-ms",
+                str(TEST_SESSION_TIMEOUT_MS),
+                "--metrics-port",
+                str(port),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        for port in ports
+    ]
+    client = redis.Redis.from_url(server.url)
+    try:
+        deadline = time.monotonic() + 1800
+        while not all(ready(port) for port in ports):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise SystemExit(f"{n} replicas: a replica exited before joining the group")
+            time.sleep(0.2)
+        produce(broker.bootstrap, f"{ns}.in", lines, a.rate)
+        while int(client.hget(f"noveld:{{{ns}}}:counters", "docs") or 0) < len(lines):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise SystemExit(f"{n} replicas: a replica exited or the run took too long")
+            time.sleep(0.2)
+        done = [documents_done(port) for port in ports]
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=60)
+    return read_events(broker.bootstrap, f"{ns}.events"), done
+
+
+def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, float]:
+    """Quality from the events, with every ``cluster.merged`` applied first."""
+    index = {str(r["id"]): i for i, r in enumerate(rows)}
+    labels = [str(r["label"]) for r in rows]
+    assigned: dict[str, str] = {}
+    at: dict[tuple[int, int], int] = {}
+    into: dict[str, str] = {}
+    born: list[dict[str, Any]] = []
+    for e in events:
+        if e["type"] == "documents.assigned":
+            for a in e["assignments"]:
+                assigned[a["doc_id"]] = a["cluster_id"]
+                at[(e["partition"], a["offset"])] = index[a["doc_id"]]
+        elif e["type"] == "cluster.merged":
+            into[e["cluster_id"]] = e["into"]
+        elif e["type"] == "cluster.born":
+            born.append(e)
+
+    def final(c: str) -> str:
+        for _ in range(1000):
+            if c not in into:
+                break
+            c = into[c]
+        return c
+
+    missing = [r["id"] for r in rows if str(r["id"]) not in assigned]
+    if missing:
+        raise SystemExit(f"{len(missing)} documents have no documents.assigned event")
+    pred = [final(assigned[str(r["id"])]) for r in rows]
+    first: dict[str, tuple[int, int]] = {}  # announced story (final cluster) → earliest birth
+    for b in born:
+        founding = index[b["founding_doc_id"]]
+        pos = b["confirmed_at"]
+        confirmed = max(founding, at.get((pos["partition"], pos["offset"]), founding))
+        c = final(b["cluster_id"])
+        first[c] = min(first.get(c, (founding, confirmed)), (founding, confirmed))
+    births = list(first.values())
+    raw = Counter(labels[index[b["founding_doc_id"]]] for b in born)
+    settled = Counter(labels[f] for f, _ in births)
+    nov = novelty_scores(labels, births)
+    return {
+        "nmi": clustering_scores(labels, pred)["nmi"],
+        "clusters": len(set(pred)),
+        "born": len(born),
+        "births": len(births),
+        "merged": len(into),
+        "dup_raw": sum(1 for c in raw.values() if c >= 2),
+        "dup": sum(1 for c in settled.values() if c >= 2),
+        "precision": nov["novelty_precision"],
+        "recall": nov["novelty_recall"],
+    }
+
+
+def model_cost(
+    rows: list[dict[str, Any]], batch_size: int, rounds: int
+) -> tuple[float, float, float, float]:
+    """Median docs/s of one replica's model step with reconciliation on and off, ABAB; then
+    the model step's and a replay's median time per batch (ms): what a replica spends on a
+    batch of its own and on each batch another replica committed."""
+    from noveld.featurize import Featurizer, Tokenizer
+    from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
+    from noveld.models.vocabulary import Vocabulary
+    from noveld.schema import Document
+
+    docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
+    feat = Featurizer(Tokenizer(), Vocabulary())
+    batches = [feat.featurize(docs[i : i + batch_size])[0] for i in range(0, len(docs), batch_size)]
+    steps: list[float] = []
+    deltas = []
+
+    def once(young: int) -> float:
+        model = DPMM(DPMMConfig(young_docs=young))
+        stats = model.new_state()
+        steps.clear()
+        deltas.clear()
+        t0 = time.perf_counter()
+        for i, b in enumerate(batches):
+            t = time.perf_counter()
+            deltas.append(model.partial_fit(b, stats, np.random.default_rng(i)).delta)
+            steps.append(time.perf_counter() - t)
+        return len(docs) / (time.perf_counter() - t0)
+
+    once(2048)  # JIT warm-up
+    on, off = [], []
+    for _ in range(rounds):
+        off.append(once(0))
+        on.append(once(2048))
+    replica = DPMM(DPMMConfig()).new_state()
+    replays = []
+    for d in deltas:
+        t = time.perf_counter()
+        replay_delta(replica, d, 0.0)
+        replays.append(time.perf_counter() - t)
+    ms = 1e3 * statistics.median(steps), 1e3 * statistics.median(replays)
+    return statistics.median(on), statistics.median(off), *ms
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    add_data_option(p)
+    p.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
+    p.add_argument("--max-wait-ms", type=int, default=2000, help="the replicas' batch.max_wait_ms")
+    p.add_argument("--cost-rounds", type=int, default=0, help="time reconciliation on/off")
+    a = p.parse_args()
+    rows = load_texts(a.data)
+    if any("label" not in r for r in rows):
+        raise SystemExit(f"{a.data}: every document needs a label to score against")
+    lines = [json.dumps({"id": r["id"], "text": r["text"]}).encode() for r in rows]
+    print(f"machine: {machine()}")
+    stories = len({r["label"] for r in rows})
+    print(
+        f"data: {a.data} ({len(rows):,} docs, {stories} stories), {PARTITIONS} partitions, "
+        f"batch {a.batch_size}, produced at {a.rate:,.0f} docs/s"
+    )
+    with KafkaBroker() as broker, RedisServer() as server:
+        print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merged':>6} "
+              f"{'dup raw':>7} {'dup':>4} {'nov P':>6} {'nov R':>6}  docs per replica")  # fmt: skip
+        for n in a.replicas:
+            events, done = run_replicas(broker, server, n, lines, a)
+            s = score(rows, events)
+            print(
+                f"{n:>2} {s['nmi']:6.3f} {s['clusters']:>8} {s['births']:>6} {s['merged']:>6} "
+                f"{s['dup_raw']:>7} {s['dup']:>4} {s['precision']:6.3f} {s['recall']:6.3f}  "
+                + " ".join(f"{d:,.0f}" for d in done),
+                flush=True,
+            )
+    if a.cost_rounds:
+        on, off, step_ms, replay_ms = model_cost(rows, a.batch_size, a.cost_rounds)
+        print(
+            f"one replica's model step: reconciliation on {on:,.0f} docs/s, off {off:,.0f} "
+            f"docs/s (median of {a.cost_rounds}, alternating; {on / off - 1:+.1%})"
+        )
+        print(
+            f"per batch of {a.batch_size}: model step {step_ms:.2f} ms, replaying another "
+            f"replica's delta {replay_ms:.2f} ms (medians)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Replicas reconciling concurrent births: two writers seating their own documents and taking
+in each other's deltas in log order, as the Redis commit does, end with identical statistics
+and no story split between them, whichever replica decided a merge; merge chains resolve alike
+in every order; the merged-into map and the young clusters stay bounded."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from noveld.models.base import DocBatch, StatsDelta
+from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
+from noveld.models.kernels import multinomial as kern
+from noveld.models.lineage import MAX_YOUNG, MERGE_MEMORY_STEPS, Lineage
+from noveld.models.suffstats import MultinomialStats
+from noveld.state.base import NamespaceState, state_digest
+
+SLOT_BITS = 40
+VOCAB = 400
+
+
+def digest(stats: MultinomialStats) -> str:
+    return state_digest(NamespaceState({}, stats))
+
+
+class Replica:
+    """One writer: its own uid slot, its statistics and how far it has read the log."""
+
+    def __init__(self, model: DPMM, slot: int) -> None:
+        self.model, self.slot = model, slot
+        self.stats = model.new_state()
+        self.uid_next = slot << SLOT_BITS
+        self.last_seq = 0  # log entries 1..last_seq are in ``stats``
+        self.merges: list[tuple[int, int]] = []
+        self.assigned: dict[int, int] = {}
+
+    def fit(self, docs: list[list[int]], ids: list[int], rng: np.random.Generator) -> StatsDelta:
+        self.stats.ictl[kern.NEXT_UID] = self.uid_next
+        res = self.model.partial_fit(DocBatch.from_docs(docs, VOCAB), self.stats, rng)
+        self.uid_next = int(self.stats.ictl[kern.NEXT_UID])
+        self.merges += [(a, b) for a, b, _ in res.merged]
+        self.assigned.update(zip(ids, res.assignments.tolist(), strict=True))
+        return res.delta
+
+    def commit(self, log: list[tuple[int, StatsDelta]], delta: StatsDelta) -> None:
+        """Append the delta, then apply the other writers' entries appended since the last
+        commit (they precede this one in the log: the order the Redis commit applies them)."""
+        log.append((self.slot, delta))
+        seq = len(log)
+        for writer, d in log[self.last_seq : seq - 1]:
+            if writer != self.slot:
+                replay_delta(self.stats, d, 0.0)
+        self.last_seq = seq
+
+    def catch_up(self, log: list[tuple[int, StatsDelta]]) -> None:
+        for writer, d in log[self.last_seq :]:
+            if writer != self.slot:
+                replay_delta(self.stats, d, 0.0)
+        self.last_seq = len(log)
+
+
+def story_stream(seed: int, stories: int = 12, per_round: int = 3, rounds: int = 8):
+    """Rounds of documents: each story starts in some round with documents on both writers
+    at once (concurrent births), then goes on. Yields (docs, story ids) per writer per round."""
+    rng = np.random.default_rng(seed)
+    words = [rng.choice(VOCAB, 12, replace=False) for _ in range(stories)]
+    start = rng.integers(0, rounds // 2, stories)
+    start[:2] = 0
+    doc_id = itertools.count()
+    out = []
+    for r in range(rounds):
+        live = [s for s in range(stories) if start[s] <= r]
+        round_docs: list[list[tuple[int, list[int], int]]] = [[], []]
+        for w in range(2):
+            for s in live:
+                for _ in range(per_round):
+                    doc = rng.choice(words[s], 5).tolist()
+                    round_docs[w].append((next(doc_id), doc, s))
+            order = rng.permutation(len(round_docs[w]))
+            round_docs[w] = [round_docs[w][i] for i in order]
+        out.append(round_docs)
+    return out
+
+
+def run_two_replicas(seed: int, young_docs: int = 2048):
+    model = DPMM(DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_docs=young_docs))
+    a, b = Replica(model, 0), Replica(model, 1)
+    log: list[tuple[int, StatsDelta]] = []
+    story_of: dict[int, int] = {}
+    rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed + 1)
+    for r, (docs_a, docs_b) in enumerate(story_stream(seed)):
+        story_of.update({i: s for i, _, s in docs_a + docs_b})
+        # both seat before either sees the other's batch of this round
+        da = a.fit([d for _, d, _ in docs_a], [i for i, _, _ in docs_a], rng_a)
+        db = b.fit([d for _, d, _ in docs_b], [i for i, _, _ in docs_b], rng_b)
+        first, second = ((a, da), (b, db)) if r % 2 == 0 else ((b, db), (a, da))
+        first[0].commit(log, first[1])
+        second[0].commit(log, second[1])
+    a.catch_up(log)
+    b.catch_up(log)
+    return model, a, b, log, story_of
+
+
+def resolved_clusters(stats: MultinomialStats, assigned: dict[int, int]) -> dict[int, int]:
+    return {d: stats.lineage.resolve(u) for d, u in assigned.items()}
+
+
+def test_two_replicas_converge_to_identical_statistics_and_join_their_births() -> None:
+    model, a, b, log, story_of = run_two_replicas(seed=7)
+    for r in (a, b):  # a replica merges away only clusters it opened itself
+        assert all(s >> SLOT_BITS == r.slot for s, _ in r.merges)
+    # b merged its births into a's (a's uids are lower: a's survive)
+    assert any(d >> SLOT_BITS == a.slot for _, d in b.merges)
+    fresh = model.new_state()
+    for _, d in log:  # a process restarting from an empty checkpoint replays the log in order
+        replay_delta(fresh, d, 0.0)
+    assert digest(a.stats) == digest(b.stats) == digest(fresh)
+    assigned = {**a.assigned, **b.assigned}
+    final = resolved_clusters(a.stats, assigned)
+    assert final == resolved_clusters(b.stats, assigned)
+    clusters_of_story: dict[int, set[int]] = {}
+    for d, u in final.items():
+        clusters_of_story.setdefault(story_of[d], set()).add(u)
+    # no story is left with clusters of both writers (uid slot = uid >> SLOT_BITS)
+    assert all(len({u >> SLOT_BITS for u in c}) == 1 for c in clusters_of_story.values())
+    live = {int(a.stats.uid[k]) for k in a.stats.active_slots().tolist()}
+    assert set(final.values()) <= live
+
+
+def test_without_reconciliation_concurrent_births_stay_apart() -> None:
+    """The oracle of the test above: with young_docs 0 the replicas still agree on the
+    statistics but keep a story's concurrent births as separate clusters."""
+    _, a, b, _, _ = run_two_replicas(seed=7, young_docs=0)
+    assert digest(a.stats) == digest(b.stats)
+    apart = len(set(resolved_clusters(a.stats, {**a.assigned, **b.assigned}).values()))
+    _, a, b, _, _ = run_two_replicas(seed=7)
+    together = len(set(resolved_clusters(a.stats, {**a.assigned, **b.assigned}).values()))
+    assert together * 2 < apart
+
+
+def add(uid: int, word: int, born: bool, n_docs: int = 1) -> StatsDelta:
+    """A delta adding ``n_docs`` documents of one word to cluster ``uid``."""
+    return StatsDelta(
+        decay=1.0,
+        cluster_uids=np.array([uid]),
+        dm=np.array([float(n_docs)]),
+        dntok=np.array([float(n_docs)]),
+        word_cluster=np.array([0]),
+        word_ids=np.array([word]),
+        word_count=np.array([float(n_docs)]),
+        born_uids=np.array([uid] if born else [], dtype=np.int64),
+        retired_uids=np.zeros(0, dtype=np.int64),
+    )
+
+
+def merge(src: int, dst: int) -> StatsDelta:
+    """A delta of no document that merges ``src`` into ``dst``."""
+    empty = np.zeros(0, dtype=np.int64)
+    return StatsDelta(
+        decay=1.0,
+        cluster_uids=empty,
+        dm=np.zeros(0),
+        dntok=np.zeros(0),
+        word_cluster=empty,
+        word_ids=empty,
+        word_count=np.zeros(0),
+        born_uids=empty,
+        retired_uids=np.array([src]),
+        n_docs=0,
+        merges=np.array([[src, dst]]),
+    )
+
+
+def test_merge_chains_resolve_alike_in_every_order() -> None:
+    """Three births of one story (uids 1, 2, 3) and merges decided on different replicas
+    (3→2, 2→1, 3→1, and a late addition to 3): every order of the merges ends with one
+    cluster, uid 1, holding every count."""
+    births = [add(1, 10, True), add(2, 10, True), add(3, 11, True)]
+    merges = [merge(3, 2), merge(2, 1), merge(3, 1)]
+    late = add(3, 12, False, n_docs=2)  # written by a replica that had not seen 3 merge
+    digests = set()
+    for order in itertools.permutations([*merges, late]):
+        stats = MultinomialStats()
+        for d in [*births, *order]:
+            replay_delta(stats, d, 0.0)
+        live = stats.active_slots()
+        assert [int(stats.uid[k]) for k in live.tolist()] == [1]
+        assert float(stats.m[live[0]]) == 5.0
+        digests.add(digest(stats))
+    assert len(digests) == 1
+
+
+def test_opposite_decisions_of_one_merge_keep_the_lower_uid() -> None:
+    """Two replicas decide one merge in opposite directions (a stale view): after both
+    deltas, in either order, the lower uid survives with every count."""
+    for first, second in [(merge(5, 4), merge(4, 5)), (merge(4, 5), merge(5, 4))]:
+        stats = MultinomialStats()
+        for d in [add(4, 1, True), add(5, 2, True), first, second]:
+            replay_delta(stats, d, 0.0)
+        live = [int(stats.uid[k]) for k in stats.active_slots().tolist()]
+        assert len(live) == 1 and float(stats.m[stats.active_slots()[0]]) == 2.0
+
+
+def test_the_merged_into_map_and_the_young_clusters_stay_bounded() -> None:
+    lineage = Lineage()
+    for step in range(3 * MERGE_MEMORY_STEPS):
+        lineage.record(step + 1_000_000, step, step)
+    assert len(lineage.merged_into) <= MERGE_MEMORY_STEPS + 64
+    assert lineage.resolve(3 * MERGE_MEMORY_STEPS - 1 + 1_000_000) == 3 * MERGE_MEMORY_STEPS - 1
+    for u in range(2 * MAX_YOUNG):
+        lineage.add_young(u, docs_seen=u)
+    assert len(lineage.young) == MAX_YOUNG
+    assert len(lineage.current(100, 2 * MAX_YOUNG - 1)) == 100
+    assert lineage.current(100, 3 * MAX_YOUNG) == {}
+
+
+def test_words_of_clusters_matches_the_per_cluster_oracle() -> None:
+    """The one-pass kernel against the union of :func:`kern.cluster_word_counts`."""
+    _, a, _, _, _ = run_two_replicas(seed=3)
+    stats = a.stats
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        member = rng.random(stats.kmax) < 0.3
+        oracle = [
+            kern.cluster_word_counts(k, stats.head, stats.nxt, stats.pk, stats.pc)[0]
+            for k in np.flatnonzero(member & stats.alive[: stats.kmax]).tolist()
+        ]
+        want = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *oracle]))
+        got = kern.words_of_clusters(member, stats.head, stats.nxt, stats.pk, stats.pc)
+        assert np.array_equal(got, want)
