@@ -153,9 +153,16 @@ def test_replicated_follows_a_failover_it_was_not_told_about(
         home = cluster.node_of("noveld:{gf}:meta")
         (replica,) = cluster.replicas_of(home)
         replica.client().execute_command("CLUSTER", "FAILOVER")
-        deadline = time.monotonic() + 60  # 30 s once fell short on a loaded 2-core machine
+        # a manual failover that cannot finish in time (a loaded machine) is aborted by the
+        # server without a word: ask again every 15 s
+        start = time.monotonic()
+        asked = start
         while home.client().info("replication")["role"] != "slave":
-            assert time.monotonic() < deadline, "the failover did not happen"
+            now = time.monotonic()
+            assert now < start + 120, "the failover did not happen"
+            if now > asked + 15:
+                replica.client().execute_command("CLUSTER", "FAILOVER")
+                asked = now
             time.sleep(0.1)
         assert not store.replicated()  # redirected: held, and the slot map re-read
         assert store.replicated()  # no commit in between (an idle daemon): the new primary
