@@ -23,6 +23,19 @@ class _LogFormat(logging.Formatter):
         return text
 
 
+#: kafka-python's loggers of each connection attempt: a broker that cannot be reached logs a
+#: line per attempt, from its IO thread, for as long as the client lives
+_KAFKA_ATTEMPT_LOGGERS = ("kafka.conn", "kafka.net.manager")
+
+
+def _not_a_kafka_attempt(record: logging.LogRecord) -> bool:
+    """Leave out kafka-python's per-attempt connection lines (below CRITICAL): noveld says
+    itself when Kafka cannot be reached (``kafka_unreachable``, ``noveld_kafka_reachable``)."""
+    if record.levelno >= logging.CRITICAL:
+        return True
+    return not record.name.startswith(_KAFKA_ATTEMPT_LOGGERS)
+
+
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to whatever ``sys.stderr`` is when a record comes (a plain StreamHandler keeps
     the stream it was made with, e.g. a test's captured stderr long closed)."""
@@ -44,6 +57,7 @@ def configure_logging(quiet: bool = False) -> None:
     if not any(isinstance(h.formatter, _LogFormat) for h in root.handlers):
         handler = _StderrHandler()
         handler.setFormatter(_LogFormat())
+        handler.addFilter(_not_a_kafka_attempt)
         root.addHandler(handler)
     if root.level == logging.NOTSET or root.level > logging.WARNING:
         root.setLevel(logging.WARNING)

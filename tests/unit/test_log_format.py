@@ -48,3 +48,14 @@ def test_noveld_records_say_their_level_and_libraries_below_warning_stay_quiet(
         "noveld: info: compacted the vocabulary",
         "noveld: warning: slow (TimeoutError)",
     ]
+
+
+def test_kafkas_connection_attempts_stay_quiet_below_critical(
+    logging_configured: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unreachable broker: kafka-python's IO thread logs each attempt for as long as the
+    client lives; noveld says it once itself."""
+    logging.getLogger("kafka.net.manager").error("Connection failed: KafkaConnectionError: 111")
+    logging.getLogger("kafka.conn").warning("connect attempt to 127.0.0.1:9 failed")
+    logging.getLogger("kafka.net.manager").critical("gave up")
+    assert capsys.readouterr().err == "noveld: critical: kafka.net.manager: gave up\n"
