@@ -98,7 +98,8 @@ def settle_heap() -> None:
     state) out of the cyclic collector's reach, once per process: a full collection then walks
     only what later batches made. On a 2-core machine a full collection took 230-290 ms and
     landed in a commit now and then (the commit latency's tail); frozen, 2-12 ms. Objects
-    frozen stay freed by reference counting; only a cycle among them is never collected."""
+    frozen stay freed by reference counting; only a cycle among them is never collected.
+    Called once per run: ``gc.get_freeze_count`` walks every frozen object (~50 ns each)."""
     if gc.get_freeze_count() == 0:
         gc.freeze()
 
@@ -109,6 +110,7 @@ def run(loop: Loop, hooks: LoopHooks) -> int:
     code = EXIT_OK
     backoff = Backoff()  # across outages, until a commit lands: a flapping Redis
     again: list[Record] = []  # a batch to step again: its commit did not land
+    settled = False  # settle_heap after the first batch
     with graceful_stop() as stop:
         try:
             while True:
@@ -150,7 +152,9 @@ def run(loop: Loop, hooks: LoopHooks) -> int:
                         break
                     continue
                 backoff.reset()
-                settle_heap()
+                if not settled:
+                    settle_heap()
+                    settled = True
                 verdict = hooks.after_step(code, stop, backoff)
                 if verdict is None:
                     code = EXIT_OK
