@@ -162,7 +162,9 @@ def load_settings(
     # Nested CLI overrides must merge with env/TOML sections rather than replace them, so the
     # lower layers are resolved first and the overrides merged on top.
     try:
-        base = _FileSettings().model_dump()
+        # only what was set: defaults that follow other settings (the likelihood and the
+        # featurizer) are filled in once, after the overrides
+        base = _FileSettings().model_dump(exclude_unset=True)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {config_file} is not valid TOML: {exc}") from exc
     except UnicodeDecodeError as exc:

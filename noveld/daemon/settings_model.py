@@ -3,9 +3,9 @@ the combinations no engine can run are refused here."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ModelWrapValidatorHandler, model_validator
 
 from noveld.daemon.model_kinds import refusal
 from noveld.daemon.settings_sections import Section
@@ -16,17 +16,19 @@ class ModelSettings(Section):
 
     kind: Literal["dpmm", "svi", "hdp"] = Field("dpmm", description="inference engine")
     likelihood: Literal["multinomial", "edcm", "vmf", "hybrid"] = Field(
-        "multinomial",
+        "hybrid",
         description=(
-            "dpmm: multinomial (words), edcm (which words: long, bursty documents), vmf (the "
-            "documents' vectors) or hybrid (words and vectors)"
+            "dpmm: hybrid (words and vectors; the default), multinomial (words), edcm (which "
+            "words: long, bursty documents) or vmf (the documents' vectors); svi and hdp: "
+            "multinomial (their default)"
         ),
     )
     featurizer: Literal["words", "semantic", "hybrid"] = Field(
-        "words",
+        "hybrid",
         description=(
             "words (tokens), semantic (a unit vector per document from its text, by the "
-            "built-in encoder) or hybrid (both)"
+            "built-in encoder) or hybrid (both); unset, the one the likelihood reads, with the "
+            "documents' own embeddings (embedding_dim) in place of the encoder's"
         ),
     )
     encoder_dim: int = Field(
@@ -106,6 +108,19 @@ class ModelSettings(Section):
     )
     seed: int = Field(0, ge=0, lt=2**63, description="random seed (non-negative)")
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _defaults_follow_the_engine(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        """Fill an unset likelihood and featurizer from what is set (:func:`default_views`),
+        and keep them unset, so that a later layer's engine (``--model svi`` over a file's
+        ``alpha``) derives them anew."""
+        if not isinstance(data, dict):
+            return handler(data)
+        derived = {key for key in ("likelihood", "featurizer") if data.get(key) is None}
+        settings = handler(default_views(data))
+        settings.__pydantic_fields_set__.difference_update(derived)
+        return settings
+
     @model_validator(mode="after")
     def _a_kind_runs_it(self) -> ModelSettings:
         """Settings some model kind can run (``model_kinds``): the edcm and vmf likelihoods are
@@ -115,3 +130,30 @@ class ModelSettings(Section):
         if reason is not None:
             raise ValueError(reason)
         return self
+
+
+def default_views(model: dict[str, Any]) -> dict[str, Any]:
+    """``model`` settings with an unset likelihood and featurizer filled in from the rest.
+
+    The likelihood defaults to the engine's best view of what the featurizer gives: hybrid
+    (words × vectors) for ``dpmm`` — the words alone under ``featurizer = "words"``, the
+    vectors alone under ``"semantic"`` — and the words for ``svi`` and ``hdp``, which have no
+    vector view. The featurizer defaults to what that likelihood reads: the words, or the
+    built-in encoder's vectors with or without them, unless the documents bring their own
+    embeddings (``embedding_dim``), which take the encoder's place."""
+    out = dict(model)
+    own_vectors = bool(out.get("embedding_dim") or 0)
+    featurizer = out.get("featurizer")
+    if out.get("likelihood") is None:
+        if out.get("kind", "dpmm") != "dpmm":
+            out["likelihood"] = "multinomial"
+        elif featurizer == "semantic":
+            out["likelihood"] = "vmf"
+        elif featurizer == "words" and not own_vectors:
+            out["likelihood"] = "multinomial"
+        else:
+            out["likelihood"] = "hybrid"
+    if featurizer is None:
+        views = {"hybrid": "hybrid", "vmf": "semantic"}
+        out["featurizer"] = "words" if own_vectors else views.get(out["likelihood"], "words")
+    return out

@@ -173,7 +173,8 @@ class Featurizer:
     fields become reserved vocabulary entries (:func:`context_tokens`), in the batch's
     ``ctx_*`` arrays. With an ``encoder`` a document without its own embedding gets the
     encoder's vector of its text (or tokens); with ``words_view`` (the hybrid likelihood) a
-    document is kept if it has words or a vector, its row zero when it has no vector.
+    document is kept if it has words or its own embedding, its row zero when it has no vector:
+    the encoder's vector of a text without words (punctuation, symbols) does not found a story.
     """
 
     def __init__(
@@ -252,8 +253,11 @@ class Featurizer:
                 toks = tokenize(doc.text)
             else:
                 toks = []
-            has_vec = i in vectors
-            if has_vec or (toks and (either or not self.embedding_dim)):
+            if either:  # words, or the document's own vector: the encoder's alone is no story
+                keeps = bool(toks) or (i in vectors and doc.embedding is not None)
+            else:
+                keeps = i in vectors or bool(toks and not self.embedding_dim)
+            if keeps:
                 flat.extend(toks)
                 if grow and len(flat) >= _ID_RUN:
                     parts.append(np.array(vocab.ids(flat), dtype=np.int64))
@@ -280,7 +284,7 @@ class Featurizer:
             stays = new_len > 0
             if self.embedding_dim and not either:  # clustered by the vector; words describe
                 stays[:] = True
-            elif either:  # clustered by words and vector: either will do
+            elif either:  # a text with words, all unknown, is scored by its vector
                 stays |= np.array([kept[d] in vectors for d in range(len(kept))], dtype=bool)
             empty.extend(kept[d] for d in np.flatnonzero(~stays).tolist())
             empty.sort()

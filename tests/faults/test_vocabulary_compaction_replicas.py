@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.slow]
 
 def replica(bootstrap: str, redis_url: str, ns: str, port: int) -> subprocess.Popen[str]:
     return start(bootstrap, redis_url, ns, f"{ns}.in", "--batch-size", "50",
-                 "--half-life", "50", "--compact-vocabulary-at", "100",
+                 "--half-life", "50", "--compact-vocabulary-at", "100", "--featurizer", "words",
                  "--metrics-port", str(port))  # fmt: skip
 
 

@@ -522,16 +522,18 @@ def test_bad_input_goes_to_dlq_and_processing_continues(tmp_path: Path) -> None:
             "missing_id",
             "no_content",
             "empty_content",
-            "empty_content",
+            "wrong_dimension",
             "oversize",
             "not_object",
             "undecodable",
         ]
     )
-    # in input order, though empty content is found after decoding (offsets 23 and 26)
+    # in input order, though empty content is found after decoding (offset 23)
     assert [d["offset"] for d in dead] == [20, 21, 22, 23, 24, 25, 26, 47]
+    # the encoder gives "!!! ??? ..." a vector, but without words it founds no story
+    assert next(d for d in dead if d["offset"] == 23)["reason"] == "empty_content"
     emb = next(d for d in dead if d["offset"] == 26)  # said plainly, not "no tokens"
-    assert emb["reason"] == "empty_content" and "embedding" in emb["detail"]
+    assert emb["reason"] == "wrong_dimension" and "expected dimension 256" in emb["detail"]
     assert "invalid records by reason" in out.stderr
 
 
@@ -921,7 +923,8 @@ def test_metrics_health_and_check_on_a_live_daemon(tmp_path: Path) -> None:
     assert float(samples['noveld_documents_total{outcome="assigned"}']) == 5
     assert float(samples['noveld_dlq_messages_total{reason="not_json"}']) == 1
     assert float(samples["noveld_novelty_events_total"]) == 1
-    assert float(samples["noveld_vocabulary_entries"]) == 4  # quake, tsunami, warning, coast
+    # quake, tsunami, warning, coast, and the hybrid's 2 × 256 reserved dimension entries
+    assert float(samples["noveld_vocabulary_entries"]) == 4 + 2 * 256
     assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).status == 200
     assert noveld("check", "--metrics-port", str(port), "--ready").returncode == 0
     proc.send_signal(signal.SIGTERM)
@@ -1025,7 +1028,7 @@ def test_novel_clusters_name_their_nearest_known_category(tmp_path: Path) -> Non
     path.write_text("".join(json.dumps(d) + "\n" for d in docs))
     out = noveld(
         "run", "--input", str(path), "--batch-size", "5", "--dlq", str(tmp_path / "d"),
-        "--use-labels",
+        "--use-labels", "--featurizer", "words",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     born = [e for e in events_of(out.stdout) if e["type"] == "cluster.born"]

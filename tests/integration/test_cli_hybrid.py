@@ -87,7 +87,9 @@ def test_settings_errors_are_one_line() -> None:
     out = noveld("run", "--input", "-", "--model", "svi", "--featurizer", "hybrid", input_text="")
     assert out.returncode == 2 and "natural-gradient" in out.stderr
     assert "Traceback" not in out.stderr
-    out = noveld("run", "--input", "-", "--likelihood", "hybrid", input_text="")
+    out = noveld(
+        "run", "--input", "-", "--likelihood", "hybrid", "--featurizer", "words", input_text=""
+    )
     assert out.returncode == 2 and "needs vectors" in out.stderr
 
 

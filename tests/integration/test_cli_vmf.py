@@ -136,7 +136,9 @@ def test_demo_generates_and_clusters_embeddings() -> None:
 
 
 def test_settings_errors_are_one_line(tmp_path: Path) -> None:
-    out = noveld("run", "--input", "-", "--likelihood", "vmf", input_text="")
+    out = noveld(
+        "run", "--input", "-", "--likelihood", "vmf", "--featurizer", "words", input_text=""
+    )
     assert out.returncode == 2 and "embedding_dim" in out.stderr and "Traceback" not in out.stderr
     out = noveld("run", "--input", "-", *VMF, "--model", "svi", input_text="")
     assert out.returncode == 2 and "dpmm option" in out.stderr

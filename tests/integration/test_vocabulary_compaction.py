@@ -32,7 +32,9 @@ from noveld.state.redis.store import RedisStore
 pytestmark = pytest.mark.integration
 
 N = 3000
-FORGETTING = ["--half-life", "50", "--batch-size", "50"]
+#: forgetting, and the words' model unless a test says otherwise: the encoder gives the
+#: stream's made-up words ("s3w1") one vector
+FORGETTING = ["--half-life", "50", "--batch-size", "50", "--featurizer", "words"]
 HYBRID_DIM = 256  # the built-in encoder's default dimension: 512 reserved entries
 
 
@@ -109,7 +111,7 @@ def v_of(state: NamespaceState) -> int:
 
 
 LIKELIHOODS = {
-    "multinomial": [],
+    "multinomial": ["--featurizer", "words"],
     "edcm": ["--likelihood", "edcm"],
     "vmf": ["--likelihood", "vmf", "--embedding-dim", "8", "--vmf-cosine", "0.9"],
     "hdp": ["--model", "hdp", "--topics", "64"],
@@ -181,7 +183,8 @@ def test_a_compacted_file_run_emits_and_keeps_what_an_uncompacted_one_does(
 #: the hybrid likelihood over the hybrid featurizer, the documents' own vectors standing in for
 #: the encoder's; its 512 reserved dimension entries must neither block nor be lost to a compaction
 HYBRID = {"likelihood": "hybrid", "featurizer": "hybrid", "encoder_dim": HYBRID_DIM}
-MODELS = pytest.mark.parametrize("model", [{}, HYBRID], ids=["multinomial", "hybrid"])
+WORDS = {"featurizer": "words"}
+MODELS = pytest.mark.parametrize("model", [WORDS, HYBRID], ids=["multinomial", "hybrid"])
 
 
 def settings_for(
@@ -192,7 +195,7 @@ def settings_for(
         {
             "namespace": ns,
             "dlq": str(tmp_path / "dlq.jsonl"),
-            "model": {"deterministic": True, "half_life_docs": 50.0, **(model or {})},
+            "model": {"deterministic": True, "half_life_docs": 50.0, **(model or WORDS)},
             "state": {"compact_vocabulary_at": compact_at},
         },
     )
@@ -200,7 +203,7 @@ def settings_for(
 
 def stories(n: int, model: dict[str, Any]) -> list[dict[str, Any]]:
     """The fading stories, with vectors of their stories for the hybrid."""
-    return fading_stories(n, embedding_dim=HYBRID_DIM if model else 0)
+    return fading_stories(n, embedding_dim=HYBRID_DIM if model == HYBRID else 0)
 
 
 def records(docs: list[dict[str, Any]], topic: str, partition: int) -> list[Record]:
@@ -256,7 +259,7 @@ def test_one_redis_writer_compacts_and_a_fresh_load_sees_the_same(
     assert int(meta[b"vocab_gen"]) == compactions
     assert meta[b"schema"] == b"3"  # a noveld reading only schema 2 refuses it
     assert 0 < int(meta[b"vocab_checked"]) <= client.llen("noveld:{cmp}:vocab")
-    reserved = 2 * HYBRID_DIM if model else 0  # the vector dimensions' entries, all kept
+    reserved = 2 * HYBRID_DIM if model == HYBRID else 0  # the vector dimensions' entries, all kept
     assert client.llen("noveld:{cmp}:vocab") == len(pipe.vocab) < words_ever(docs) / 2 + reserved
     assert sum(w.startswith("\x00") for w in pipe.vocab.to_list()) == reserved
     assert not client.keys("noveld:{cmp}:vocab_*next*")  # the staged keys became vocab

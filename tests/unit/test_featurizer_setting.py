@@ -25,9 +25,42 @@ def _model(**model: Any) -> Any:
     return load_settings(None, {"model": model}).model
 
 
-def test_words_stays_the_default() -> None:
+def test_the_hybrid_is_the_default_of_dpmm_and_the_words_of_the_others() -> None:
     m = _model()
-    assert (m.featurizer, m.encoder_dim, m.likelihood) == ("words", 256, "multinomial")
+    assert (m.featurizer, m.encoder_dim, m.likelihood) == ("hybrid", 256, "hybrid")
+    for kind in ("svi", "hdp"):
+        m = _model(kind=kind)
+        assert (m.featurizer, m.likelihood) == ("words", "multinomial")
+
+
+@pytest.mark.parametrize(
+    ("model", "views"),
+    [
+        ({"featurizer": "words"}, ("words", "multinomial")),
+        ({"featurizer": "semantic"}, ("semantic", "vmf")),
+        ({"likelihood": "multinomial"}, ("words", "multinomial")),
+        ({"likelihood": "edcm"}, ("words", "edcm")),
+        ({"likelihood": "vmf"}, ("semantic", "vmf")),
+        ({"likelihood": "vmf", "embedding_dim": 8}, ("words", "vmf")),
+        ({"embedding_dim": 8}, ("words", "hybrid")),  # the documents' own vectors
+    ],
+)
+def test_an_unset_view_follows_the_one_that_is_set(
+    model: dict[str, Any], views: tuple[str, str]
+) -> None:
+    m = _model(**model)
+    assert (m.featurizer, m.likelihood) == views
+
+
+def test_a_later_layer_engine_derives_the_views_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment sets a dpmm setting and the command line the engine: the derived
+    likelihood follows the engine instead of refusing the hybrid it would have been."""
+    monkeypatch.setenv("NOVELD_MODEL__ALPHA", "0.05")
+    m = load_settings(None, {"model": {"kind": "svi"}}).model
+    assert (m.kind, m.likelihood, m.featurizer, m.alpha) == ("svi", "multinomial", "words", 0.05)
+    monkeypatch.setenv("NOVELD_MODEL__LIKELIHOOD", "hybrid")  # set, so it is kept, and refused
+    with pytest.raises(ValidationError, match="is a dpmm option"):
+        load_settings(None, {"model": {"kind": "svi"}})
 
 
 @pytest.mark.parametrize(
@@ -35,12 +68,12 @@ def test_words_stays_the_default() -> None:
     [
         ({"kind": "svi", "featurizer": "semantic"}, "natural-gradient"),
         ({"kind": "hdp", "featurizer": "hybrid"}, "vMF term per category"),
-        ({"featurizer": "semantic"}, "needs --likelihood vmf or hybrid"),
+        ({"likelihood": "multinomial", "featurizer": "semantic"}, "needs --likelihood vmf"),
         ({"likelihood": "edcm", "featurizer": "hybrid"}, "reads words only"),
         ({"likelihood": "vmf", "featurizer": "hybrid"}, "use --featurizer semantic"),
         ({"likelihood": "hybrid", "featurizer": "semantic"}, "reads words too"),
-        ({"likelihood": "hybrid"}, "needs vectors"),
-        ({"likelihood": "vmf"}, "--featurizer semantic"),
+        ({"likelihood": "hybrid", "featurizer": "words"}, "needs vectors"),
+        ({"likelihood": "vmf", "featurizer": "words"}, "--featurizer semantic"),
         ({"likelihood": "vmf", "featurizer": "semantic", "encoder_dim": 100}, "encoder_dim"),
         (
             {"likelihood": "hybrid", "featurizer": "hybrid", "embedding_dim": 64},
@@ -98,8 +131,9 @@ def test_the_fingerprint_names_the_featurizer_encoder_and_dimension() -> None:
 def test_words_fingerprints_ignore_the_encoder_settings() -> None:
     """States written before the featurizer existed keep loading: under words the encoder's
     settings are not in the fingerprint."""
-    fp = model_fingerprint(load_settings(None, {"model": {"encoder_dim": 64}}))
-    assert fp == model_fingerprint(load_settings(None, {}))
+    words = {"likelihood": "multinomial"}
+    fp = model_fingerprint(load_settings(None, {"model": {**words, "encoder_dim": 64}}))
+    assert fp == model_fingerprint(load_settings(None, {"model": words}))
     assert "featurizer" not in fp and "encoder" not in fp
 
 
@@ -119,7 +153,7 @@ def test_a_missing_encoder_is_a_one_line_user_error(monkeypatch: pytest.MonkeyPa
         text_encoder(_model(likelihood="vmf", featurizer="semantic"))
     assert "\n" not in str(err.value) and "--featurizer semantic" in str(err.value)
     assert err.value.__cause__ is None and err.value.__suppress_context__
-    assert text_encoder(_model()) is None  # words never load it
+    assert text_encoder(_model(featurizer="words")) is None  # words never load it
 
 
 class _FakeEncoder:
@@ -167,7 +201,21 @@ def test_hybrid_clusters_a_text_with_no_vector_by_its_words() -> None:
     assert empty == [3] and len(batch) == 3
     assert batch.emb is not None and not batch.emb[1].any()  # words only: a zero row
     assert batch.lengths.tolist() == [2, 3, 1]
-    assert "no vector" in empty_detail(_docs()[3], Views("both", True))
+    assert "no tokens" in empty_detail(_docs()[3], Views("both", True))
+
+
+def test_hybrid_leaves_a_text_without_words_out_though_the_encoder_gives_it_a_vector() -> None:
+    """Punctuation or symbols get an encoder vector but carry no story (as under words);
+    a document's own embedding is its vector whatever its words."""
+    docs = [
+        Document(id="p", text="!!! ???"),
+        Document(id="o", text="!!! ???", embedding=[1.0, 0.0, 0.0, 0.0]),
+        Document(id="w", text="apple"),
+    ]
+    f = _featurizer(words_view=True)
+    assert all(i in f.vectors_of(docs) for i in (0, 1, 2))  # the encoder reads "!!!"
+    batch, empty = f.featurize(docs)
+    assert empty == [0] and batch.lengths.tolist() == [0, 1]
 
 
 def test_hybrid_read_only_scoring_keeps_a_document_with_a_vector() -> None:

@@ -19,7 +19,20 @@ _COMMON = (
 _TOKENIZER = '"lowercase": true, "min_token_len": 1'
 
 PINNED: list[tuple[dict[str, Any], str]] = [
-    ({}, "{" + _COMMON.format(kind="dpmm", likelihood="multinomial") + _TOKENIZER + "}"),
+    (
+        {},
+        "{"
+        + _COMMON.format(kind="dpmm", likelihood="hybrid")
+        + '"embedding_dim": 256, "hybrid_cosine": 0.4, "view_weight": null, '
+        + '"document_concentration": 15.0, "featurizer": "hybrid", '
+        + '"encoder": "wordllama/l2_supercat@256", "encoder_dim": 256, '
+        + _TOKENIZER
+        + "}",
+    ),
+    (
+        {"likelihood": "multinomial"},
+        "{" + _COMMON.format(kind="dpmm", likelihood="multinomial") + _TOKENIZER + "}",
+    ),
     (
         {"likelihood": "edcm"},
         "{"

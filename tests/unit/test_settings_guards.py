@@ -319,7 +319,7 @@ def test_flags_the_settings_do_not_read_are_said_not_dropped(
     assert said("--topics", "9", "--ignore-context", "--edcm-prior", "0.1") == [
         "--topics is read by --model hdp only; ignored with --model dpmm",
         "--ignore-context is read by --model hdp only; ignored with --model dpmm",
-        "--edcm-prior is read by --likelihood edcm only; ignored with --likelihood multinomial",
+        "--edcm-prior is read by --likelihood edcm only; ignored with --likelihood hybrid",
     ]
     assert said("--model", "hdp", "--topics", "9", "--vmf-cosine", "0.4") == [
         "--vmf-cosine is read by --likelihood vmf only; ignored with --model hdp"

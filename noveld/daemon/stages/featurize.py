@@ -41,7 +41,7 @@ def text_encoder(model: Any) -> TextEncoder | None:
 def empty_detail(doc: Document, views: Views) -> str:
     """Why a decoded document has nothing to cluster."""
     if views.clustered_by == "both":
-        return "no tokens after tokenization and no vector (no embedding, no encoded token)"
+        return "no tokens after tokenization and no embedding (hybrid: a text by its words)"
     if views.clustered_by == "vector":
         if doc.embedding is not None:
             return "zero embedding: a zero vector has no direction"
