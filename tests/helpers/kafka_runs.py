@@ -16,21 +16,18 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS
 
 
-def consume_all(
-    bootstrap: str, topic: str, expect_at_least: int, timeout_s: float = 20
-) -> list[Any]:
+def consume_all(bootstrap: str, topic: str, at_least: int, timeout: float = 30) -> list[Any]:
+    """Every message of ``topic`` from its start: once ``at_least`` came, or after
+    ``timeout`` seconds with what came."""
     consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=3000,
-    )
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+        enable_auto_commit=False, consumer_timeout_ms=2000,
+    )  # fmt: skip
     out: list[Any] = []
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         out += list(consumer)
-        if len(out) >= expect_at_least:
+        if len(out) >= at_least:
             break
     consumer.close()
     return out
