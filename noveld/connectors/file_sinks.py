@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 from pydantic import BaseModel
 
+from noveld.connectors.closing import Closing
 from noveld.connectors.decode import Invalid
 from noveld.connectors.source import Record
 
@@ -33,7 +33,7 @@ class JsonLinesSink:
         self._stream.flush()
 
 
-class DlqFileSink:
+class DlqFileSink(Closing):
     """Appends rejected records as JSON lines to a file; ``flush()`` makes them durable (fsync).
 
     Each line: ``reason``, ``detail``, ``source``, ``partition``, ``offset`` and ``raw`` (the
@@ -126,14 +126,3 @@ class DlqFileSink:
             self._file.close()
             self._file = None
         self._closed = True
-
-    def __enter__(self) -> DlqFileSink:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -1,4 +1,5 @@
-"""JSONL file / stdin source (its sinks are in :mod:`noveld.connectors.file_sinks`).
+"""JSONL file / stdin source (a pipe is read on a thread: :mod:`noveld.connectors.timed_source`;
+the sinks are in :mod:`noveld.connectors.file_sinks`).
 
 The embedded mode's connectors: records are raw bytes with a ``SourcePosition`` so the same
 decoder and DLQ path as Kafka apply. For files the topic is the path ("-" for stdin), the
@@ -9,17 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import stat
 import sys
-import threading
-import time
 import zlib
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import IO
 
+from noveld.connectors.closing import Closing
 from noveld.connectors.source import Positions, position_key
 from noveld.connectors.source import Record as Record
 from noveld.schema import SourcePosition, trusted
@@ -47,7 +45,7 @@ def _unfinished(line: bytes) -> bool:
     return False
 
 
-class JsonlSource:
+class JsonlSource(Closing):
     """Reads records from a JSONL file or stdin ("-"), one per line, resuming at ``start_offset``.
 
     Offsets are 0-based line numbers. Blank (whitespace-only) lines consume an offset but yield
@@ -253,141 +251,3 @@ class JsonlSource:
         """Close the file (stdin is left open)."""
         if self._owns_stream:
             self._stream.close()
-
-    def __enter__(self) -> JsonlSource:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class TimedSource:
-    """Wraps a blocking ``JsonlSource`` (stdin, or a pipe or device given as a path) so batches
-    also close after ``max_wait_s``.
-
-    A daemon thread reads records into a bounded queue (backpressure: it blocks when the
-    pipeline falls behind); ``read_batch`` returns as soon as ``max_docs`` records are there or
-    ``max_wait_s`` has passed since the first one, so a slow pipe is processed promptly. The
-    main thread never blocks in a read, so signals are handled at once.
-    """
-
-    _EOF = object()
-    rereadable = False  # what a pipe gave is gone once read
-
-    def __init__(self, source: JsonlSource, max_wait_s: float, queue_size: int = 10_000) -> None:
-        self._source = source
-        self.max_wait_s = max_wait_s
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
-        self._next = source.next_offset
-        self._acked = self._next  # where the batch read next begins (:meth:`positions`)
-        self.exhausted = False
-        self._stopping = False
-        self._in_hand = False  # the reader holds a record it has read and not queued yet
-        self._thread = threading.Thread(target=self._pump, name="noveld-reader", daemon=True)
-        self._thread.start()
-
-    def share_read(self) -> float | None:
-        """Unknown: a stream read ahead by a thread (stdin, a pipe or a device)."""
-        return None
-
-    def _pump(self) -> None:
-        while not self._stopping:
-            batch = self._source.read_batch(1)
-            self._in_hand = bool(batch)
-            if not batch:
-                self._queue.put(self._EOF)
-                return
-            self._queue.put(batch[0])
-            self._in_hand = False
-
-    def stop_reading(self) -> None:
-        """Read no further line from the input: :meth:`read_batch` returns what was read
-        already, without waiting, then nothing. A stop request drains this read-ahead rather
-        than drop it, as the lines in it were taken from a pipe that cannot give them again
-        (lines still in the pipe stay there)."""
-        self._stopping = True
-
-    def _take(self, timeout: float) -> object:
-        """The next queued item; once stopping, only what is there (or in the reader's hand)."""
-        if not self._stopping:
-            return self._queue.get(timeout=timeout)
-        while True:
-            try:
-                return self._queue.get_nowait()
-            except queue.Empty:
-                if not self._in_hand:
-                    raise
-                time.sleep(0.005)  # the reader is queuing the record it just read
-
-    @property
-    def next_offset(self) -> int:
-        """Offset after the last record returned (blank lines after it are read again later)."""
-        return self._next
-
-    def checksum_at(self, offset: int) -> int | None:
-        """The checksum of stdin's lines before ``offset`` (:meth:`JsonlSource.checksum_at`)."""
-        return self._source.checksum_at(offset)
-
-    @property
-    def held_tail(self) -> bool:
-        """Whether the input ended inside a line that is not JSON (:meth:`JsonlSource._hold`)."""
-        return self.exhausted and self._source.held_tail
-
-    @property
-    def held_tail_cr(self) -> bool:
-        """The held line holds carriage returns."""
-        return self._source.held_tail_cr
-
-    @property
-    def held_tail_bytes(self) -> int:
-        """The held line's length."""
-        return self._source.held_tail_bytes
-
-    def read_batch(self, max_docs: int, max_wait_ms: int = 200) -> list[Record]:
-        """Up to ``max_docs`` records; may return [] after ``max_wait_ms`` with nothing to
-        read. Once a record is there, the batch closes ``max_wait_s`` later at the latest."""
-        out: list[Record] = []
-        deadline: float | None = None
-        poll_s = max_wait_ms / 1000
-        while len(out) < max_docs and not self.exhausted:
-            timeout = poll_s if deadline is None else deadline - time.monotonic()
-            if timeout <= 0:
-                break
-            try:
-                item = self._take(timeout)
-            except queue.Empty:
-                if deadline is None or self._stopping:
-                    break
-                continue
-            if item is self._EOF:
-                self.exhausted = True
-                self._next = self._source.next_offset
-                break
-            assert isinstance(item, Record)
-            out.append(item)
-            self._next = item.position.offset + 1
-            if deadline is None:
-                deadline = time.monotonic() + self.max_wait_s
-        return out
-
-    def positions(self, records: Sequence[Record]) -> tuple[Positions, Positions]:
-        """(first, next) line offsets of the batch just read (:meth:`JsonlSource.positions`)."""
-        key = position_key(self._source.path, 0)
-        return {key: self._acked}, {key: self._next}
-
-    def acknowledge(self, nxt: Mapping[str, int]) -> None:
-        """The state holds the lines before ``nxt``: the next batch's first offset."""
-        self._acked = nxt[position_key(self._source.path, 0)]
-
-    @property
-    def acknowledged(self) -> int:
-        """The line offset last acknowledged (at first, the resume point)."""
-        return self._acked
-
-    def close(self) -> None:
-        """Nothing to release: stdin stays open; the reader thread is a daemon."""

@@ -3,7 +3,8 @@
 It consumes in a consumer group with manual offsets: on assignment it seeks every partition to
 the offset stored *with the model state* (not Kafka's committed one) and claims it in the store
 (fencing older owners); Kafka offsets are committed after the state commit, for lag tools only.
-A partition whose stored offset is past the log end is held, not read.
+A partition whose stored offset is past the log end is held, not read
+(:mod:`noveld.connectors.kafka_past_end`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from noveld.connectors.kafka_client import (
     partition_name,
     start_within,
 )
+from noveld.connectors.kafka_past_end import PastEndHolds
 from noveld.connectors.source import Positions, Record
 from noveld.schema import SourcePosition, format_rfc3339, trusted
 
@@ -59,10 +61,8 @@ class KafkaSource:
         self.rebalances = 0  # assignment callbacks seen (a fenced consumer waits for one)
         self._ends: dict[TopicPartition, int] = {}
         self._ends_at = float("-inf")
-        self.held: dict[TopicPartition, tuple[int, int]] = {}  # (stored offset, log end)
         self.unclaimed: list[TopicPartition] = []  # assigned while the store was down
         self.deferred: BaseException | None = None  # what the assignment callback could not do
-        self._held_checked = float("-inf")
         self.lag_failing = False  # the last end-offsets request failed (set by :meth:`lag`)
         self.consumer = start_within(
             lambda: KafkaConsumer(
@@ -79,7 +79,14 @@ class KafkaSource:
             "the input consumer",
             start_timeout_s,
         )
+        self.holds = PastEndHolds(self.consumer, self.expected, stored_offset)
         self.consumer.subscribe([topic], listener=_Listener(self))
+
+    @property
+    def held(self) -> dict[TopicPartition, tuple[int, int]]:
+        """Partitions not read because their stored offset is past the log end: (stored
+        offset, log end) each (:class:`~noveld.connectors.kafka_past_end.PastEndHolds`)."""
+        return self.holds.held
 
     def assigned(self, partitions: Sequence[TopicPartition]) -> None:
         """Claim the partitions and seek to the state's offsets. A store that cannot answer now
@@ -119,9 +126,7 @@ class KafkaSource:
         self.unclaimed = [tp for tp in self.unclaimed if tp not in set(partitions)]
         for key in keys:
             self.expected.pop(key, None)
-        held = [tp for tp in partitions if self.held.pop(tp, None) is not None]
-        if held:  # kafka-python keeps a partition's paused flag if it is assigned again
-            self.consumer.resume(*held)
+        self.holds.release(partitions)
         self._on_revoke(keys)
         if partitions and self._say is not None:
             self._say(f"revoked partitions {describe_partitions(partitions)}")
@@ -133,8 +138,8 @@ class KafkaSource:
             self.consumer.pause(*parts)
 
     def resume(self) -> None:
-        """Fetch again from every assigned partition (but those :meth:`hold` keeps, and those
-        not claimed yet)."""
+        """Fetch again from every assigned partition (but those held past their log end, and
+        those not claimed yet)."""
         waiting = set(self.held) | set(self.unclaimed)
         parts = [tp for tp in self.consumer.paused() if tp not in waiting]
         if parts:
@@ -185,7 +190,7 @@ class KafkaSource:
 
     def read_batch(self, max_docs: int, max_wait_ms: int) -> list[Record]:
         """Up to ``max_docs`` records (possibly none) within ``max_wait_ms``. Partitions whose
-        stored offset is past the log end are held, not read (:meth:`check_ends`)."""
+        stored offset is past the log end are held, not read (:class:`PastEndHolds`)."""
         polled = self.consumer.poll(timeout_ms=max_wait_ms, max_records=max_docs)
         out: list[Record] = []
         behind: list[TopicPartition] = []
@@ -209,89 +214,8 @@ class KafkaSource:
                 value = msg.value if msg.value is not None else b""
                 headers = tuple((str(k), bytes(v or b"")) for k, v in msg.headers or ())
                 out.append(Record(value, pos, msg.key, headers))
-        self.check_ends(behind)
+        self.holds.check(behind)
         return out
-
-    def check_ends(self, behind: Sequence[TopicPartition] = ()) -> None:
-        """Hold partitions whose stored offset is past the end of their log (the topic was
-        deleted and re-created, or the broker lost records): reading them would count the new
-        log's records against offsets already committed (a real broker resets the consumer to
-        the log start: everything counted again), or wait silently forever (a broker that
-        answers an offset past the end with no records). Evidence: records before the stored
-        offset (``behind``), or a fetch's high watermark below it, confirmed by the broker's
-        end offset. A held partition is paused, said once, and checked again every
-        :data:`HELD_RECHECK_S` seconds against the offset stored *now* (an operator may have
-        reset it): it is read again once that offset is within the log."""
-        for tp in behind:  # out of range on the broker's own word: back to the state's offset
-            self.consumer.seek(tp, self.expected[partition_name(tp.topic, tp.partition)])
-            self.consumer.pause(tp)
-        suspects = set(behind)
-        for tp in self.consumer.assignment():
-            high = self.consumer.highwater(tp)
-            key = partition_name(tp.topic, tp.partition)
-            if tp not in self.held and high is not None and high < self.expected.get(key, 0):
-                suspects.add(tp)
-        recheck = bool(self.held) and time.monotonic() - self._held_checked >= HELD_RECHECK_S
-        if not suspects and not recheck:
-            return
-        parts = sorted(suspects | (set(self.held) if recheck else set()))
-        try:
-            ends = self.consumer.end_offsets(parts)
-        except Exception as exc:  # kafka-python's errors: check again at the next turn
-            log.debug("end offsets for the past-the-end check failed: %r", exc)
-            ends = {}
-        for tp in parts:
-            key = partition_name(tp.topic, tp.partition)
-            if key not in self.expected:
-                continue  # revoked meanwhile
-            # a fetch's high watermark and the end offset may lag each other: the larger
-            end = max(ends.get(tp, -1), self.consumer.highwater(tp) or -1)
-            if tp in self.held:
-                self._held_checked = time.monotonic()
-                if end >= 0:
-                    self._recheck(tp, key, end)
-            elif tp in behind or (tp in ends and end < self.expected[key]):
-                self.hold(tp, key, end)
-
-    def hold(self, tp: TopicPartition, key: str, end: int) -> None:
-        """Stop reading a partition whose stored offset is past its log end, and say so."""
-        stored = self.expected[key]
-        self.consumer.pause(tp)
-        self.held[tp] = (stored, end)
-        self._held_checked = time.monotonic()
-        shown = str(end) if end >= 0 else "unknown"
-        log.warning(
-            "partition %s: the stored offset %d is past the log end %s (the topic was deleted "
-            "and re-created, or the broker lost records); not reading it until the stored "
-            "offset is within the log: set it to 0 (a new topic) or to the log end (records "
-            'lost) with noveld state set-offset — docs/operations.md, "Stored offsets past '
-            'the log end"',
-            key,
-            stored,
-            shown,
-        )
-
-    def _recheck(self, tp: TopicPartition, key: str, end: int) -> None:
-        """A held partition: read it again from the offset stored now, if the log reaches it."""
-        try:
-            stored = self._stored_offset(key)
-        except Exception as exc:  # the store's outage is the loop's business: check later
-            log.debug("stored offset of %s unavailable: %r", key, exc)
-            return
-        if stored > end:
-            self.held[tp] = (stored, end)
-            return
-        del self.held[tp]
-        self.consumer.seek(tp, stored)
-        self.expected[key] = stored
-        self.consumer.resume(tp)
-        log.warning(
-            "partition %s: the stored offset %d is within the log again (end %d); reading it "
-            "from there",
-            key,
-            stored,
-            end,
-        )
 
     def group_progress(self, timeout_ms: int = 10_000) -> dict[str, int] | None:
         """What this consumer group has read of the input topic: its committed offsets (the
@@ -384,10 +308,6 @@ class KafkaSource:
 BROKER_WAIT_MS = 5000
 """Longest wait for the broker's answer on the lag's end offsets and the final advisory offset
 commit (kafka-python's default, 30 s, stalled the batch loop and shutdown in a Kafka outage)."""
-
-HELD_RECHECK_S = 5.0
-"""How often a held partition's stored offset and log end are read again (a round trip to the
-broker and one to the store each time)."""
 
 
 def _log_commit_failure(offsets: Any, response: Any) -> None:

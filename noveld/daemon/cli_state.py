@@ -262,6 +262,17 @@ def _print(info: dict[str, Any], as_json: bool) -> None:
         print(f"{k:>20}  {json.dumps(v) if isinstance(v, dict) else v}")
 
 
+def _add_location(parser: Any, state_dir: str, redis: str) -> None:
+    """The options that say where a namespace's state is: ``--state-dir`` or ``--redis-url``
+    with ``--namespace``, and the ``--config`` they may come from."""
+    parser.add_argument("--state-dir", type=Path, help=state_dir)
+    parser.add_argument("--redis-url", help=f"{redis} (with --namespace)")
+    parser.add_argument(
+        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
+    )
+    parser.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
+
+
 def add_state_commands(sub: Any) -> None:
     """Register ``state show``, ``state export``, ``state import`` and ``state set-offset``."""
     st = sub.add_parser(
@@ -269,12 +280,7 @@ def add_state_commands(sub: Any) -> None:
     )
     st_sub = st.add_subparsers(dest="state_command", required=True, metavar="ACTION")
     show = st_sub.add_parser("show", help="summary of a namespace's state (counts, offsets, hash)")
-    show.add_argument("--state-dir", type=Path, help="embedded state directory")
-    show.add_argument("--redis-url", help="Redis holding the state (with --namespace)")
-    show.add_argument(
-        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
-    )
-    show.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
+    _add_location(show, "embedded state directory", "Redis holding the state")
     show.add_argument("--json", action="store_true", help="JSON output")
     show.set_defaults(func=_cmd_show)
 
@@ -287,12 +293,7 @@ def add_state_commands(sub: Any) -> None:
         "one commit.",
     )
     exp.add_argument("output", type=Path, help="file to write (e.g. backup.npz)")
-    exp.add_argument("--state-dir", type=Path, help="embedded state directory to read")
-    exp.add_argument("--redis-url", help="Redis holding the state (with --namespace)")
-    exp.add_argument(
-        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
-    )
-    exp.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
+    _add_location(exp, "embedded state directory to read", "Redis holding the state")
     exp.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
     exp.add_argument("--json", action="store_true", help="print the exported state's summary")
     exp.set_defaults(func=_cmd_export)
@@ -304,12 +305,7 @@ def add_state_commands(sub: Any) -> None:
         "imported namespace must use the settings it was exported with (fingerprint).",
     )
     imp.add_argument("input", type=Path, help="file written by `noveld state export`")
-    imp.add_argument("--state-dir", type=Path, help="empty embedded state directory to fill")
-    imp.add_argument("--redis-url", help="Redis to write to (with --namespace)")
-    imp.add_argument(
-        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
-    )
-    imp.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
+    _add_location(imp, "empty embedded state directory to fill", "Redis to write to")
     imp.set_defaults(func=_cmd_import)
 
     so = st_sub.add_parser(
@@ -331,10 +327,5 @@ def add_state_commands(sub: Any) -> None:
         "`noveld state set-offset --state-dir DIR -- -:0 0`)",
     )
     so.add_argument("offset", type=int, help="the next offset to read")
-    so.add_argument("--state-dir", type=Path, help="embedded state directory")
-    so.add_argument("--redis-url", help="Redis holding the state (with --namespace)")
-    so.add_argument(
-        "--namespace", help="namespace in Redis (default: NOVELD_NAMESPACE, --config, default)"
-    )
-    so.add_argument("--config", type=Path, help="TOML config file (as the daemon's)")
+    _add_location(so, "embedded state directory", "Redis holding the state")
     so.set_defaults(func=_cmd_set_offset)

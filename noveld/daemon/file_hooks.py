@@ -7,7 +7,8 @@ from __future__ import annotations
 import threading
 
 from noveld.connectors.file_sinks import DlqFileSink
-from noveld.connectors.jsonl import JsonlSource, Record, TimedSource
+from noveld.connectors.jsonl import JsonlSource, Record
+from noveld.connectors.timed_source import TimedSource
 from noveld.daemon.exits import EXIT_OK, EXIT_REDIS_UNREACHABLE, EXIT_STATE_DIVERGED
 from noveld.daemon.file_input import input_name, open_source
 from noveld.daemon.lease import WriterLease

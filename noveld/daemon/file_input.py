@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-from noveld.connectors.jsonl import JsonlSource, TimedSource
+from noveld.connectors.jsonl import JsonlSource
+from noveld.connectors.timed_source import TimedSource
 from noveld.daemon.errors import UserError
 from noveld.daemon.lease import WriterLease
 from noveld.daemon.settings import Settings

@@ -10,24 +10,25 @@ past the batch it returned: positions, offsets and checksums are the batch's own
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
-from noveld.connectors.jsonl import JsonlSource, TimedSource
-from noveld.connectors.source import Positions, Record, position_key
+from noveld.connectors.forwarding import ForwardingSource
+from noveld.connectors.jsonl import JsonlSource
+from noveld.connectors.source import Record
+from noveld.connectors.timed_source import TimedSource
 from noveld.daemon.stages.prefetch import Prefetched, Prefetcher, Prepared
 
 
-class Lookahead:
+class Lookahead(ForwardingSource):
     """A rereadable :class:`JsonlSource` whose :meth:`read_batch` returns the batch read at
     the previous call (its preparation under way since) and reads the next."""
 
     rereadable = True
 
     def __init__(self, source: JsonlSource, prepare: Callable[[Sequence[Record]], Prepared]):
-        self._source = source
+        super().__init__(source)
         self._prefetcher = Prefetcher(prepare)
         self._ahead: tuple[Prefetched, int] | None = None  # the next batch, the line after it
-        self._next = source.next_offset  # the line after the batch returned last
 
     def _read(self, max_docs: int) -> tuple[Prefetched, int] | None:
         """The source's next batch, its preparation submitted, and the line after it."""
@@ -50,54 +51,10 @@ class Lookahead:
             self._ahead = self._read(max_docs)
         return records
 
-    def positions(self, records: Sequence[Record]) -> tuple[Positions, Positions]:
-        """(first, next) line offsets of the batch just returned
-        (:meth:`JsonlSource.positions`)."""
-        key = position_key(self._source.path, 0)
-        return {key: self._source.acknowledged}, {key: self._next}
-
-    def acknowledge(self, nxt: Mapping[str, int]) -> None:
-        """The state holds the lines before ``nxt``: the next batch's first offset."""
-        self._source.acknowledge(nxt)
-
-    @property
-    def acknowledged(self) -> int:
-        """The line offset last acknowledged (at first, the resume point)."""
-        return self._source.acknowledged
-
-    def checksum_at(self, offset: int) -> int | None:
-        """The checksum of the lines before ``offset``, the end of a batch returned: the
-        source keeps one after each record it read (:meth:`JsonlSource.checksum_at`)."""
-        return self._source.checksum_at(offset)
-
     @property
     def exhausted(self) -> bool:
         """The file is read to its end and the batch read ahead was returned."""
         return self._source.exhausted and self._ahead is None
-
-    @property
-    def next_offset(self) -> int:
-        """The line after the batch returned last (what was read ahead is not counted)."""
-        return self._next
-
-    @property
-    def held_tail(self) -> bool:
-        """Whether the file ends inside a line that is not JSON (:meth:`JsonlSource._hold`)."""
-        return self.exhausted and self._source.held_tail
-
-    @property
-    def held_tail_cr(self) -> bool:
-        """The held line holds carriage returns."""
-        return self._source.held_tail_cr
-
-    @property
-    def held_tail_bytes(self) -> int:
-        """The held line's length."""
-        return self._source.held_tail_bytes
-
-    def share_read(self) -> float | None:
-        """How far into its file the source has read (the batch read ahead included)."""
-        return self._source.share_read()
 
     def close(self) -> None:
         """Stop preparing and close the file."""

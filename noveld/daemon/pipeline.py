@@ -233,11 +233,14 @@ class Pipeline(LiveReads):
         if tripped:
             next_offsets = consumed_offsets(records, consumed, first_offsets)
         t1 = time.perf_counter()
+        # each document's tokens, read once: for the length limit and the featurizer
+        read = ahead.read_of(docs) if ahead is not None else None
+        if read is None:
+            read = read_texts(self.tokenizer, None, docs)  # not encoded: the featurizer does
         lim = self.settings.limits
-        docs, kept = limit_length(
-            docs, kept, self.tokenizer, lim.max_doc_tokens, lim.oversize, self.rejects, rep
+        docs, kept, read = limit_length(
+            docs, kept, read, self.tokenizer, lim.max_doc_tokens, lim.oversize, self.rejects, rep
         )
-        read = ahead.read_of(docs) if ahead is not None else None  # None once a text was cut
         batch, docs, kept = featurize(
             live, self.store, docs, kept, self.views, self.rejects, rep, read
         )

@@ -133,23 +133,26 @@ _ID_RUN = 65_536
 @dataclass(frozen=True)
 class TextViews:
     """What featurizing reads of a document by itself, without the vocabulary: its normalized
-    tokens, and the encoder's unit vector of its text (None: not encoded, or no token the
-    encoder knows). Computed ahead of the batch's turn (:func:`read_texts`)."""
+    tokens, and the encoder's unit vector of its text (None: no token the encoder knows, or
+    not ``encoded`` yet: the featurizer then encodes it). Computed before the batch's
+    featurizing (:func:`read_texts`), ahead of its turn or not."""
 
     tokens: list[str]
     vector: np.ndarray | None = None
+    encoded: bool = True
 
 
 def read_texts(
     tokenizer: Tokenizer, encoder: TextEncoder | None, docs: Sequence[Document]
 ) -> list[TextViews]:
     """Each document's :class:`TextViews`: what :meth:`Featurizer.featurize` would compute of
-    it, computed here instead (on another thread, while the model steps the batch before:
-    it reads no state). ``encoder``: the featurizer's, when it keeps vectors; documents with
-    their own embedding are not encoded."""
-    views = [TextViews(_tokens_of(tokenizer, doc)) for doc in docs]
+    it, computed here instead (before the batch is featurized, e.g. on another thread while
+    the model steps the batch before: it reads no state). ``encoder``: the featurizer's, when
+    it keeps vectors (None: the views are not encoded, the featurizer encodes them);
+    documents with their own embedding are not encoded."""
     if encoder is None:
-        return views
+        return [TextViews(_tokens_of(tokenizer, doc), encoded=False) for doc in docs]
+    views = [TextViews(_tokens_of(tokenizer, doc)) for doc in docs]
     to_encode = [
         i for i, d in enumerate(docs)
         if d.embedding is None and (d.text is not None or d.tokens is not None)
@@ -197,7 +200,7 @@ class Featurizer:
         self, docs: list[Document], read: Sequence[TextViews] | None = None
     ) -> dict[int, np.ndarray]:
         """Each document's unit vector by index (its own embedding, else the encoder's of its
-        text, or ``read``'s where given); documents with neither are left out."""
+        text, or ``read``'s where it was encoded); documents with neither are left out."""
         vectors: dict[int, np.ndarray] = {}
         to_encode: list[int] = []
         for i, doc in enumerate(docs):
@@ -206,7 +209,7 @@ class Featurizer:
                 if vec is not None:
                     vectors[i] = vec
             elif self.encoder is not None and (doc.text is not None or doc.tokens is not None):
-                if read is None:
+                if read is None or not read[i].encoded:
                     to_encode.append(i)
                 elif (pre := read[i].vector) is not None:
                     vectors[i] = pre

@@ -8,11 +8,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import redis
 from cli_runner import NOVELD
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS
 
 STARTED: list[subprocess.Popen[str]] = []
@@ -65,21 +64,6 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
         producer.send(topic, value=v)
     producer.flush()
     producer.close()
-
-
-def consume_all(bootstrap: str, topic: str, at_least: int, timeout: float = 30) -> list[Any]:
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-        enable_auto_commit=False, consumer_timeout_ms=2000,
-    )  # fmt: skip
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out += list(consumer)
-        if len(out) >= at_least:
-            break
-    consumer.close()
-    return out
 
 
 def stop(proc: subprocess.Popen[str], grace: float = 20.0) -> str:

@@ -11,11 +11,11 @@ import time
 
 import pytest
 from cli_runner import redis_state, wait_for_output
+from helpers.kafka_runs import consume_all
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from kafka_daemon import (
     committed_docs,
-    consume_all,
     produce,
     start,
     stop,

@@ -20,8 +20,9 @@ from collections import defaultdict
 import pytest
 import redis
 from cli_runner import redis_state
+from helpers.kafka_runs import consume_all
 from kafka import KafkaProducer
-from kafka_daemon import committed_docs, consume_all, produce, start, stop, wait_until
+from kafka_daemon import committed_docs, produce, start, stop, wait_until
 from redis.exceptions import RedisError
 from servers.kafka_broker import KafkaBroker
 from servers.ports import unique_name

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import redis
-from kafka_daemon import SteadyFeed, committed_docs, consume_all, start, wait_until
+from helpers.kafka_runs import consume_all
+from kafka_daemon import SteadyFeed, committed_docs, start, wait_until
 from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
 from servers.ports import free_port, unique_name
 

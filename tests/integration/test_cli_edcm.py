@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 import redis
-from test_cli_embedded import (
+from cli_runner import noveld
+from helpers.cli_runs import (
     assert_kills_match_a_clean_run,
     events_of,
-    noveld,
+    generated,
     seeded_runs,
     state_show,
 )
-from test_redis_store import rebuilt_after_every_commit
+from helpers.redis_commits import rebuilt_after_every_commit
 
 from noveld.daemon.settings import load_settings
 
@@ -26,23 +27,14 @@ EDCM = ["--likelihood", "edcm"]
 LONG = 60_000
 
 
-def generated(path: Path, docs: int, seed: int) -> Path:
-    out = noveld(
-        "generate", "--docs", str(docs), "--stories", "40", "--stream-seed", str(seed),
-        "--out", str(path),
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    return path
-
-
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return generated(tmp_path_factory.mktemp("edcm") / "words.jsonl", 4000, 11)
+    return generated(tmp_path_factory.mktemp("edcm") / "words.jsonl", 4000, 11, 40)
 
 
 @pytest.fixture(scope="module")
 def long_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return generated(tmp_path_factory.mktemp("edcm") / "long.jsonl", LONG, 12)
+    return generated(tmp_path_factory.mktemp("edcm") / "long.jsonl", LONG, 12, 40)
 
 
 def test_run_emits_events_and_resumes_and_the_fingerprint_holds_the_prior(

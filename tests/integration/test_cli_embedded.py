@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -17,6 +16,14 @@ from typing import Any
 
 import pytest
 from cli_runner import NOVELD, noveld
+from helpers.cli_runs import (
+    assert_kills_match_a_clean_run,
+    events_of,
+    kill_resume,
+    seeded_run,
+    seeded_runs,
+    state_show,
+)
 
 from noveld.schema import format_rfc3339
 
@@ -28,13 +35,6 @@ BIG = 300_000  # long enough that a kill 0.1–1 s after the first snapshot land
 # (measured, session 8: svi's kills land at ~28k / 70k / 102k documents, hdp's at ~14k / 30k /
 # 45k; 150k and 60k left too thin a margin on a fast machine)
 CHAOS_DOCS = {"dpmm": BIG, "svi": BIG, "hdp": 120_000}
-
-
-def state_show(state_dir: Path) -> dict[str, Any]:
-    out = noveld("state", "show", "--state-dir", str(state_dir), "--json")
-    assert out.returncode == 0, out.stderr
-    info: dict[str, Any] = json.loads(out.stdout)
-    return info
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +57,6 @@ def big_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     return path
-
-
-def events_of(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def committed_first(stream: Path, tmp_path: Path, n: int) -> tuple[Path, Path, list[str]]:
@@ -171,27 +167,6 @@ def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_
     assert state_show(st)["docs"] == 6000
 
 
-def seeded_runs(
-    source: Path, tmp_path: Path, seed: int, extra: tuple[str, ...] = ()
-) -> list[tuple[str, list[str]]]:
-    """G11: run ``source`` twice, sampled seating with ``seed`` (and ``extra`` flags), into two
-    fresh state directories; returns each run's (state digest, event ids)."""
-    return [seeded_run(source, tmp_path / name, seed, extra) for name in ("a", "b")]
-
-
-def seeded_run(
-    source: Path, state_dir: Path, seed: int, extra: tuple[str, ...] = ()
-) -> tuple[str, list[str]]:
-    """One sampled-seating run of ``source`` with ``seed`` into a fresh ``state_dir``: its
-    (state digest, event ids)."""
-    out = noveld(
-        "run", "--input", str(source), "--state-dir", str(state_dir), "--seed", str(seed),
-        "--sampled", *extra,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    return state_show(state_dir)["digest"], [e["event_id"] for e in events_of(out.stdout)]
-
-
 @pytest.mark.parametrize("model", ["dpmm", "svi", "hdp"])
 def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: str) -> None:
     """G11: same input, seed and settings → same state hash and event ids (sampled seating)."""
@@ -225,76 +200,6 @@ def test_the_snapshot_timing_does_not_change_a_seeded_run(stream: Path, tmp_path
     assert runs[0] == runs[1]
 
 
-def _kill_resume(
-    big_stream: Path,
-    st: Path,
-    kills: int,
-    model: str = "dpmm",
-    extra: tuple[str, ...] = (),
-    total: int = BIG,
-    pause: tuple[float, float] = (0.1, 1.0),
-    seed: int = 1,
-) -> list[dict[str, Any]]:
-    """SIGKILL the daemon at random points (``pause`` seconds after a snapshot that made
-    progress), then run to the end of the ``total``-document stream; returns every event."""
-    events: list[dict[str, Any]] = []
-    import random
-
-    rnd = random.Random(seed)
-    for _ in range(kills):
-        proc = subprocess.Popen(
-            [
-                *NOVELD,
-                "run",
-                "--input",
-                str(big_stream),
-                "--state-dir",
-                str(st),
-                "--snapshot-interval",
-                "0",
-                "--quiet",
-                "--model",
-                model,
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        # read stdout as it comes, as a consumer does: a full pipe would stall the daemon
-        chunks: list[str] = []
-        reader = threading.Thread(target=lambda p=proc, c=chunks: c.append(p.stdout.read()))
-        reader.start()
-        deadline = time.monotonic() + 60
-        start_docs = _snapshot_docs(st)
-        while time.monotonic() < deadline:  # read in-process: a `state show` takes ~1 s, and
-            if _snapshot_docs(st) > start_docs:  # the run may finish meanwhile
-                break
-            time.sleep(0.05)
-        time.sleep(rnd.uniform(*pause))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        reader.join(timeout=30)
-        out = "".join(chunks)
-        assert proc.returncode == -signal.SIGKILL  # really killed, not finished
-        assert state_show(st)["docs"] < total
-        events += events_of(out.rsplit("\n", 1)[0] if not out.endswith("\n") else out)
-    final = noveld(
-        "run", "--input", str(big_stream), "--state-dir", str(st), "--quiet", "--model", model,
-        *extra,
-    )  # fmt: skip
-    assert final.returncode == 0, final.stderr
-    return events + events_of(final.stdout)
-
-
-def _snapshot_docs(state_dir: Path) -> int:
-    """Documents in the state dir's last snapshot (0 before the first)."""
-    from noveld.state.memory import SNAPSHOT_NAME, read_snapshot
-
-    path = state_dir / SNAPSHOT_NAME
-    return read_snapshot(path)[0].counters.get("docs", 0) if path.exists() else 0
-
-
 def _prefix(big_stream: Path, total: int, tmp_path: Path) -> Path:
     """The stream's first ``total`` lines (the stream itself when that is all of it)."""
     if total >= BIG:
@@ -303,37 +208,6 @@ def _prefix(big_stream: Path, total: int, tmp_path: Path) -> Path:
     with big_stream.open("rb") as full, source.open("wb") as out:
         out.writelines(itertools.islice(full, total))
     return source
-
-
-def assert_kills_match_a_clean_run(
-    source: Path,
-    tmp_path: Path,
-    total: int,
-    model: str = "dpmm",
-    extra: tuple[str, ...] = (),
-    pause: tuple[float, float] = (0.1, 1.0),
-    seed: int = 1,
-) -> dict[str, Any]:
-    """G1 on the embedded store: a clean run of ``source``, then three SIGKILLs after
-    snapshots and a resume (:func:`_kill_resume`) on another state directory. Both count every
-    document once, reach the same state hash and announce the same births (stable ids: nothing
-    missing, no strays). Returns the killed-and-resumed state's summary."""
-    args = ("--quiet", "--model", model, *extra)
-    clean = noveld("run", "--input", str(source), "--state-dir", str(tmp_path / "clean"), *args)
-    assert clean.returncode == 0, clean.stderr
-    clean_info = state_show(tmp_path / "clean")
-    events = _kill_resume(
-        source, tmp_path / "chaos", 3, model=model, extra=extra, total=total, pause=pause,
-        seed=seed,
-    )  # fmt: skip
-    info = state_show(tmp_path / "chaos")
-    assert info["docs"] == total
-    assert info["mass"] == pytest.approx(clean_info["mass"])
-    assert info["offsets"] == {f"{source}:0": total}
-    assert info["digest"] == clean_info["digest"]  # deterministic mode: same model as clean run
-    clean_born = {e["event_id"] for e in events_of(clean.stdout) if e["type"] == "cluster.born"}
-    assert {e["event_id"] for e in events if e["type"] == "cluster.born"} == clean_born
-    return info
 
 
 @pytest.mark.faults
@@ -408,7 +282,7 @@ def test_sigkill_chaos_every_document_assignment_arrives_with_the_clean_runs_clu
     assert clean.returncode == 0, clean.stderr
     expected = {e["event_id"]: e for e in events_of(clean.stdout) if e["type"] == kind}
     assert sorted(seats_of(list(expected.values()))) == list(range(total))
-    events = _kill_resume(
+    events = kill_resume(
         source, tmp_path / "chaos", kills=3, extra=flags, total=total, pause=(0.1, 0.5)
     )
     assigned = [e for e in events if e["type"] == kind]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from test_cli_embedded import assert_kills_match_a_clean_run, events_of, noveld, state_show
-from test_redis_store import rebuilt_after_every_commit
+from cli_runner import noveld
+from helpers.cli_runs import assert_kills_match_a_clean_run, events_of, generated, state_show
+from helpers.redis_commits import rebuilt_after_every_commit
 
 from noveld.daemon.settings import load_settings
 
@@ -19,15 +20,6 @@ pytestmark = pytest.mark.integration
 HYBRID = ["--likelihood", "hybrid", "--featurizer", "hybrid"]
 SEMANTIC = ["--likelihood", "vmf", "--featurizer", "semantic"]
 LONG = 30_000
-
-
-def generated(path: Path, docs: int, seed: int) -> Path:
-    out = noveld(
-        "generate", "--docs", str(docs), "--stories", "30", "--stream-seed", str(seed),
-        "--out", str(path),
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    return path
 
 
 @pytest.fixture(scope="module")

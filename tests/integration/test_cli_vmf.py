@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 import redis
-from test_cli_embedded import (
+from cli_runner import noveld
+from helpers.cli_runs import (
     assert_kills_match_a_clean_run,
     events_of,
-    noveld,
+    generated,
     seeded_runs,
     state_show,
 )
-from test_redis_store import rebuilt_after_every_commit
+from helpers.redis_commits import rebuilt_after_every_commit
 
 from noveld.daemon.settings import load_settings
 
@@ -25,25 +26,17 @@ pytestmark = pytest.mark.integration
 DIM = 64
 VMF = ["--likelihood", "vmf", "--embedding-dim", str(DIM)]
 LONG = 80_000
-
-
-def generated(path: Path, docs: int, seed: int) -> Path:
-    out = noveld(
-        "generate", "--docs", str(docs), "--stories", "30", "--embeddings", str(DIM),
-        "--embedding-cosine", "0.6", "--stream-seed", str(seed), "--out", str(path),
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    return path
+EMBEDDINGS = ("--embeddings", str(DIM), "--embedding-cosine", "0.6")
 
 
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return generated(tmp_path_factory.mktemp("vmf") / "emb.jsonl", 4000, 9)
+    return generated(tmp_path_factory.mktemp("vmf") / "emb.jsonl", 4000, 9, 30, *EMBEDDINGS)
 
 
 @pytest.fixture(scope="module")
 def long_stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return generated(tmp_path_factory.mktemp("vmf") / "long.jsonl", LONG, 4)
+    return generated(tmp_path_factory.mktemp("vmf") / "long.jsonl", LONG, 4, 30, *EMBEDDINGS)
 
 
 def test_run_clusters_embeddings_emits_events_and_resumes(stream: Path, tmp_path: Path) -> None:

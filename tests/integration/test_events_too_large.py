@@ -8,8 +8,8 @@ import uuid
 from typing import Any
 
 import pytest
+from helpers.kafka_runs import consume_all
 from servers.kafka_broker import KafkaBroker
-from test_kafka_daemon import consume_all
 
 from noveld.connectors.errors import EventsRefused
 from noveld.connectors.kafka_sinks import KafkaEvents

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli_embedded import noveld, state_show
+from cli_runner import noveld
+from helpers.cli_runs import state_show
 
 from noveld.models.vocabulary import uncounted_ids
 from noveld.state.memory import read_snapshot

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import threading
@@ -17,9 +15,10 @@ from typing import Any
 import pytest
 import redis
 from cli_runner import NOVELD, wait_for_output
-from kafka import KafkaConsumer, KafkaProducer
+from helpers.kafka_runs import consume_all, create_topics, start_daemon, stop, wait_for_docs
+from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
-from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from servers.kafka_broker import KafkaBroker
 from servers.ports import free_port
 
 from noveld.schema import ASSIGNMENTS_PER_MESSAGE, DocumentsAssigned, parse_event
@@ -29,101 +28,6 @@ from noveld.synth import SynthConfig, generate
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 N_DOCS = 2000
 POISON_AT = 500
-
-
-def consume_all(
-    bootstrap: str, topic: str, expect_at_least: int, timeout_s: float = 20
-) -> list[Any]:
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=3000,
-    )
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out += list(consumer)
-        if len(out) >= expect_at_least:
-            break
-    consumer.close()
-    return out
-
-
-def wait_for_docs(
-    client: redis.Redis, ns: str, n: int, proc: subprocess.Popen[str], timeout_s: float = 120
-) -> dict[str, int]:
-    deadline = time.monotonic() + timeout_s
-    counters: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[1]
-        counters = {
-            k.decode(): int(v) for k, v in client.hgetall(f"noveld:{{{ns}}}:counters").items()
-        }
-        if counters.get("docs", 0) + counters.get("invalid", 0) >= n:
-            return counters
-        time.sleep(0.2)
-    raise AssertionError(f"daemon did not drain the topic in time: {counters}")
-
-
-def create_topics(bootstrap: str, ns: str, input_partitions: int = 1) -> dict[str, str]:
-    """The namespace's input, events and DLQ topics (one partition each unless told), by role."""
-    topics = {"in": f"{ns}.in", "events": f"{ns}.events", "dlq": f"{ns}.dlq"}
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics(
-        [NewTopic(t, input_partitions if role == "in" else 1, 1) for role, t in topics.items()]
-    )
-    admin.close()
-    return topics
-
-
-def start_daemon(
-    bootstrap: str,
-    redis_url: str,
-    ns: str,
-    topics: dict[str, str],
-    extra: tuple[str, ...] = (),
-    env: dict[str, str] | None = None,
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            *NOVELD,
-            "run",
-            "--kafka-bootstrap",
-            bootstrap,
-            "--input-topic",
-            topics["in"],
-            "--events-topic",
-            topics["events"],
-            "--dlq-topic",
-            topics["dlq"],
-            "--group",
-            ns,
-            "--redis-url",
-            redis_url,
-            "--namespace",
-            ns,
-            "--session-timeout-ms",
-            str(TEST_SESSION_TIMEOUT_MS),
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "200", **(env or {})},
-    )
-
-
-def stop(proc: subprocess.Popen[str]) -> str:
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
-    assert time.monotonic() - t0 < 20
-    assert "Traceback" not in err
-    assert "noveld: stopped by signal" in err  # the summary does not say "done"
-    return err
 
 
 def test_daemon_drains_topic_commits_to_redis_and_publishes(

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from cli_runner import noveld
 
+import noveld.daemon.pipeline as pipeline_mod
 from noveld.daemon.embedded import run_file
 from noveld.daemon.settings import load_settings
 from noveld.daemon.stages.prefetch import Prefetcher
@@ -29,7 +30,9 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _run(stream: Path, state_dir: Path, prefetch: bool) -> tuple[str, str]:
+def _run(
+    stream: Path, state_dir: Path, prefetch: bool, max_doc_tokens: int = 16384
+) -> tuple[str, str]:
     """(state digest, events) of a sampled hybrid run over ``stream``."""
     settings = load_settings(
         None,
@@ -37,6 +40,7 @@ def _run(stream: Path, state_dir: Path, prefetch: bool) -> tuple[str, str]:
             "state": {"dir": str(state_dir)},
             "dlq": str(state_dir.parent / f"{state_dir.name}-dlq.jsonl"),
             "batch": {"max_docs": 100, "prefetch": prefetch},
+            "limits": {"max_doc_tokens": max_doc_tokens},
             "model": {
                 "likelihood": "hybrid", "featurizer": "hybrid", "deterministic": False,
                 "seed": 11, "half_life_docs": 400.0,
@@ -65,6 +69,26 @@ def test_prefetch_gives_the_same_state_and_events(
     in_turn = _run(stream, tmp_path / "in-turn", False)
     assert len(prefetched) == 12
     assert ahead == in_turn and '"cluster.born"' in ahead[1]
+
+
+def test_prefetch_gives_the_same_state_and_events_with_documents_cut(
+    stream: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Documents past ``limits.max_doc_tokens`` are cut after their views were read ahead:
+    the cut ones are read again, the others keep theirs, and the run is the same."""
+    cut: list[int] = []
+    limit_length = pipeline_mod.limit_length
+
+    def counted(*args: Any) -> Any:
+        docs, kept, read = limit_length(*args)
+        cut.append(args[-1].truncated)
+        return docs, kept, read
+
+    monkeypatch.setattr(pipeline_mod, "limit_length", counted)
+    ahead = _run(stream, tmp_path / "ahead", True, max_doc_tokens=12)
+    assert sum(cut) > 50  # documents were cut
+    in_turn = _run(stream, tmp_path / "in-turn", False, max_doc_tokens=12)
+    assert ahead == in_turn
 
 
 def test_a_run_read_ahead_resumes_where_it_committed(stream: Path, tmp_path: Path) -> None:

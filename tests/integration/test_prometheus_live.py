@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import redis
 import yaml
+from helpers.kafka_runs import create_topics, start_daemon, stop, wait_for_docs
 from kafka import KafkaProducer
 from servers.ports import free_port
 from servers.prometheus_server import PrometheusServer, prometheus_binary
 from servers.redis_server import RedisServer
-from test_kafka_daemon import create_topics, start_daemon, stop, wait_for_docs
 
 from noveld.daemon.metrics import Metrics, MetricsServer
 from noveld.synth import SynthConfig, generate

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 from doubles import NoDlq
-from test_redis_store import recorded_commits
+from helpers.redis_commits import recorded_commits
 
 from noveld.connectors.jsonl import Record
 from noveld.daemon.pipeline import Pipeline

@@ -16,8 +16,8 @@ import pytest
 import redis
 from cli_runner import noveld
 from doubles import CollectingDlq, NoDlq
+from helpers.redis_commits import recorded_commits
 from streams import fading_stories
-from test_redis_store import recorded_commits
 
 from noveld.connectors.jsonl import Record
 from noveld.daemon.pipeline import Pipeline, StateDiverged

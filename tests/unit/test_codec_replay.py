@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.dpmm_oracle import fitted_state, random_docs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_dpmm_kernels import fitted_state, random_docs
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta

@@ -1,4 +1,5 @@
-"""Tests of noveld.connectors.decode: every DLQ reason, lenient conversions, parser parity."""
+"""Tests of noveld.connectors.decode (and its parts decode_json, decode_fields): every DLQ
+reason, lenient conversions, parser parity."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from noveld.connectors import decode
+from noveld.connectors import decode_json
 from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
 from noveld.schema import Document, InvalidReason, format_rfc3339
 
@@ -23,9 +24,9 @@ L = DecodeLimits()
 def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Run a test once with the stdlib json path and once with the orjson fast path."""
     if request.param == "stdlib":
-        monkeypatch.setattr(decode, "_orjson_loads", None)
+        monkeypatch.setattr(decode_json, "_orjson_loads", None)
     else:
-        assert decode._orjson_loads is not None, "orjson is a runtime dependency"
+        assert decode_json._orjson_loads is not None, "orjson is a runtime dependency"
     yield str(request.param)
 
 
@@ -235,8 +236,8 @@ def test_nesting_limit(parser: str) -> None:
         inner = b"[" * (depth - 1) + b"]" * (depth - 1)
         return b'{"id": "a", "text": "x", "deep": %s}' % inner
 
-    assert _doc(nested(decode.MAX_DEPTH)).id == "a"
-    assert _reason(nested(decode.MAX_DEPTH + 1)) == InvalidReason.NOT_JSON
+    assert _doc(nested(decode_json.MAX_DEPTH)).id == "a"
+    assert _reason(nested(decode_json.MAX_DEPTH + 1)) == InvalidReason.NOT_JSON
     for depth in (990, 1000, 1020, 5000):  # around both parsers' own recursion limits
         assert _reason(nested(depth)) == InvalidReason.NOT_JSON
     # many brackets inside strings are not nesting
@@ -308,12 +309,12 @@ _objects = st.dictionaries(_field_names | st.text(max_size=3), _values, max_size
 
 
 def _with_both_parsers(raw: bytes) -> tuple[Document | Invalid, Document | Invalid]:
-    saved = decode._orjson_loads
+    saved = decode_json._orjson_loads
     try:
-        decode._orjson_loads = None
+        decode_json._orjson_loads = None
         via_json = decode_record(raw, F, DecodeLimits(embedding_dim=2))
     finally:
-        decode._orjson_loads = saved
+        decode_json._orjson_loads = saved
     return via_json, decode_record(raw, F, DecodeLimits(embedding_dim=2))
 
 

@@ -588,7 +588,7 @@ def test_an_unlabelled_twin_is_absorbed_into_its_known_category(margin: float) -
     """Story A's first documents come unlabelled and open a twin; once its labelled documents
     fill the known category the twin is absorbed (both views agree), story B never is; with an
     enormous margin nothing is. The writer equals a replay of its deltas."""
-    from test_known_labels import label_uid
+    from noveld.daemon.pipeline import label_uid
 
     rng = np.random.default_rng(5)
     model = hybrid(1.0, absorb_margin=margin, split=False, alpha=0.3)

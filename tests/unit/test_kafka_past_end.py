@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 
+import noveld.connectors.kafka_past_end as past_end_mod
 import noveld.connectors.kafka_source as kafka_mod
 from noveld.connectors.kafka_source import KafkaSource
 
@@ -73,7 +74,7 @@ class ResettingConsumer:
 def source_at(stored: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> KafkaSource:
     """A KafkaSource on the fake consumer, assigned partition 0 at ``stored[KEY]``."""
     monkeypatch.setattr(kafka_mod, "KafkaConsumer", ResettingConsumer)
-    monkeypatch.setattr(kafka_mod, "HELD_RECHECK_S", 0.0, raising=False)
+    monkeypatch.setattr(past_end_mod, "HELD_RECHECK_S", 0.0)
     src = KafkaSource("b:9092", "docs", "g", lambda k: stored[k], lambda k: None, lambda k: None)
     src.assigned([TP])
     return src

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_dpmm_kernels import random_docs
+from helpers.dpmm_oracle import random_docs
 
 from noveld.daemon.pipeline import label_uid
 from noveld.models.base import DocBatch

@@ -1,5 +1,6 @@
 """The long-document stage: documents past ``limits.max_doc_tokens`` are cut to exactly that
-many tokens (as the featurizer counts them) or dead-lettered, never dropped silently."""
+many tokens (as the featurizer counts them, from its own tokenizing pass) or dead-lettered,
+never dropped silently."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from noveld.daemon.settings import load_settings
 from noveld.daemon.stages.decode import Rejections
 from noveld.daemon.stages.long_docs import cut_text, limit_length
 from noveld.daemon.stages.report import BatchReport
-from noveld.featurize import Tokenizer
+from noveld.featurize import TextViews, Tokenizer, read_texts
 from noveld.schema import Document, InvalidReason, SourcePosition
 
 
@@ -38,19 +39,38 @@ def test_long_documents_are_truncated_and_counted() -> None:
         Document(id="tokens", tokens=["Tok"] * 25),
     ]
     rep, rejects = BatchReport(), Rejections()
-    out, kept = limit_length(docs, _records(3), tok, 10, "truncate", rejects, rep)
+    read = read_texts(tok, None, docs)
+    out, kept, views = limit_length(docs, _records(3), read, tok, 10, "truncate", rejects, rep)
     assert [d.id for d in out] == ["short", "long", "tokens"] and len(kept) == 3
     assert out[0] == docs[0]
     assert tok.tokenize(out[1].text or "") == ["word"] * 10
     assert out[2].tokens == ["tok"] * 10
     assert rep.truncated == 2 and rep.invalid == 0
+    # the views are the featurizer's of the documents as they go on: the cut ones read again
+    assert views[0] is read[0] and views == read_texts(tok, None, out)
+
+
+def test_the_views_of_documents_within_the_limit_are_kept_as_read() -> None:
+    """Read ahead with their vectors, documents within the limit keep them; a cut document's
+    vector is left to the featurizer (it encodes the cut text)."""
+    tok = Tokenizer()
+    docs = [Document(id="short", text="a few words"), Document(id="long", text="word " * 30)]
+    read = [TextViews(tok.tokenize(d.text or "")) for d in docs]
+    rep, rejects = BatchReport(), Rejections()
+    _, _, views = limit_length(docs, _records(2), read, tok, 10, "truncate", rejects, rep)
+    assert views[0] is read[0] and views[0].encoded
+    assert views[1].tokens == ["word"] * 10 and not views[1].encoded
 
 
 def test_long_documents_are_dead_lettered_when_asked() -> None:
     docs = [Document(id="long", text="word " * 30), Document(id="short", text="two words")]
     rep, rejects = BatchReport(), Rejections()
-    out, kept = limit_length(docs, _records(2), Tokenizer(), 10, "dead-letter", rejects, rep)
+    read = read_texts(Tokenizer(), None, docs)
+    out, kept, views = limit_length(
+        docs, _records(2), read, Tokenizer(), 10, "dead-letter", rejects, rep
+    )
     assert [d.id for d in out] == ["short"] and [r.position.offset for r in kept] == [1]
+    assert views == [read[1]]
     assert rep.invalid == 1 and rep.truncated == 0
     assert rep.invalid_reasons == {InvalidReason.OVERSIZE.value: 1}
     assert rep.invalid_details["oversize"] == "30 tokens, more than limits.max_doc_tokens (10)"

@@ -13,7 +13,7 @@ import numpy as np
 from noveld.connectors.jsonl import JsonlSource, Record
 from noveld.daemon.lookahead import Lookahead, read_ahead
 from noveld.daemon.stages.prefetch import Prefetched, Prepared
-from noveld.featurize import Featurizer, Tokenizer, read_texts
+from noveld.featurize import Featurizer, TextViews, Tokenizer, read_texts
 from noveld.models.vocabulary import Vocabulary
 from noveld.schema import Document
 
@@ -139,7 +139,12 @@ def test_a_featurizer_given_views_read_ahead_makes_the_same_batch() -> None:
     for name in ("ptr", "words", "counts", "lengths", "emb"):
         assert np.array_equal(getattr(ahead, name), getattr(plain, name)), name
     assert ahead.vocab_size == plain.vocab_size
-    # the control: the views are what the batch is made of (no vectors read, none in it)
+    # views read without the encoder: the featurizer encodes them itself
     words_only = read_texts(tokenizer, None, docs)
+    assert not any(v.encoded for v in words_only)
     batch, _ = featurizer().featurize(docs, read=words_only)
+    assert batch.emb is not None and np.array_equal(batch.emb, plain.emb)
+    # the control: the views are what the batch is made of (encoded, no vector: none in it)
+    no_vectors = [TextViews(v.tokens) for v in words_only]
+    batch, _ = featurizer().featurize(docs, read=no_vectors)
     assert batch.emb is not None and not np.array_equal(batch.emb, plain.emb)

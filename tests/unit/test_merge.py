@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from helpers.dpmm_oracle import fitted_state, log_joint
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.special import gammaln
-from test_dpmm_kernels import fitted_state
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
@@ -25,19 +24,6 @@ def dense(stats: MultinomialStats, vocab: int) -> tuple[np.ndarray, np.ndarray, 
         w, c = stats.word_counts(k)
         n[i, w] = c
     return slots, stats.mass(slots), n
-
-
-def log_joint(m: np.ndarray, n: np.ndarray, beta: float, theta: float, d: float) -> float:
-    """Pitman–Yor EPPF (up to terms a merge leaves alone) + Dirichlet–multinomial marginals;
-    m − d floored at 1e-3 as the kernels do (forgetting can fade a cluster's mass below d)."""
-    vocab = n.shape[1]
-    kk = m.shape[0]
-    prior = sum(math.log(theta + i * d) for i in range(1, kk))
-    prior += float(np.sum(gammaln(np.maximum(m - d, 1e-3)) - gammaln(1 - d)))
-    tok = n.sum(axis=1)
-    lik = np.sum(gammaln(vocab * beta) - gammaln(vocab * beta + tok))
-    lik += np.sum(gammaln(beta + n) - gammaln(beta))
-    return prior + float(lik)
 
 
 @settings(max_examples=25, deadline=None)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.dpmm_oracle import dense_counts, oracle_log_weights, random_docs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import gammaln
-from test_dpmm_kernels import dense_counts, oracle_log_weights, random_docs
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMMConfig

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from helpers.dpmm_oracle import log_joint
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from test_merge import log_joint
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta

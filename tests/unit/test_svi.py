@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
+from helpers.dpmm_oracle import random_docs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import digamma as sp_digamma
-from test_dpmm_kernels import random_docs
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import replay_delta

@@ -1,31 +1,22 @@
 """Long-document stage: documents past ``limits.max_doc_tokens`` tokens are cut to their first
 that many tokens (``limits.oversize = "truncate"``, counted in the batch report) or
 dead-lettered as ``oversize`` (``"dead-letter"``), so that a batch's memory and the model's
-per-document work stay bounded whatever the input's article lengths."""
+per-document work stay bounded whatever the input's article lengths. The tokens counted are
+the featurizer's own (:func:`noveld.featurize.read_texts`): a document is tokenized once."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 from noveld.connectors.jsonl import Record
 from noveld.daemon.stages.decode import Rejections
 from noveld.daemon.stages.report import BatchReport
-from noveld.featurize import Tokenizer
+from noveld.featurize import TextViews, Tokenizer, read_texts
 from noveld.schema import Document, InvalidReason
 
 Oversize = Literal["truncate", "dead-letter"]
-
-
-def token_count(doc: Document, tokenizer: Tokenizer, limit: int) -> int:
-    """The document's tokens as the featurizer counts them, exactly when they may be more than
-    ``limit`` (a text of at most ``limit`` characters has at most ``limit`` tokens: it is not
-    tokenized here)."""
-    if doc.tokens is not None:
-        return len(doc.tokens) if len(doc.tokens) <= limit else len(tokenizer.normalize(doc.tokens))
-    if doc.text is None or len(doc.text) <= limit:
-        return 0
-    return len(tokenizer.tokenize(doc.text))
 
 
 def cut_text(text: str, tokenizer: Tokenizer, limit: int) -> str:
@@ -45,32 +36,40 @@ def cut(doc: Document, tokenizer: Tokenizer, limit: int) -> Document:
     """The document with its first ``limit`` tokens only (text or pre-tokenized tokens)."""
     if doc.tokens is not None:
         return doc.model_copy(update={"tokens": tokenizer.normalize(doc.tokens)[:limit]})
-    assert doc.text is not None  # token_count found tokens, so there is text
+    assert doc.text is not None  # it has more than ``limit`` tokens, so it has text
     return doc.model_copy(update={"text": cut_text(doc.text, tokenizer, limit)})
 
 
 def limit_length(
     docs: list[Document],
     kept: list[Record],
+    read: Sequence[TextViews],
     tokenizer: Tokenizer,
     limit: int,
     oversize: Oversize,
     rejects: Rejections,
     rep: BatchReport,
-) -> tuple[list[Document], list[Record]]:
-    """The batch's documents with none longer than ``limit`` tokens, and their records: the
-    longer ones cut (``rep.truncated`` counts them) or rejected as ``oversize``."""
+) -> tuple[list[Document], list[Record], list[TextViews]]:
+    """The batch's documents with none longer than ``limit`` tokens, their records and their
+    text views (``read``: each document's, from the featurizer's tokenizing pass): the longer
+    ones cut (``rep.truncated`` counts them; their views are read again from the cut text,
+    not yet encoded) or rejected as ``oversize``."""
+    if all(len(v.tokens) <= limit for v in read):
+        return docs, kept, list(read)
     out_docs: list[Document] = []
     out_kept: list[Record] = []
-    for doc, rec in zip(docs, kept, strict=True):
-        n = token_count(doc, tokenizer, limit)
+    out_read: list[TextViews] = []
+    for doc, rec, views in zip(docs, kept, read, strict=True):
+        n = len(views.tokens)
         if n > limit:
             if oversize == "dead-letter":
                 detail = f"{n:,} tokens, more than limits.max_doc_tokens ({limit:,})"
                 rejects.reject(rec, InvalidReason.OVERSIZE, detail, rep)
                 continue
             doc = cut(doc, tokenizer, limit)
+            views = read_texts(tokenizer, None, [doc])[0]
             rep.truncated += 1
         out_docs.append(doc)
         out_kept.append(rec)
-    return out_docs, out_kept
+        out_read.append(views)
+    return out_docs, out_kept, out_read

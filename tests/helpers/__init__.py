@@ -1,0 +1,1 @@
+"""Helpers that several test modules share: a test module imports none of another's."""
