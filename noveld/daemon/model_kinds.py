@@ -50,7 +50,7 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--hybrid-cosine", "hybrid_cosine", float, "hybrid: the vectors' member-to-mean cosine (0.4)"),
     ("--view-weight", "view_weight", float, "hybrid: the vector view's weight (64 / p, ≤ 1)"),
     ("--document-concentration", "document_concentration", float,
-     "hybrid: s; n words count as n(1+s)/(n+s) (15; 0 = n)"),
+     "s: n words count as n(1+s)/(n+s) (hybrid 15, else 0 = n)"),
 )  # fmt: skip
 MODEL_FLAGS: tuple[Flag, ...] = tuple(
     flag(name, setting=f"model.{key}", dest=key, type=typ, help=help_)
@@ -210,7 +210,9 @@ EDCM_SETTINGS = (
 class ModelKind:
     """One engine with one likelihood: the model settings only it reads (``own``), the shared
     ones it does not read (``ignores``), the settings its fingerprint adds, in order, and why
-    it refuses settings it cannot run with (``refuses``: the reason, or None)."""
+    it refuses settings it cannot run with (``refuses``: the reason, or None). ``tempering``
+    is its default s of the words' length tempering (``document_concentration``; None: it has
+    none): the fingerprint names s when it is on, or always when listed there."""
 
     kind: str
     likelihood: str
@@ -218,6 +220,7 @@ class ModelKind:
     ignores: tuple[str, ...] = ()
     fingerprint: tuple[str, ...] = ()
     refuses: Callable[[Any], str | None] = _accepted
+    tempering: float | None = None
 
     def reads(self, key: str) -> bool:
         """Whether this kind reads model setting ``key``."""
@@ -229,22 +232,33 @@ class ModelKind:
 
 #: every kind, in the order ``--model`` lists the engines, then dpmm's other likelihoods
 KINDS: tuple[ModelKind, ...] = (
-    ModelKind("dpmm", "multinomial"),
+    ModelKind("dpmm", "multinomial", own=("document_concentration",), tempering=0.0),
     # svi's local step has its own passes (model.local_sweeps)
     ModelKind(
         "svi",
         "multinomial",
+        own=("document_concentration",),
         ignores=("rejuvenation_sweeps",),
         fingerprint=("kappa", "tau0", "corpus_size"),
         refuses=_svi_forgets_by_step_size,
+        tempering=0.0,
     ),
     # hdp's category level has its own concentration (γ, --gamma)
     ModelKind(
         "hdp",
         "multinomial",
-        own=("topics", "zeta", "gamma", "table_alpha", "context_prior", "use_context"),
+        own=(
+            "topics",
+            "zeta",
+            "gamma",
+            "table_alpha",
+            "context_prior",
+            "use_context",
+            "document_concentration",
+        ),
         ignores=("alpha", "alpha_scaling"),
         fingerprint=("topics", "zeta", "gamma", "table_alpha", "use_context", "context_prior"),
+        tempering=0.0,
     ),
     ModelKind(
         "dpmm",
@@ -265,6 +279,7 @@ KINDS: tuple[ModelKind, ...] = (
         own=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
         fingerprint=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
         refuses=_hybrid_views,
+        tempering=15.0,
     ),
 )
 
@@ -287,13 +302,26 @@ def refusal(model: Model) -> str | None:
     return _featurizer_refusal(model) or kind.refuses(model)
 
 
+def document_concentration(model: Any) -> float:
+    """s of the words' length tempering these settings run: the setting, else the kind's own
+    default (0 for a kind without tempering)."""
+    if model.document_concentration is not None:
+        return float(model.document_concentration)
+    return kind_of(model).tempering or 0.0
+
+
 def kind_fingerprint(model: Model) -> dict[str, Any]:
     """The settings of this kind that shape its stored statistics (its fingerprint's part):
-    ``embedding_dim`` is the vectors' dimension, whoever makes them."""
+    ``embedding_dim`` is the vectors' dimension, whoever makes them; s of the length
+    tempering when it is on (a fingerprint written without it stays valid)."""
+    kind = kind_of(model)
+    resolved = {"embedding_dim": dense_dimension, "document_concentration": document_concentration}
     own = {
-        key: dense_dimension(model) if key == "embedding_dim" else getattr(model, key)
-        for key in kind_of(model).fingerprint
+        key: resolved[key](model) if key in resolved else getattr(model, key)
+        for key in kind.fingerprint
     }
+    if kind.tempering is not None and document_concentration(model) > 0.0:
+        own.setdefault("document_concentration", document_concentration(model))
     return own | featurizer_fingerprint(model)
 
 

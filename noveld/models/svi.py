@@ -117,6 +117,7 @@ class SVI(DPMM):
             cfg.local_step == "vb", stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl,
             np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin, forced, sweeps,
+            cfg.document_concentration,
         )  # fmt: skip
         if cfg.split:  # hard responsibilities, then bursts out of older components (as dpmm)
             vkern.harden_responsibilities(

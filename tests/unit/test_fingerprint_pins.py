@@ -95,3 +95,31 @@ def test_edcm_long_words_moves_the_whole_ramp() -> None:
     base = model_fingerprint(load_settings(None, {"model": {"likelihood": "edcm"}}))
     moved = model_fingerprint(load_settings(None, {"model": model}))
     assert moved == {**base, "edcm_long_words": 80.0, "edcm_background_docs": 0.0}
+
+
+@pytest.mark.parametrize("kind", ["dpmm", "svi", "hdp"])
+def test_length_tempering_enters_a_words_fingerprint_only_when_on(kind: str) -> None:
+    """s of the words' length tempering changes a words model, so its fingerprint names it;
+    off (the default, or 0 given) the fingerprint stays the pinned one above."""
+    base = model_fingerprint(load_settings(None, {"model": {"kind": kind}}))
+    off = load_settings(None, {"model": {"kind": kind, "document_concentration": 0.0}})
+    on = load_settings(None, {"model": {"kind": kind, "document_concentration": 15.0}})
+    assert "document_concentration" not in base
+    assert model_fingerprint(off) == base
+    assert model_fingerprint(on) == {
+        **{k: v for k, v in base.items() if k not in ("lowercase", "min_token_len")},
+        "document_concentration": 15.0,
+        "lowercase": True,
+        "min_token_len": 1,
+    }
+    assert make_model(on).config.document_concentration == 15.0
+    assert make_model(off).config.document_concentration == 0.0
+
+
+def test_the_hybrid_keeps_its_own_length_tempering() -> None:
+    """The setting left unset, the hybrid tempers with s = 15 and the words models do not."""
+    hybrid = load_settings(None, {"model": {"likelihood": "hybrid", "embedding_dim": 8}})
+    assert model_fingerprint(hybrid)["document_concentration"] == 15.0
+    assert make_model(hybrid).config.document_concentration == 15.0
+    words = load_settings(None, {"model": {}})
+    assert make_model(words).config.document_concentration == 0.0
