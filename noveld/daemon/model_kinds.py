@@ -50,7 +50,7 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--hybrid-cosine", "hybrid_cosine", float, "hybrid: the vectors' member-to-mean cosine (0.4)"),
     ("--view-weight", "view_weight", float, "hybrid: the vector view's weight (64 / p, ≤ 1)"),
     ("--document-concentration", "document_concentration", float,
-     "s: n words count as n(1+s)/(n+s) (hybrid 15, else 0 = n)"),
+     "s: n words count as n(1+s)/(n+s) (svi 50, hybrid 15, else 0 = n)"),
 )  # fmt: skip
 MODEL_FLAGS: tuple[Flag, ...] = tuple(
     flag(name, setting=f"model.{key}", dest=key, type=typ, help=help_)
@@ -241,7 +241,7 @@ KINDS: tuple[ModelKind, ...] = (
         ignores=("rejuvenation_sweeps",),
         fingerprint=("kappa", "tau0", "corpus_size"),
         refuses=_svi_forgets_by_step_size,
-        tempering=0.0,
+        tempering=50.0,
     ),
     # hdp's category level has its own concentration (γ, --gamma)
     ModelKind(

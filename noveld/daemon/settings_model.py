@@ -48,7 +48,7 @@ class ModelSettings(Section):
         None,
         ge=0,
         description="s of the words' length tempering; a document of n tokens counts as "
-        "n(1 + s)/(n + s) words (0: as n; None: the model's own, hybrid 15, words 0)",
+        "n(1 + s)/(n + s) words (0: as n; None: the model's own: svi 50, hybrid 15, else 0)",
     )
     edcm_prior: float = Field(0.001, gt=0, description="edcm: symmetric prior b0 of each β_w")
     edcm_prior_docs: float = Field(

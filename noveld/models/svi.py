@@ -43,6 +43,9 @@ class SVIConfig(DPMMConfig):
     corpus_size: float = 0.0  # effective corpus size D; 0 = the documents seen so far
     top_components: int = 3  # responsibilities kept per document
     local_step: Literal["cvb0", "vb"] = "cvb0"
+    #: s of the words' length tempering (``DPMMConfig``'s): on for svi, measured to help long
+    #: documents and to keep short texts (docs/model.md, "Length tempering in the words models")
+    document_concentration: float = 50.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
