@@ -356,9 +356,15 @@ def restricted_settings() -> Iterator[str]:
 
 def readers(key: str) -> str:
     """Who reads model setting ``key``, in a flag's words: ``--model hdp``, ``--likelihood
-    edcm``, ``--model dpmm or svi``."""
+    edcm``, ``--model dpmm or svi``, ``--model svi or hdp and dpmm's --likelihood
+    multinomial or hybrid``."""
     kinds = [k for k in KINDS if k.reads(key)]
     dpmm = [k for k in KINDS if k.kind == "dpmm"]
-    if all(k.kind == "dpmm" for k in kinds) and len(kinds) < len(dpmm):
-        return "--likelihood " + " or ".join(k.likelihood for k in kinds)
+    some_dpmm = [k.likelihood for k in kinds if k.kind == "dpmm"]
+    if 0 < len(some_dpmm) < len(dpmm):
+        likelihoods = "--likelihood " + " or ".join(some_dpmm)
+        others = [k.kind for k in kinds if k.kind != "dpmm"]
+        if not others:
+            return likelihoods
+        return f"--model {' or '.join(dict.fromkeys(others))} and dpmm's {likelihoods}"
     return "--model " + " or ".join(dict.fromkeys(k.kind for k in kinds))
