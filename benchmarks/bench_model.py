@@ -2,6 +2,7 @@
 
     python benchmarks/bench_model.py [--data FILE] [--repeat 3] [--model dpmm|svi]
     python benchmarks/bench_model.py --likelihood edcm    # dpmm under the EDCM likelihood
+    python benchmarks/bench_model.py --document-concentration 50   # the length tempering's s
 
 Prints docs/s and per-batch latency percentiles: for dpmm with rejuvenation off and with the
 defaults; for svi likewise.
@@ -53,7 +54,18 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--model", choices=["dpmm", "svi"], default="dpmm")
     p.add_argument("--likelihood", choices=["multinomial", "edcm"], default="multinomial")
+    p.add_argument(
+        "--document-concentration",
+        type=float,
+        default=None,
+        help="s of the words' length tempering (default: the model's own)",
+    )
     a = p.parse_args()
+    tempering = (
+        {}
+        if a.document_concentration is None
+        else {"document_concentration": a.document_concentration}
+    )
     rows = load_texts(a.data)
     docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
     vocab = Vocabulary()
@@ -76,6 +88,7 @@ def main() -> None:
                         "kind": a.model,
                         "likelihood": a.likelihood,
                         "rejuvenation_sweeps" if a.model == "dpmm" else "local_sweeps": sweeps,
+                        **tempering,
                     }
                 },
             ),
@@ -86,7 +99,7 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(
         f"data: {a.data} ({len(docs):,} docs, batch {a.batch_size}, model {a.model}, "
-        f"likelihood {a.likelihood})"
+        f"likelihood {a.likelihood}, document concentration {a.document_concentration})"
     )
     for label, settings in configs:
         best = None

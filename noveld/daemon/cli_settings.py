@@ -59,7 +59,7 @@ def _ignored_model_flags(ns: argparse.Namespace, settings: Settings) -> list[str
         if value is None or kind.reads(key):
             continue
         reader = readers(key)
-        by_likelihood = reader.startswith("--likelihood") and m.kind == "dpmm"  # else kind
+        by_likelihood = "--likelihood" in reader and m.kind == "dpmm"  # else kind
         used = f"--likelihood {m.likelihood}" if by_likelihood else f"--model {m.kind}"
         said.append(f"{flag_giving(key, value)} is read by {reader} only; ignored with {used}")
     return said

@@ -52,7 +52,7 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--hybrid-cosine", "hybrid_cosine", float, "hybrid: the vectors' member-to-mean cosine (0.4)"),
     ("--view-weight", "view_weight", float, "hybrid: the vector view's weight (64 / p, ≤ 1)"),
     ("--document-concentration", "document_concentration", float,
-     "hybrid: s; n words count as n(1+s)/(n+s) (15; 0 = n)"),
+     "s: n words count as n(1+s)/(n+s) (svi 50, hybrid 15, else 0 = n)"),
 )  # fmt: skip
 MODEL_FLAGS: tuple[Flag, ...] = tuple(
     flag(name, setting=f"model.{key}", dest=key, type=typ, help=help_)
@@ -212,7 +212,9 @@ EDCM_SETTINGS = (
 class ModelKind:
     """One engine with one likelihood: the model settings only it reads (``own``), the shared
     ones it does not read (``ignores``), the settings its fingerprint adds, in order, and why
-    it refuses settings it cannot run with (``refuses``: the reason, or None)."""
+    it refuses settings it cannot run with (``refuses``: the reason, or None). ``tempering``
+    is its default s of the words' length tempering (``document_concentration``; None: it has
+    none): the fingerprint names s when it is on, or always when listed there."""
 
     kind: str
     likelihood: str
@@ -220,6 +222,7 @@ class ModelKind:
     ignores: tuple[str, ...] = ()
     fingerprint: tuple[str, ...] = ()
     refuses: Callable[[Any], str | None] = _accepted
+    tempering: float | None = None
 
     def reads(self, key: str) -> bool:
         """Whether this kind reads model setting ``key``."""
@@ -231,22 +234,33 @@ class ModelKind:
 
 #: every kind, in the order ``--model`` lists the engines, then dpmm's other likelihoods
 KINDS: tuple[ModelKind, ...] = (
-    ModelKind("dpmm", "multinomial"),
+    ModelKind("dpmm", "multinomial", own=("document_concentration",), tempering=0.0),
     # svi's local step has its own passes (model.local_sweeps)
     ModelKind(
         "svi",
         "multinomial",
+        own=("document_concentration",),
         ignores=("rejuvenation_sweeps",),
         fingerprint=("kappa", "tau0", "corpus_size"),
         refuses=_svi_forgets_by_step_size,
+        tempering=50.0,
     ),
     # hdp's category level has its own concentration (γ, --gamma)
     ModelKind(
         "hdp",
         "multinomial",
-        own=("topics", "zeta", "gamma", "table_alpha", "context_prior", "use_context"),
+        own=(
+            "topics",
+            "zeta",
+            "gamma",
+            "table_alpha",
+            "context_prior",
+            "use_context",
+            "document_concentration",
+        ),
         ignores=("alpha", "alpha_scaling"),
         fingerprint=("topics", "zeta", "gamma", "table_alpha", "use_context", "context_prior"),
+        tempering=0.0,
     ),
     ModelKind(
         "dpmm",
@@ -267,6 +281,7 @@ KINDS: tuple[ModelKind, ...] = (
         own=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
         fingerprint=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
         refuses=_hybrid_views,
+        tempering=15.0,
     ),
 )
 
@@ -289,13 +304,26 @@ def refusal(model: Model) -> str | None:
     return _featurizer_refusal(model) or kind.refuses(model)
 
 
+def document_concentration(model: Any) -> float:
+    """s of the words' length tempering these settings run: the setting, else the kind's own
+    default (0 for a kind without tempering)."""
+    if model.document_concentration is not None:
+        return float(model.document_concentration)
+    return kind_of(model).tempering or 0.0
+
+
 def kind_fingerprint(model: Model) -> dict[str, Any]:
     """The settings of this kind that shape its stored statistics (its fingerprint's part):
-    ``embedding_dim`` is the vectors' dimension, whoever makes them."""
+    ``embedding_dim`` is the vectors' dimension, whoever makes them; s of the length
+    tempering when it is on (a fingerprint written without it stays valid)."""
+    kind = kind_of(model)
+    resolved = {"embedding_dim": dense_dimension, "document_concentration": document_concentration}
     own = {
-        key: dense_dimension(model) if key == "embedding_dim" else getattr(model, key)
-        for key in kind_of(model).fingerprint
+        key: resolved[key](model) if key in resolved else getattr(model, key)
+        for key in kind.fingerprint
     }
+    if kind.tempering is not None and document_concentration(model) > 0.0:
+        own.setdefault("document_concentration", document_concentration(model))
     return own | featurizer_fingerprint(model)
 
 
@@ -330,9 +358,15 @@ def restricted_settings() -> Iterator[str]:
 
 def readers(key: str) -> str:
     """Who reads model setting ``key``, in a flag's words: ``--model hdp``, ``--likelihood
-    edcm``, ``--model dpmm or svi``."""
+    edcm``, ``--model dpmm or svi``, ``--model svi or hdp and dpmm's --likelihood
+    multinomial or hybrid``."""
     kinds = [k for k in KINDS if k.reads(key)]
     dpmm = [k for k in KINDS if k.kind == "dpmm"]
-    if all(k.kind == "dpmm" for k in kinds) and len(kinds) < len(dpmm):
-        return "--likelihood " + " or ".join(k.likelihood for k in kinds)
+    some_dpmm = [k.likelihood for k in kinds if k.kind == "dpmm"]
+    if 0 < len(some_dpmm) < len(dpmm):
+        likelihoods = "--likelihood " + " or ".join(some_dpmm)
+        others = [k.kind for k in kinds if k.kind != "dpmm"]
+        if not others:
+            return likelihoods
+        return f"--model {' or '.join(dict.fromkeys(others))} and dpmm's {likelihoods}"
     return "--model " + " or ".join(dict.fromkeys(k.kind for k in kinds))

@@ -13,7 +13,7 @@ from typing import cast
 
 import numpy as np
 
-from noveld.daemon.model_kinds import dense_dimension
+from noveld.daemon.model_kinds import dense_dimension, document_concentration
 from noveld.daemon.settings import ModelSettings, Settings
 from noveld.models.base import ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
@@ -72,6 +72,7 @@ def model_config(settings: Settings) -> DPMMConfig:
         merge=m.merge,
         absorb_margin=m.absorb_margin,
         split=m.split,
+        document_concentration=document_concentration(m),
     )
 
 
@@ -113,6 +114,7 @@ def _build_hdp(settings: Settings) -> ClusterModel:
             half_life_docs=m.half_life_docs,
             retire_min_mass=m.retire_min_mass,
             max_active_clusters=m.max_active_clusters,
+            document_concentration=document_concentration(m),
         )
     )
 
@@ -155,7 +157,6 @@ def _build_hybrid(settings: Settings) -> ClusterModel:
             dimension=dense_dimension(m),
             cosine=m.hybrid_cosine,
             view_weight=m.view_weight,
-            document_concentration=m.document_concentration,
         )
     )
 

@@ -46,11 +46,11 @@ class ModelSettings(Section):
     view_weight: float | None = Field(
         None, ge=0, description="hybrid: weight of the vector view (None: 64 / p, at most 1)"
     )
-    document_concentration: float = Field(
-        15.0,
+    document_concentration: float | None = Field(
+        None,
         ge=0,
-        description="hybrid: s of the words' length tempering; a document of n tokens counts "
-        "as n(1 + s)/(n + s) words (0: as n)",
+        description="s of the words' length tempering; a document of n tokens counts as "
+        "n(1 + s)/(n + s) words (0: as n; None: the model's own: svi 50, hybrid 15, else 0)",
     )
     edcm_prior: float = Field(0.001, gt=0, description="edcm: symmetric prior b0 of each β_w")
     edcm_prior_docs: float = Field(

@@ -93,7 +93,7 @@ def refine_partition(
             rng.random(len(batch)), 1, log_alpha, config.beta, batch.n_words * config.beta,
             config.deterministic, 1.0, config.discount, stats.m, stats.ntok, stats.alive,
             stats.fresh, stats.uid, stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack,
-            stats.ictl, scratch, moved,
+            stats.ictl, scratch, moved, config.document_concentration,
         )  # fmt: skip
         per_sweep.append(int(moved[0]))
         if on_sweep is not None:

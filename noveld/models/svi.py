@@ -43,6 +43,9 @@ class SVIConfig(DPMMConfig):
     corpus_size: float = 0.0  # effective corpus size D; 0 = the documents seen so far
     top_components: int = 3  # responsibilities kept per document
     local_step: Literal["cvb0", "vb"] = "cvb0"
+    #: s of the words' length tempering (``DPMMConfig``'s): on for svi, measured to help long
+    #: documents and to keep short texts (docs/model.md, "Length tempering in the words models")
+    document_concentration: float = 50.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -117,6 +120,7 @@ class SVI(DPMM):
             cfg.local_step == "vb", stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.free_stack, stats.ictl,
             np.empty(cap), np.empty(cap), r_slot, r_val, log_norm, margin, forced, sweeps,
+            cfg.document_concentration,
         )  # fmt: skip
         if cfg.split:  # hard responsibilities, then bursts out of older components (as dpmm)
             vkern.harden_responsibilities(

@@ -40,12 +40,16 @@ def oracle_log_weights(
     alpha: float,
     beta: float,
     discount: float = 0.0,
+    concentration: float = 0.0,
 ) -> dict[int, float]:
-    """log(m_k − d) + log p(d | k) by paper 004 eq. 4 with gammaln; key -1 is the new cluster,
-    weighted by the Pitman–Yor α + d·K (d = 0: the Dirichlet process)."""
+    """log(m_k − d) + τ log p(d | k) by paper 004 eq. 4 with gammaln; key -1 is the new
+    cluster, weighted by the Pitman–Yor α + d·K (d = 0: the Dirichlet process). τ is the
+    length tempering (1 + s)/(n + s) of s = ``concentration`` (s = 0: τ = 1)."""
     x = np.bincount(doc, minlength=vocab).astype(float)
     nd = x.sum()
     vb = vocab * beta
+    s = concentration
+    tau = min(1.0, (1.0 + s) / (max(nd, 1.0) + s)) if s > 0 else 1.0
 
     def logpred(counts: np.ndarray) -> float:
         nk = counts.sum()
@@ -55,8 +59,8 @@ def oracle_log_weights(
             + (gammaln(counts + beta + x) - gammaln(counts + beta)).sum()
         )
 
-    out = {u: float(np.log(m[u] - discount)) + logpred(n[u]) for u in m}
-    out[-1] = float(np.log(alpha + discount * len(m))) + logpred(np.zeros(vocab))
+    out = {u: float(np.log(m[u] - discount)) + tau * logpred(n[u]) for u in m}
+    out[-1] = float(np.log(alpha + discount * len(m))) + tau * logpred(np.zeros(vocab))
     return out
 
 
@@ -70,6 +74,7 @@ def fitted_state(
     sweeps: int = 1,
     half_life: float = 0.0,
     discount: float = 0.0,
+    concentration: float = 0.0,
 ) -> Fitted:
     """A sampled dpmm fitted on ``n_docs`` random documents in batches of 20: the model, its
     statistics, the documents and their clusters."""
@@ -84,6 +89,7 @@ def fitted_state(
             half_life_docs=half_life,
             retire_min_mass=0.0,
             discount=discount,
+            document_concentration=concentration,
         )
     )
     stats = model.new_state()

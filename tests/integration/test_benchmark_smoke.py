@@ -98,7 +98,7 @@ CASES = [
     ),
     pytest.param(
         "bench_model",
-        ["--data", DATA, "--repeat", "1"],
+        ["--data", DATA, "--repeat", "1", "--document-concentration", "50"],
         r"defaults \(2 sweeps\): +[\d,]+ docs/s",
         id="model",
     ),

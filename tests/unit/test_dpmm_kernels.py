@@ -17,16 +17,18 @@ from noveld.models.kernels import multinomial as kern
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]))
-def test_scores_equal_dense_oracle(seed: int, discount: float) -> None:
-    model, stats, docs, uids = fitted_state(seed, discount=discount)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]), st.sampled_from([0.0, 2.0, 15.0]))
+def test_scores_equal_dense_oracle(seed: int, discount: float, s: float) -> None:
+    """Seating probabilities against the dense oracle, with and without the length tempering
+    (s = 2: an 8-token document's words count as 8·3/10 = 2.4)."""
+    model, stats, docs, uids = fitted_state(seed, discount=discount, concentration=s)
     m, n = dense_counts(docs, uids, 30)
     rng = np.random.default_rng(seed + 1)
-    for doc in random_docs(rng, 5, 30):
+    for doc in random_docs(rng, 5, 30, max_len=24):  # > 16 tokens: the log path untempered
         batch = DocBatch.from_docs([doc], 30)
         w, c = batch.doc(0)
         slots, p = model.seating_probabilities(w, c, stats, 30)
-        oracle = oracle_log_weights(doc, m, n, 30, 0.5, 0.1, discount)
+        oracle = oracle_log_weights(doc, m, n, 30, 0.5, 0.1, discount, s)
         keys = [int(stats.uid[s]) for s in slots] + [-1]
         assert sorted(keys[:-1]) == sorted(m)
         lw = np.array([oracle[k] for k in keys])
@@ -258,8 +260,10 @@ def slow_seat_batch(
     discount: float,
     sweeps: int,
     prior: list[tuple[list[int], int]],
+    concentration: float = 0.0,
 ) -> list[int]:
-    """Numpy oracle of ``seat_batch`` in MAP mode: sequential CRP seating, then Gibbs sweeps.
+    """Numpy oracle of ``seat_batch`` in MAP mode: sequential CRP seating, then Gibbs sweeps
+    (each document's words tempered by its length with s = ``concentration``).
 
     Clusters are dense count vectors; ``prior`` seeds existing clusters as (doc, cluster) pairs.
     Returns the batch's cluster indices (existing clusters first, new ones in opening order).
@@ -292,6 +296,7 @@ def slow_seat_batch(
                 alpha,
                 beta,
                 discount,
+                concentration,
             )
             # MAP with ties (within the kernel's TIE_TOL) to the new cluster, then the oldest
             top = max(weights.values())
@@ -309,10 +314,18 @@ def slow_seat_batch(
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.5]), st.integers(0, 2))
-@example(651, 0.0, 2)  # an exact tie between two clusters whose predictives round apart
-def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, sweeps: int) -> None:
-    """MAP seating + sweeps give the same partition of the batch as the dense oracle."""
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([0.0, 0.5]),
+    st.integers(0, 2),
+    st.sampled_from([0.0, 2.0, 15.0]),
+)
+@example(651, 0.0, 2, 0.0)  # an exact tie between two clusters whose predictives round apart
+def test_seat_batch_equals_slow_oracle_partition(
+    seed: int, discount: float, sweeps: int, s: float
+) -> None:
+    """MAP seating + sweeps give the same partition of the batch as the dense oracle, with
+    and without the words' length tempering."""
     rng = np.random.default_rng(seed)
     vocab = 25
     prior_docs = random_docs(rng, 12, vocab)
@@ -326,6 +339,7 @@ def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, swe
             deterministic=True,
             merge=False,  # the oracle is of seating; merges and splits are tested on their own
             split=False,
+            document_concentration=s,
         )
     )
     stats = model.new_state()
@@ -335,7 +349,7 @@ def test_seat_batch_equals_slow_oracle_partition(seed: int, discount: float, swe
     prior = [(d, uid_index[u]) for d, u in zip(prior_docs, first.assignments.tolist(), strict=True)]
     batch = random_docs(rng, 15, vocab, max_len=20)  # > 16 tokens exercises the log path too
     res = model.partial_fit(DocBatch.from_docs(batch, vocab), stats, rng)
-    oracle = slow_seat_batch(batch, vocab, 0.8, 0.2, discount, sweeps, prior)
+    oracle = slow_seat_batch(batch, vocab, 0.8, 0.2, discount, sweeps, prior, s)
 
     def partition(labels: list[int]) -> set[frozenset[int]]:
         groups: dict[int, set[int]] = {}

@@ -54,7 +54,7 @@ PINNED: list[tuple[dict[str, Any], str]] = [
         {"kind": "svi"},
         "{"
         + _COMMON.format(kind="svi", likelihood="multinomial")
-        + '"kappa": 0.8, "tau0": 1.0, "corpus_size": 0.0, '
+        + '"kappa": 0.8, "tau0": 1.0, "corpus_size": 0.0, "document_concentration": 50.0, '
         + _TOKENIZER
         + "}",
     ),
@@ -108,3 +108,41 @@ def test_edcm_long_words_moves_the_whole_ramp() -> None:
     base = model_fingerprint(load_settings(None, {"model": {"likelihood": "edcm"}}))
     moved = model_fingerprint(load_settings(None, {"model": model}))
     assert moved == {**base, "edcm_long_words": 80.0, "edcm_background_docs": 0.0}
+
+
+def _without_tempering(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fingerprint.items() if k != "document_concentration"}
+
+
+@pytest.mark.parametrize(("kind", "default"), [("dpmm", 0.0), ("svi", 50.0), ("hdp", 0.0)])
+def test_length_tempering_enters_a_words_fingerprint_only_when_on(
+    kind: str, default: float
+) -> None:
+    """s of the words' length tempering changes a words model, so its fingerprint names it
+    when it is on (svi's default, or given); off, the fingerprint is the one without it, so
+    states written before the tempering existed keep loading."""
+    words = {"kind": kind, "featurizer": "words"}
+    base = model_fingerprint(load_settings(None, {"model": words}))
+    off = load_settings(None, {"model": {**words, "document_concentration": 0.0}})
+    on = load_settings(None, {"model": {**words, "document_concentration": 15.0}})
+    assert base.get("document_concentration", 0.0) == default
+    assert model_fingerprint(off) == _without_tempering(base)
+    assert model_fingerprint(on) == {**_without_tempering(base), "document_concentration": 15.0}
+    assert list(model_fingerprint(on))[-3:] == [
+        "document_concentration",
+        "lowercase",
+        "min_token_len",
+    ]
+    assert make_model(on).config.document_concentration == 15.0
+    assert make_model(off).config.document_concentration == 0.0
+
+
+def test_each_model_takes_its_own_length_tempering_when_unset() -> None:
+    """Unset, the hybrid tempers with s = 15, svi with 50, dpmm's words and hdp not at all
+    (docs/model.md, "Length tempering in the words models")."""
+    hybrid = load_settings(None, {"model": {"likelihood": "hybrid", "embedding_dim": 8}})
+    assert model_fingerprint(hybrid)["document_concentration"] == 15.0
+    assert make_model(hybrid).config.document_concentration == 15.0
+    for kind, s in (("dpmm", 0.0), ("svi", 50.0), ("hdp", 0.0)):
+        built = make_model(load_settings(None, {"model": {"kind": kind, "featurizer": "words"}}))
+        assert built.config.document_concentration == s, kind

@@ -65,34 +65,41 @@ def test_new_table_predictive_integrates_out_its_category(seed: int, d: float) -
     assert out.sum() == pytest.approx(1.0)
 
 
-@given(st.integers(0, 10_000), st.lists(st.integers(0, 5), min_size=1, max_size=8), discounts)
+@given(
+    st.integers(0, 10_000),
+    st.lists(st.integers(0, 5), min_size=1, max_size=8),
+    discounts,
+    st.sampled_from([0.0, 2.0, 15.0]),
+)
 @settings(deadline=None)
 def test_table_category_weights_are_the_dirichlet_multinomial_marginal(
-    seed: int, ys: list[int], d: float
+    seed: int, ys: list[int], d: float, conc: float
 ) -> None:
     """Eq. 6's sequential product equals Γ(Lζ+O_k)/Γ(Lζ+O_k+n) Π_y Γ(ζ+O_ky+c_y)/Γ(ζ+O_ky),
-    times the (Pitman–Yor) CRP weight of the category."""
+    to the power τ = (1 + s)/(n + s) of the length tempering (s = 0: 1), times the
+    (Pitman–Yor) CRP weight of the category."""
     okl, ok, mk, alive = counts(seed)
     zeta, gamma, n_topics = 0.3, 1.7, okl.shape[1]
     y = np.array(ys, dtype=np.int64)
     c = np.bincount(y, minlength=n_topics)
     out = np.empty(okl.shape[0])
-    new = hdp.table_category_logweights(y, okl, ok, mk, alive, okl.shape[0], zeta, gamma, out, d)
+    tau = min(1.0, (1 + conc) / (len(ys) + conc)) if conc > 0 else 1.0
+    new = hdp.table_category_logweights(
+        y, okl, ok, mk, alive, okl.shape[0], zeta, gamma, out, d, tau
+    )
     _, new_weight = crp_weights(mk, alive, gamma, d)
     for k in range(okl.shape[0]):
         if not alive[k] or mk[k] <= 0:
             assert out[k] == -np.inf
             continue
-        expected = (
-            math.log(max(mk[k] - d, 1e-3))
-            + gammaln(n_topics * zeta + ok[k])
+        expected = math.log(max(mk[k] - d, 1e-3)) + tau * (
+            gammaln(n_topics * zeta + ok[k])
             - gammaln(n_topics * zeta + ok[k] + len(ys))
             + float(np.sum(gammaln(zeta + okl[k] + c) - gammaln(zeta + okl[k])))
         )
         assert out[k] == pytest.approx(expected, rel=1e-10)
-    expected_new = (
-        math.log(new_weight)
-        + gammaln(n_topics * zeta)
+    expected_new = math.log(new_weight) + tau * (
+        gammaln(n_topics * zeta)
         - gammaln(n_topics * zeta + len(ys))
         + float(np.sum(gammaln(zeta + c) - gammaln(zeta)))
     )

@@ -135,22 +135,24 @@ def test_block_predictive_matches_the_dense_oracle(seed: int, ws: list[int]) -> 
         assert math.isclose(got, dense_block(s, ws, k), rel_tol=1e-10, abs_tol=1e-10)
 
 
-@given(st.integers(0, 100_000), docs, st.sampled_from([0.0, 0.5]))
+@given(st.integers(0, 100_000), docs, st.sampled_from([0.0, 0.5]), st.sampled_from([0, 2, 15]))
 @settings(deadline=None, max_examples=150)
 def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(
-    seed: int, ws: list[int], d: float
+    seed: int, ws: list[int], d: float, conc: int
 ) -> None:
-    """Under the DP (d = 0) and a Pitman–Yor category level (weights m_k − d, γ + d·K)."""
+    """Under the DP (d = 0) and a Pitman–Yor category level (weights m_k − d, γ + d·K), with
+    and without the length tempering τ = (1 + s)/(n + s) of the words (s = 0: τ = 1)."""
     s = State(seed)
     arr = np.array(ws, dtype=np.int64)
     n = len(ws)
+    tau = min(1.0, (1 + conc) / (n + conc)) if conc > 0 else 1.0
     sums, _, empties, n_empty = word_summaries(s, ws)
     exact = np.full(N_CATS + 1, -np.inf)
     for k in range(N_CATS):
         if s.mk[k] > 0:
-            exact[k] = math.log(s.mk[k] - d) + dense_block(s, ws, k)
+            exact[k] = math.log(s.mk[k] - d) + tau * dense_block(s, ws, k)
     n_live = int((s.mk[:N_CATS] > 0).sum())
-    exact[N_CATS] = math.log(GAMMA + d * n_live) + dense_block(s, ws, -1)
+    exact[N_CATS] = math.log(GAMMA + d * n_live) + tau * dense_block(s, ws, -1)
     phi = s.phi()
     top = np.array([max(BETA / VBETA, phi[:, w].max()) for w in ws]) * (1 + 1e-9)
     outside = max(
@@ -161,7 +163,7 @@ def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(
         bound = np.empty(N_CATS + ROOM)
         sc.upper_bound_log_predictive(
             arr, ZETA, BETA, s.tw, s.cat, s.ix, N_CATS, sums, top, out_arg,
-            np.empty((N_CATS + ROOM, 2 * n)), bound, -np.inf, None, d,
+            np.empty((N_CATS + ROOM, 2 * n)), bound, -np.inf, None, d, tau,
         )  # fmt: skip
         for k in range(N_CATS):
             assert bound[k] >= exact[k] - 1e-9, (k, bound[k], exact[k])
@@ -169,7 +171,7 @@ def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(
     total = np.empty(1)
     got = sc.choose_block_category(
         arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS, scratch(n, N_CATS + ROOM),
-        logw, 0.5, True, total, np.zeros(N_CATS + ROOM + 1), False, d,
+        logw, 0.5, True, total, np.zeros(N_CATS + ROOM + 1), False, d, tau,
     )  # fmt: skip
     assert got == int(np.argmax(exact))  # pruning by the bound never changes the argmax
     # the marginal: evaluated categories exactly, others by their bound or not at all (those
@@ -180,7 +182,7 @@ def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(
     sampled = np.empty(1)
     sc.choose_block_category(
         arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS, scratch(n, N_CATS + ROOM),
-        logw, 0.5, False, sampled, np.zeros(N_CATS + ROOM + 1), False, d,
+        logw, 0.5, False, sampled, np.zeros(N_CATS + ROOM + 1), False, d, tau,
     )  # fmt: skip
     assert math.isclose(sampled[0], lse, rel_tol=1e-10)  # sampling scores every category
 

@@ -64,7 +64,7 @@ def test_the_metric_equals_the_mixture_predictive_of_the_model_before_the_docume
     model = (
         DPMM(DPMMConfig(deterministic=True))
         if kind == "dpmm"
-        else SVI(SVIConfig(corpus_size=200.0))
+        else SVI(SVIConfig(corpus_size=200.0, document_concentration=0.0))
     )
     stats = model.new_state()
     rng = np.random.default_rng(1)

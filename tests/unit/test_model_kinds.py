@@ -38,6 +38,9 @@ def test_readers_in_a_flags_words() -> None:
     assert readers("vmf_cosine") == "--likelihood vmf"
     assert readers("alpha") == "--model dpmm or svi"
     assert readers("rejuvenation_sweeps") == "--model dpmm or hdp"
+    assert readers("document_concentration") == (
+        "--model svi or hdp and dpmm's --likelihood multinomial or hybrid"
+    )
 
 
 def test_flags_not_given_set_nothing() -> None:

@@ -331,6 +331,11 @@ def test_flags_the_settings_do_not_read_are_said_not_dropped(
     assert said("--model", "svi", "--alpha", "5", "--rejuvenation-sweeps", "3") == [
         "--rejuvenation-sweeps is read by --model dpmm or hdp only; ignored with --model svi"
     ]
+    assert said("--model", "hdp", "--document-concentration", "50") == []
+    assert said("--likelihood", "edcm", "--document-concentration", "50") == [
+        "--document-concentration is read by --model svi or hdp and dpmm's --likelihood "
+        "multinomial or hybrid only; ignored with --likelihood edcm"
+    ]
     redis = ["--redis-url", "redis://127.0.0.1:1/0"]
     assert said(*redis, "--state-dir", "s", "--snapshot-interval", "3") == [
         "--snapshot-interval is ignored with --redis-url (every batch commits)",

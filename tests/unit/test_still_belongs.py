@@ -41,12 +41,20 @@ doc = st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=6)
     clusters=st.lists(st.lists(doc, min_size=1, max_size=4), min_size=1, max_size=4),
     which=st.integers(0, 100),
     discount=st.sampled_from([0.0, 0.5]),
+    s=st.sampled_from([0.0, 2.0, 15.0]),
 )
-@example(clusters=[[[0], [0, 0], [1], [0, 0, 0]]], which=2, discount=0.0)  # 3·β/(6+Vβ) = α·β/Vβ
+@example(
+    clusters=[[[0], [0, 0], [1], [0, 0, 0]]], which=2, discount=0.0, s=0.0
+)  # 3·β/(6+Vβ) = α·β/Vβ
 def test_matches_taking_the_document_out_and_reseating_it(
-    clusters: list[list[list[int]]], which: int, discount: float
+    clusters: list[list[list[int]]], which: int, discount: float, s: float
 ) -> None:
-    model = DPMM(DPMMConfig(alpha=0.5, beta=0.1, discount=discount, alpha_scaling="none"))
+    """Also under the length tempering (s > 0), which both sides must apply alike."""
+    model = DPMM(
+        DPMMConfig(
+            alpha=0.5, beta=0.1, discount=discount, alpha_scaling="none", document_concentration=s
+        )
+    )
     k = which % len(clusters)
     d = which % len(clusters[k])
     w, c = np.unique(np.asarray(clusters[k][d], dtype=np.int64), return_counts=True)

@@ -59,14 +59,17 @@ def fitted(seed: int, **kw: float | str) -> tuple[SVI, MultinomialStats]:
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.integers(0, 10_000))
-def test_variational_scores_equal_the_dense_expectation(seed: int) -> None:
-    """vs_k = E[log π_k] + Σ_w N_dw (ψ(β + s_kw) − ψ(Vβ + n_k)) for every live component."""
-    _, stats = fitted(seed)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 2.0, 15.0]))
+def test_variational_scores_equal_the_dense_expectation(seed: int, conc: float) -> None:
+    """vs_k = E[log π_k] + τ Σ_w N_dw (ψ(β + s_kw) − ψ(Vβ + n_k)) for every live component,
+    τ = (1 + s)/(n + s) the length tempering (s = 0: τ = 1)."""
+    _, stats = fitted(seed, document_concentration=conc)
     vocab, beta = 30, 0.1
     rng = np.random.default_rng(seed + 1)
-    doc = DocBatch.from_docs(random_docs(rng, 1, vocab), vocab)
+    doc = DocBatch.from_docs(random_docs(rng, 1, vocab, max_len=24), vocab)
     w, c = doc.doc(0)
+    n = float(c.sum())
+    tau = min(1.0, (1 + conc) / (n + conc)) if conc > 0 else 1.0
     elogpi = rng.normal(-3, 1, stats.m.shape[0])
     vs = np.empty(stats.m.shape[0])
     vkern.variational_scores(
@@ -85,13 +88,14 @@ def test_variational_scores_equal_the_dense_expectation(seed: int) -> None:
         stats.scale,
         beta,
         vocab * beta,
+        tau,
     )
     for k in stats.active_slots().tolist():
         ws, cs = stats.word_counts(k)
         s = np.zeros(vocab)
         s[ws] = cs
         n_k = float(stats.ntok[k] * stats.scale)
-        expected = elogpi[k] + float(
+        expected = elogpi[k] + tau * float(
             np.sum(c * (sp_digamma(beta + s[w]) - sp_digamma(vocab * beta + n_k)))
         )
         assert vs[k] == pytest.approx(expected, rel=1e-9, abs=1e-8)
@@ -165,11 +169,13 @@ def test_natural_gradient_step_algebra(seed: int, local_step: str) -> None:
 
 
 @settings(max_examples=10, deadline=None)
-@given(st.integers(0, 10_000), st.sampled_from([0, 2]))
-def test_svi_deltas_replay_to_exactly_the_writer_state(seed: int, sweeps: int) -> None:
+@given(st.integers(0, 10_000), st.sampled_from([0, 2]), st.sampled_from([0.0, 15.0]))
+def test_svi_deltas_replay_to_exactly_the_writer_state(seed: int, sweeps: int, conc: float) -> None:
+    """Also with the length tempering: it changes the responsibilities, never the counts a
+    document adds, so the step stays a replayable delta."""
     rng = np.random.default_rng(seed)
     model = SVI(SVIConfig(alpha=0.5, beta=0.1, alpha_scaling="none", retire_min_mass=0.3,
-                          rejuvenation_sweeps=sweeps))  # fmt: skip
+                          rejuvenation_sweeps=sweeps, document_concentration=conc))  # fmt: skip
     stats, replica = model.new_state(), model.new_state()
     for _ in range(8):
         res = model.partial_fit(DocBatch.from_docs(random_docs(rng, 15, 30), 30), stats, rng)

@@ -114,7 +114,7 @@ def reseat_into_new(
         batch.ptr, batch.words, batch.counts, batch.lengths, assign, forced, is_pinned,
         stats.m, stats.ntok, stats.alive, stats.fresh, stats.uid, stats.head, stats.nxt,
         stats.pk, stats.pc, stats.ictl, stats.scale, cfg.beta, batch.n_words * cfg.beta,
-        log_alpha, cfg.discount,
+        log_alpha, cfg.discount, cfg.document_concentration,
     )  # fmt: skip
 
 

@@ -30,6 +30,9 @@ class DPMMConfig:
     # later births of the same story, this writer's or another's (replicas reconciling
     # concurrent births: noveld.models.lineage); 0 = only births of one batch merge
     young_docs: int = 2048
+    #: s of the words' length tempering (:func:`~noveld.models.kernels.tempering.
+    #: length_tempering`): a document of n tokens counts as n(1 + s)/(n + s) words; 0: as n
+    document_concentration: float = 0.0
 
     def __post_init__(self) -> None:
         if self.alpha <= 0 or self.beta <= 0:
@@ -42,6 +45,8 @@ class DPMMConfig:
             raise ValueError("young_docs must be >= 0")
         if self.max_active_clusters < 1:
             raise ValueError("max_active_clusters must be >= 1")
+        if not self.document_concentration >= 0.0:
+            raise ValueError("the document concentration must be >= 0 (0: no tempering)")
 
 
 def decay_factor(half_life_docs: float, n_docs: int) -> float:

@@ -22,6 +22,7 @@ from noveld.models.dpmm.replay import (
 )
 from noveld.models.dpmm.retirement import retire_clusters
 from noveld.models.kernels import multinomial as kern
+from noveld.models.kernels.tempering import document_tempering
 from noveld.models.suffstats import MultinomialStats
 
 
@@ -105,6 +106,7 @@ class DPMM:
             log_norm,
             margin,
             forced,
+            cfg.document_concentration,
         )
         if cfg.split:
             self._split_bursts(batch, assign, stats, forced)
@@ -199,7 +201,9 @@ class DPMM:
         have = dict(zip(cw.tolist(), cc.tolist(), strict=True))
         # kern.score_document's terms on the counts without the document; ties (within
         # kern.TIE_TOL) break as seating breaks them
-        loo = math.log(max(m_rest - cfg.discount, 1e-3)) - kern.log_rising(
+        tau = document_tempering(float(nd), cfg.document_concentration)
+        log_mass = math.log(max(m_rest - cfg.discount, 1e-3))
+        loo = (log_mass if tau == 1.0 else 0.0) - kern.log_rising(
             max(stats.ntok[k] * g - nd, 0.0) + vbeta, nd
         )
         for w, c in zip(words.tolist(), counts.tolist(), strict=True):
@@ -209,6 +213,8 @@ class DPMM:
                     loo += math.log1p(x / cfg.beta)
                 else:
                     loo += kern.log_rising(x + cfg.beta, c) - kern.log_rising(cfg.beta, c)
+        if tau != 1.0:
+            loo = log_mass + tau * loo
         return kern.keeps_its_seat(lp, kmax, k, loo, lp_new, stats.uid)
 
     def seating_probabilities(
@@ -260,6 +266,7 @@ class DPMM:
                 n_words * cfg.beta,
                 self.log_alpha(batch_size),
                 cfg.discount,
+                document_tempering(float(nd), cfg.document_concentration),
             )
         )
 

@@ -36,3 +36,5 @@ class HDPConfig:
     retire_min_mass: float = 0.05
     max_active_clusters: int = 5000
     prune_below: float = DPMMConfig.prune_below
+    #: s of the length tempering of a table's words in its category choice (0: none)
+    document_concentration: float = 0.0

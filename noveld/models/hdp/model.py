@@ -220,7 +220,8 @@ class HDP:
         gamma = self.last_concentrations[1]
         chosen = smp.reseat_member(tok_local.astype(np.int64), k, cfg.zeta, cfg.beta,
                                    n_words * cfg.beta, gamma, loc.tw, loc.cat, loc.ix,
-                                   loc.ctl, cfg.discount)  # fmt: skip
+                                   loc.ctl, cfg.discount,
+                                   cfg.document_concentration)  # fmt: skip
         return int(chosen) == k
 
     # ---- internals ------------------------------------------------------------------------
@@ -302,6 +303,7 @@ class HDP:
                 cfg.context_prior,
                 loc.cx,
                 cfg.discount,
+                cfg.document_concentration,
             )
         )
 

@@ -67,33 +67,35 @@ def table_category_logweights(
     gamma: float,
     out: np.ndarray,
     discount: float = 0.0,
+    tau: float = 1.0,
 ) -> float:
-    """Eq. 6 for one table whose words have topics ``ys``: ``out[k] = log m_k + Σ_n log f(y_n |
+    """Eq. 6 for one table whose words have topics ``ys``: ``out[k] = log m_k + τ Σ_n log f(y_n |
     θ_k)`` with the table's own earlier words counted (sequential predictive); returns the new
-    category's ``log γ + Σ_n log f(y_n | θ_new)``. The table must already be removed from the
-    counts. With a Pitman–Yor ``discount`` d, ``m_k − d`` and ``γ + d·K`` replace ``m_k``, ``γ``."""
+    category's ``log γ + τ Σ_n log f(y_n | θ_new)``. The table must already be removed from the
+    counts. With a Pitman–Yor ``discount`` d, ``m_k − d`` and ``γ + d·K`` replace ``m_k``, ``γ``;
+    ``tau`` (1: none) is the length tempering."""
     n_topics = okl.shape[1]
     n = ys.shape[0]
     for k in range(kmax):
         if not alive[k] or mk[k] <= 0:
             out[k] = -np.inf
             continue
-        lw = math.log(table_weight(mk[k], discount))
+        lw = 0.0
         for i in range(n):
             own = 0
             for j in range(i):
                 if ys[j] == ys[i]:
                     own += 1
             lw += math.log((zeta + okl[k, ys[i]] + own) / (n_topics * zeta + ok[k] + i))
-        out[k] = lw
-    lw_new = math.log(new_category_weight(gamma, discount, mk, alive, kmax))
+        out[k] = math.log(table_weight(mk[k], discount)) + tau * lw
+    lw_new = 0.0
     for i in range(n):
         own = 0
         for j in range(i):
             if ys[j] == ys[i]:
                 own += 1
         lw_new += math.log((zeta + own) / (n_topics * zeta + i))
-    return lw_new
+    return math.log(new_category_weight(gamma, discount, mk, alive, kmax)) + tau * lw_new
 
 
 @njit(cache=True)

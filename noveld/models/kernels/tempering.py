@@ -18,5 +18,13 @@ def length_tempering(lengths: np.ndarray, concentration: float) -> np.ndarray:
     out = np.ones(lengths.shape[0])
     if concentration > 0.0:
         for i in range(lengths.shape[0]):
-            out[i] = min(1.0, (1.0 + concentration) / (max(lengths[i], 1.0) + concentration))
+            out[i] = document_tempering(lengths[i], concentration)
     return out
+
+
+@njit(cache=True, inline="always")
+def document_tempering(length: float, concentration: float) -> float:
+    """τ of one document of ``length`` tokens (:func:`length_tempering`'s entry; 1 at s = 0)."""
+    if concentration <= 0.0:
+        return 1.0
+    return min(1.0, (1.0 + concentration) / (max(length, 1.0) + concentration))

@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from noveld.models.kernels.multinomial import add_document, open_cluster, score_document
+from noveld.models.kernels.tempering import document_tempering
 
 
 @njit(cache=True)
@@ -72,14 +73,18 @@ def variational_scores(
     g: float,
     beta: float,
     vbeta: float,
+    tau: float = 1.0,
 ) -> None:
-    """``vs[k] = E[log π_k] + Σ_w N_dw E[log θ_kw]`` (paper 001's local step), with
-    ``E[log θ_kw] = ψ(β + s_kw) − ψ(Vβ + n_k)``: the ψ(β) part is shared by every cluster
-    without the word, so only postings of the document's words are visited."""
+    """``vs[k] = E[log π_k] + τ Σ_w N_dw E[log θ_kw]`` (paper 001's local step; τ = 1 untempered,
+    else the length tempering of the seating), with ``E[log θ_kw] = ψ(β + s_kw) − ψ(Vβ + n_k)``:
+    the ψ(β) part is shared by every cluster without the word, so only postings of the
+    document's words are visited."""
     psi_b = digamma(beta)
+    tempered = tau != 1.0
     for k in range(kmax):
         if alive[k]:
-            vs[k] = elogpi[k] + nd * (psi_b - digamma(vbeta + ntok[k] * g))
+            words0 = nd * (psi_b - digamma(vbeta + ntok[k] * g))
+            vs[k] = words0 if tempered else elogpi[k] + words0
         else:
             vs[k] = -np.inf
     nv = head.shape[0]
@@ -95,6 +100,10 @@ def variational_scores(
             if x > 0.0 and alive[k]:
                 vs[k] += c * (digamma(beta + x) - psi_b)
             e = nxt[e]
+    if tempered:
+        for k in range(kmax):
+            if alive[k]:
+                vs[k] = elogpi[k] + tau * vs[k]
 
 
 @njit(cache=True)
@@ -131,6 +140,7 @@ def svi_local_step(
     margin: np.ndarray,
     forced: np.ndarray,
     n_sweeps: int,
+    concentration: float = 0.0,
 ) -> None:
     """Responsibilities of a batch's documents, in arrival order, then ``n_sweeps`` passes that
     take each document out and recompute its responsibilities against all the others (CVB0's
@@ -145,6 +155,9 @@ def svi_local_step(
     counts are added with raw weight ``r / g`` as it is processed, so later documents of the
     batch see earlier ones (the sequential variational approximation); the caller turns these
     provisional counts into the natural-gradient step. ``r_slot[d, :]`` is −1 past the kept ones.
+    ``concentration`` (s > 0) tempers each document's words by its length, in the birth test
+    and in the responsibilities alike (:func:`~noveld.models.kernels.tempering.
+    document_tempering`).
     """
     kmax_cap = m.shape[0]
     for sweep in range(n_sweeps + 1):
@@ -173,6 +186,7 @@ def svi_local_step(
                 d, sweep, ptr, words, counts, lengths, log_alpha_new, beta, vbeta, g, discount,
                 elogpi, elogpi_new, top, use_vb, m, ntok, alive, fresh, uid, head, nxt, pk, pc,
                 free_stack, ictl, lp, vs, r_slot, r_val, log_norm, margin, forced, kmax_cap,
+                document_tempering(lengths[d], concentration),
             )  # fmt: skip
 
 
@@ -212,8 +226,10 @@ def _seat_one(
     margin: np.ndarray,
     forced: np.ndarray,
     kmax_cap: int,
+    tau: float,
 ) -> None:
-    """Responsibilities of document ``d`` (see :func:`svi_local_step`), then add it."""
+    """Responsibilities of document ``d`` (see :func:`svi_local_step`), then add it; ``tau``
+    tempers its words."""
     wd = words[ptr[d] : ptr[d + 1]]
     cd = counts[ptr[d] : ptr[d + 1]]
     nd = lengths[d]
@@ -236,6 +252,7 @@ def _seat_one(
         vbeta,
         log_alpha_new,
         discount,
+        tau,
     )
     best = -np.inf
     for k in range(kmax):
@@ -266,7 +283,7 @@ def _seat_one(
     else:
         if use_vb:
             variational_scores(
-                wd, cd, nd, vs, elogpi, ntok, alive, head, nxt, pk, pc, kmax, g, beta, vbeta
+                wd, cd, nd, vs, elogpi, ntok, alive, head, nxt, pk, pc, kmax, g, beta, vbeta, tau
             )
         else:  # CVB0: the collapsed predictive at the expected counts (already in lp)
             for k in range(kmax):

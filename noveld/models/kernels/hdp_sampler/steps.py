@@ -23,6 +23,7 @@ from noveld.models.kernels.hdp_sampler.counts import (
 )
 from noveld.models.kernels.hdp_scores.categories import choose_block_category
 from noveld.models.kernels.hdp_scores.topics import CATS, Arrays, draw_topic, pick, pick_log
+from noveld.models.kernels.tempering import document_tempering
 
 
 @njit(cache=True, inline="always")
@@ -128,13 +129,15 @@ def seat_document(
     ctl: np.ndarray, tok_t: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: Arrays,
     ws: np.ndarray, wts: np.ndarray, rng_u: np.ndarray, ui: int, deterministic: bool,
     n_tab: int, log_pred: np.ndarray, eta: float, cx: Arrays, extra: Arrays, discount: float,
+    concentration: float = 0.0,
 ) -> tuple[int, int]:  # fmt: skip
     """First pass for document d: one table, its category by eq. 6 with the topics summed out
     (fixed for a known document), then each word's topic by eq. 7. An unlabelled document's
     log predictive given everything seated before it goes to ``log_pred[d]`` (eqs. 2 and 6:
     ``log [Σ_k m_k p(d|k) + γ p(d|new)] − log(M + γ)``, with its context when it has one). The
     table carries the document's context (``cx[5][d]``). Returns (tables used, next uniform);
-    tables used −1 when out of category capacity."""
+    tables used −1 when out of category capacity. ``concentration`` (s > 0) tempers the
+    table's words by their number (:func:`~noveld.models.kernels.tempering.document_tempering`)."""
     tab_doc, tab_k, tab_size = tabs
     mk = cat[2]
     n = hi - lo
@@ -148,7 +151,8 @@ def seat_document(
         weights = context_weights(d, kmax, eta, cx, extra[0], extra[1])
         kc = choose_block_category(ws[:n], zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax,
                                    scratch, wts, rng_u[ui], deterministic, total, weights,
-                                   has_context(d, cx), discount)  # fmt: skip
+                                   has_context(d, cx), discount,
+                                   document_tempering(n, concentration))  # fmt: skip
         log_pred[d] = total[0] - math.log(mk[:kmax].sum() + gamma)
         if kc == kmax:
             kc = open_category(ctl, cat)
@@ -179,11 +183,13 @@ def table_category(
     tok_t: np.ndarray, tok_y: np.ndarray, tabs: Arrays, scratch: Arrays, ws: np.ndarray,
     ys: np.ndarray, idx: np.ndarray, wts: np.ndarray, rng_u: np.ndarray, ui: int,
     deterministic: bool, d: int, eta: float, cx: Arrays, extra: Arrays, discount: float,
+    concentration: float = 0.0,
 ) -> int:  # fmt: skip
     """The k-step for open table t of document d, spanning ``lo:hi``: take the table out,
     draw its category — eq. 6 given its topics, or with ``blocked`` the category and topics
     together; times the document's context likelihood when t carries it — and put it back.
-    Returns the next uniform (−1: out of category capacity)."""
+    Returns the next uniform (−1: out of category capacity). ``concentration`` tempers the
+    table's words by their number, as in :func:`seat_document`."""
     tab_k = tabs[1]
     mk = cat[2]
     n = 0
@@ -201,14 +207,15 @@ def table_category(
     if carries:
         move_context(d, tab_k[t], -1.0, cx)
         weights = context_weights(d, kmax, eta, cx, extra[0], extra[1])
+    tau = document_tempering(n, concentration)
     if blocked:
         kc = choose_block_category(ws[:n], zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax,
                                    scratch, wts, rng_u[ui], deterministic, np.empty(1), weights,
-                                   carries and has_context(d, cx), discount)  # fmt: skip
+                                   carries and has_context(d, cx), discount, tau)  # fmt: skip
     else:
         okl, ok, alive = cat[0], cat[1], cat[3]
         wts[kmax] = table_category_logweights(ys[:n], okl, ok, mk, alive, kmax, zeta, gamma, wts,
-                                              discount)  # fmt: skip
+                                              discount, tau)  # fmt: skip
         for k in range(kmax + 1):
             wts[k] += weights[k]
         kc = pick_log(wts, kmax + 1, rng_u[ui], deterministic)

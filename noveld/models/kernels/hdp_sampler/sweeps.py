@@ -15,6 +15,7 @@ from noveld.models.kernels.hdp_sampler.steps import (
 )
 from noveld.models.kernels.hdp_scores.categories import choose_block_category
 from noveld.models.kernels.hdp_scores.topics import CATS, Arrays, draw_topic
+from noveld.models.kernels.tempering import document_tempering
 
 
 def uniforms_needed(n_tokens: int, n_docs: int, n_sweeps: int) -> int:
@@ -50,6 +51,7 @@ def sample_batch(
     eta: float,
     cx: Arrays,
     discount: float = 0.0,
+    concentration: float = 0.0,
 ) -> int:
     """Seat a batch (``first_sweep == 0``) and/or run Gibbs sweeps ``max(first_sweep, 1) ..
     n_sweeps`` over its variables: per word its table (eq. 3) and topic (eq. 7), then per table
@@ -64,7 +66,8 @@ def sample_batch(
     α or γ. The seating writes each unlabelled document's log predictive to ``log_pred[d]``.
     Context (``cx = (ctx_ptr, value column, field column, U, counts[k, column], context
     table)``, prior ``eta``) enters the category choice of the table carrying it. A Pitman–Yor
-    ``discount`` d puts ``m_k − d`` and ``γ + d·K`` in place of eq. 2's ``m_k`` and ``γ``.
+    ``discount`` d puts ``m_k − d`` and ``γ + d·K`` in place of eq. 2's ``m_k`` and ``γ``;
+    ``concentration`` (s > 0) tempers a table's words by their number in its category choice.
     """
     okl = cat[0]
     n_docs = doc_ptr.shape[0] - 1
@@ -101,7 +104,7 @@ def sample_batch(
                 n_tab, ui = seat_document(
                     d, lo, hi, tok_word, known, zeta, beta, vbeta, gamma, tw, cat, ix, ctl,
                     tok_t, tok_y, tabs, scratch, ws, wts, rng_u, ui, deterministic, n_tab,
-                    log_pred, eta, cx, extra, discount,
+                    log_pred, eta, cx, extra, discount, concentration,
                 )  # fmt: skip
                 if n_tab < 0:
                     return -1
@@ -160,7 +163,7 @@ def sample_batch(
                 ui = table_category(
                     t, lo, hi, tok_word, zeta, beta, vbeta, gamma, blocked, tw, cat, ix, ctl,
                     tok_t, tok_y, tabs, scratch, ws, ys, idx, wts, rng_u, ui, deterministic, d,
-                    eta, cx, extra, discount,
+                    eta, cx, extra, discount, concentration,
                 )  # fmt: skip
                 if ui < 0:
                     return -1
@@ -193,7 +196,7 @@ def _open_tables_by_document(
 @njit(cache=True)
 def reseat_member(
     ws: np.ndarray, k: int, zeta: float, beta: float, vbeta: float, gamma: float, tw: Arrays,
-    cat: Arrays, ix: Arrays, ctl: np.ndarray, discount: float = 0.0,
+    cat: Arrays, ix: Arrays, ctl: np.ndarray, discount: float = 0.0, concentration: float = 0.0,
 ) -> int:  # fmt: skip
     """Take a member document (batch-local word ids ``ws``, one per token) out of category
     ``k`` and return the category its first pass would choose now (MAP, no context): ``k``,
@@ -202,7 +205,7 @@ def reseat_member(
     Its topics are not stored, so each token leaves the topic of ``k`` most likely to hold it
     (largest ``O_kl n_lw``, holding at least a whole token of both); a token ``k`` does not
     hold stays. Its table leaves ``m_k``. Then eq. 6 with the topics summed out, as in the
-    first pass (:func:`choose_block_category`)."""
+    first pass (:func:`choose_block_category`, its words tempered by ``concentration``)."""
     nlw = tw[0]
     okl = cat[0]
     mk = cat[2]
@@ -231,4 +234,5 @@ def reseat_member(
     total = np.empty(1)
     extra = np.zeros(okl.shape[0] + 1)
     return choose_block_category(ws, zeta, beta, vbeta, gamma, tw, cat, ix, ctl, kmax, scratch,
-                                 logw, 0.0, True, total, extra, False, discount)  # fmt: skip
+                                 logw, 0.0, True, total, extra, False, discount,
+                                 document_tempering(n, concentration))  # fmt: skip

@@ -26,7 +26,7 @@ def choose_block_category(
     ws: np.ndarray, zeta: float, beta: float, vbeta: float, gamma: float, tw: Arrays,
     cat: Arrays, ix: Arrays, ctl: np.ndarray, kmax: int, scratch: Arrays, logw: np.ndarray,
     u: float, deterministic: bool, log_total: np.ndarray, extra: np.ndarray, has_extra: bool,
-    discount: float = 0.0,
+    discount: float = 0.0, tau: float = 1.0,
 ) -> int:  # fmt: skip
     """Eq. 6 for a table of words ``ws`` with their topics summed out
     (:func:`block_log_predictive`): a local category, or ``kmax`` for a new one. Category
@@ -34,7 +34,9 @@ def choose_block_category(
     d = 0). ``extra[k]``
     (``extra[kmax]`` for a new category) is added to each log weight: the document's context
     likelihood, or zeros (``has_extra`` false: nothing to add, and the bounds may use the new
-    category's score as a floor).
+    category's score as a floor). ``tau`` < 1 raises the words' predictive to that power, the
+    category weights untouched (the length tempering of
+    :func:`~noveld.models.kernels.tempering.document_tempering`).
 
     MAP scores every category by :func:`upper_bound_log_predictive` first and exactly only
     those whose bound reaches the best exact score so far (the result is the exact argmax,
@@ -55,11 +57,11 @@ def choose_block_category(
     n_empty = list_unused(ctl, nl, n, empties)
     args = (zeta, beta, tw, cat, ix, phi_sums, best_used, empties, n_empty, own_t, own_c)
     new_w = new_category_weight(gamma, discount, mk, alive, kmax)
-    logw[kmax] = math.log(new_w) + block_log_predictive(ws, -1, *args) + extra[kmax]
+    logw[kmax] = math.log(new_w) + tau * block_log_predictive(ws, -1, *args) + extra[kmax]
     if not deterministic:
         for k in range(kmax):
             live = alive[k] and mk[k] > 0.0
-            lw = math.log(table_weight(mk[k], discount)) + block_log_predictive(ws, k, *args)
+            lw = math.log(table_weight(mk[k], discount)) + tau * block_log_predictive(ws, k, *args)
             lw += extra[k]
             logw[k] = lw if live else -np.inf
         log_total[0] = _log_sum_exp(logw, kmax + 1)
@@ -77,7 +79,7 @@ def choose_block_category(
     floor = -np.inf if has_extra else logw[kmax] - 1e-9  # the new category's exact score
     upper_bound_log_predictive(ws, zeta, beta, tw, cat, ix, kmax, phi_sums, phi_top,
                                outside * (1.0 + 1e-9), acc, logw, floor, touched,
-                               discount)  # fmt: skip
+                               discount, tau)  # fmt: skip
     if has_extra:
         for k in range(kmax):
             logw[k] += extra[k]
@@ -90,7 +92,7 @@ def choose_block_category(
         k = first if q < 0 else q
         if k < 0 or (q >= 0 and k == first) or logw[k] < best_v:
             continue
-        v = math.log(table_weight(mk[k], discount)) + block_log_predictive(ws, k, *args)
+        v = math.log(table_weight(mk[k], discount)) + tau * block_log_predictive(ws, k, *args)
         v += extra[k]
         logw[k] = v
         if v > best_v or (v == best_v and k < best):
@@ -118,10 +120,11 @@ def upper_bound_log_predictive(
     ws: np.ndarray, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays, kmax: int,
     phi_sums: np.ndarray, phi_top: np.ndarray, outside: float, acc: np.ndarray,
     out: np.ndarray, floor: float = -np.inf, touched: np.ndarray | None = None,
-    discount: float = 0.0,
+    discount: float = 0.0, tau: float = 1.0,
 ) -> None:  # fmt: skip
-    """``out[k] ≥ log (m_k − d) + block_log_predictive(ws, k)`` for every category
-    ``k < kmax`` (−inf when it cannot be chosen), with no logarithm per word.
+    """``out[k] ≥ log (m_k − d) + τ block_log_predictive(ws, k)`` for every category
+    ``k < kmax`` (−inf when it cannot be chosen), with no logarithm per word (one per
+    category when ``tau`` < 1).
 
     Each numerator's category part is exact: ``β Σ_{y∈k} O_kl inv[y]`` plus
     ``Σ_{y ∋ w_i} O_kl n_lw inv[y]``, gathered through the words' topics and the topics'
@@ -165,6 +168,7 @@ def upper_bound_log_predictive(
                     acc[k, i] += okl[k, y] * c
                     acc[k, n + i] = max(acc[k, n + i], c)
     lin_floor = math.exp(floor) if floor > -700.0 else 0.0
+    tempered = tau != 1.0
     for k in range(kmax):
         if not alive[k] or mk[k] <= 0.0:
             out[k] = -np.inf
@@ -182,7 +186,7 @@ def upper_bound_log_predictive(
         b *= beta
         inside = beta * heaviest > outside
         lw = 0.0
-        prod = table_weight(mk[k], discount)
+        prod = 1.0 if tempered else table_weight(mk[k], discount)
         for i in range(n):
             a_i = acc[k, i] if reached else 0.0
             a_max = acc[k, n + i] if reached else 0.0
@@ -191,7 +195,10 @@ def upper_bound_log_predictive(
             if prod < 1e-250:
                 lw += math.log(prod)
                 prod = 1.0
-        if lw == 0.0 and prod <= lin_floor:
+        if tempered:  # the words' bound to the power τ, the weight outside it
+            v = math.log(table_weight(mk[k], discount)) + tau * (lw + math.log(prod))
+            out[k] = v if v > floor else -np.inf
+        elif lw == 0.0 and prod <= lin_floor:
             out[k] = -np.inf  # cannot reach the floor: no logarithm needed
         else:
             out[k] = lw + math.log(prod)

@@ -45,6 +45,7 @@ def score_document(
     vbeta: float,
     log_alpha_new: float,
     discount: float = 0.0,
+    tau: float = 1.0,
 ) -> float:
     """Fill ``lp[:kmax]`` with unnormalised log seating weights; return the new-cluster weight.
 
@@ -57,12 +58,16 @@ def score_document(
 
     The per-word term is written relative to the empty cluster, so it is zero for every cluster
     that does not contain the word and only postings need visiting. Dead slots get ``-inf``.
+    ``tau`` < 1 raises the words' predictive (both lines' Γ terms) to that power, the prior
+    untouched (:func:`~noveld.models.kernels.tempering.document_tempering`).
     """
+    tempered = tau != 1.0
     n_alive = 0
     for k in range(kmax):
         if alive[k]:
             n_alive += 1
-            lp[k] = math.log(max(m[k] * g - discount, 1e-3)) - log_rising(ntok[k] * g + vbeta, nd)
+            words0 = -log_rising(ntok[k] * g + vbeta, nd)
+            lp[k] = words0 if tempered else math.log(max(m[k] * g - discount, 1e-3)) + words0
         else:
             lp[k] = -np.inf
     nv = head.shape[0]
@@ -82,8 +87,12 @@ def score_document(
                 else:
                     lp[k] += log_rising(x + beta, c) - base
             e = nxt[e]
+    if tempered:
+        for k in range(kmax):
+            if alive[k]:
+                lp[k] = math.log(max(m[k] * g - discount, 1e-3)) + tau * lp[k]
     a_new = math.exp(log_alpha_new) + discount * n_alive
-    return math.log(a_new) - log_rising(vbeta, nd)
+    return math.log(a_new) - tau * log_rising(vbeta, nd)
 
 
 @njit(cache=True)

@@ -24,6 +24,7 @@ from noveld.models.kernels.multinomial.predictive import (
     score_document,
     score_document_linear,
 )
+from noveld.models.kernels.tempering import document_tempering
 
 
 @njit(cache=True, inline="always")
@@ -50,11 +51,13 @@ def _score_and_choose(
     ictl: np.ndarray,
     lp: np.ndarray,
     out: np.ndarray,
+    tau: float,
 ) -> int:
     """Score one document against every cluster and a new one, then choose (slot, or −1 for a
-    new cluster): the linear-domain path for short documents, the log domain otherwise."""
+    new cluster): the linear-domain path for short untempered documents, the log domain
+    otherwise (its words' predictive to the power ``tau``)."""
     kmax = ictl[KMAX]
-    if nd <= LINEAR_MAX_LEN:
+    if nd <= LINEAR_MAX_LEN and tau == 1.0:
         w_new = score_document_linear(
             words, counts, nd, lp, m, ntok, alive, head, nxt, pk, pc, kmax, g, beta, vbeta,
             alpha_new, discount,
@@ -62,7 +65,7 @@ def _score_and_choose(
         return choose_linear(lp, kmax, w_new, u, deterministic, out, uid)
     lp_new = score_document(
         words, counts, nd, lp, m, ntok, alive, head, nxt, pk, pc, kmax, g, beta, vbeta,
-        log_alpha, discount,
+        log_alpha, discount, tau,
     )  # fmt: skip
     return choose(lp, kmax, lp_new, u, deterministic, out, uid)
 
@@ -97,6 +100,7 @@ def seat_batch(
     log_norm: np.ndarray,
     margin: np.ndarray,
     forced: np.ndarray,
+    concentration: float = 0.0,
 ) -> None:
     """Sequentially seat a batch by CRP, then run ``n_sweeps`` collapsed Gibbs sweeps over it.
 
@@ -108,7 +112,9 @@ def seat_batch(
     ``log_norm[d]`` gets the log normaliser of the seating weights (for the log predictive) and
     ``margin[d]`` the new-cluster margin ``lp_new − max_k lp_k`` (the novelty score).
     A document with ``forced[d] ≥ 0`` (a known label's cluster slot) is seated there and never
-    moved; its weights are still computed for ``log_norm``.
+    moved; its weights are still computed for ``log_norm``. ``concentration`` (s > 0) tempers
+    each document's words predictive by its length
+    (:func:`~noveld.models.kernels.tempering.document_tempering`).
     """
     nb = doc_len.shape[0]
     alpha_new = math.exp(log_alpha)
@@ -121,6 +127,7 @@ def seat_batch(
         k = _score_and_choose(
             words, counts, nd, uniforms[d], deterministic, log_alpha, alpha_new, beta, vbeta, g,
             discount, m, ntok, alive, uid, head, nxt, pk, pc, ictl, lp, out,
+            document_tempering(nd, concentration),
         )  # fmt: skip
         log_norm[d] = out[0]
         margin[d] = out[1]
@@ -138,6 +145,7 @@ def seat_batch(
             doc_ptr, doc_words, doc_counts, doc_len, assign, forced >= 0, uniforms[nb:],
             n_sweeps, log_alpha, beta, vbeta, deterministic, g, discount, m, ntok, alive, fresh,
             uid, head, nxt, pk, pc, free_stack, ictl, lp, np.zeros(n_sweeps, dtype=np.int64),
+            concentration,
         )  # fmt: skip
 
 
@@ -170,13 +178,15 @@ def reseat_documents(
     ictl: np.ndarray,
     lp: np.ndarray,
     moved: np.ndarray,
+    concentration: float = 0.0,
 ) -> None:
     """Collapsed Gibbs sweeps (paper 004, Algorithm 1, with a new-cluster option) over
     documents that are already in the statistics, each in slot ``assign[d]``: every sweep
     removes each document in turn and reseats it from its complete conditional. Documents with
     ``fixed[d]`` (known labels) stay. Clusters marked ``fresh`` are freed when their last
     document leaves. ``uniforms`` holds ``len(doc_len) * n_sweeps`` draws; ``moved[s]``
-    receives how many documents changed cluster in sweep ``s``."""
+    receives how many documents changed cluster in sweep ``s``; ``concentration`` as in
+    :func:`seat_batch`."""
     nb = doc_len.shape[0]
     alpha_new = math.exp(log_alpha)
     out = np.empty(2)
@@ -199,6 +209,7 @@ def reseat_documents(
             k = _score_and_choose(
                 words, counts, nd, uniforms[u_i], deterministic, log_alpha, alpha_new, beta,
                 vbeta, g, discount, m, ntok, alive, uid, head, nxt, pk, pc, ictl, lp, out,
+                document_tempering(nd, concentration),
             )  # fmt: skip
             u_i += 1
             top = ictl[NFREE] - 1

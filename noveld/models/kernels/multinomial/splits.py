@@ -11,6 +11,7 @@ from numba import njit
 
 from noveld.models.kernels.multinomial.pool import KMAX, add_document
 from noveld.models.kernels.multinomial.predictive import choose, score_document
+from noveld.models.kernels.tempering import document_tempering
 
 
 @njit(cache=True)
@@ -330,11 +331,13 @@ def reseat_into_fresh(
     vbeta: float,
     log_alpha_new: float,
     discount: float,
+    concentration: float = 0.0,
 ) -> None:
     """One MAP Gibbs step for each batch document in an older cluster (not ``fresh``, not
     ``pinned``, not ``forced``), in order, taken only when it lands in a ``fresh`` cluster:
     the documents of a burst that had joined other old clusters follow the split-off group.
-    Opens and frees nothing, so ``kmax`` is fixed; ``assign`` is updated in place."""
+    Opens and frees nothing, so ``kmax`` is fixed; ``assign`` is updated in place.
+    ``concentration`` tempers the words by length, as the seating does."""
     kmax = ictl[KMAX]
     lp = np.empty(max(kmax, 1))
     out = np.empty(2)
@@ -349,7 +352,7 @@ def reseat_into_fresh(
         add_document(cur, w, c, nd, -weight, m, ntok, head, nxt, pk, pc, ictl)
         lp_new = score_document(
             w, c, nd, lp, m, ntok, alive, head, nxt, pk, pc, kmax, scale, beta, vbeta,
-            log_alpha_new, discount,
+            log_alpha_new, discount, document_tempering(nd, concentration),
         )  # fmt: skip
         k = choose(lp, kmax, lp_new, 0.0, True, out, uid)
         dst = k if k >= 0 and fresh[k] else cur
