@@ -1,6 +1,7 @@
 """The learned vMF concentration: the pair statistics against a brute-force count of member
 pairs, the estimator recovers the typical cosine of vMF clusters and ignores a direction every
-document shares, and a model with ``cosine=None`` learns it from its statistics alone."""
+document shares, and a model with ``cosine=None`` learns it from its statistics alone (a replica
+replaying the deltas learns the writer's)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_hybrid import hybrid, make_batch
 from test_vmf import model_and_batches, synthetic
 
 from noveld.eval.metrics import clustering_scores
@@ -20,6 +22,7 @@ from noveld.models.concentration import (
     learned_cosine,
     pair_statistics,
 )
+from noveld.models.dpmm import replay_delta
 from noveld.models.hybrid import HybridConfig
 from noveld.models.kernels.vmf import kappa_from_cosine
 from noveld.models.vmf import VMFConfig, VMFMixture
@@ -141,3 +144,18 @@ def test_a_configured_cosine_is_kept() -> None:
         kappa_from_cosine(0.4, 16)  # the hybrid's prior
     )
     assert math.isfinite(VMFConfig(dimension=16, cosine=None).kappa)
+
+
+def test_a_replica_learns_the_writers_kappa_from_the_replayed_deltas() -> None:
+    rng = np.random.default_rng(3)
+    writer = hybrid(1.0, cosine=None, merge=True, merge_scope="all", half_life_docs=40.0)
+    reader = hybrid(1.0, cosine=None)
+    stats, replica = writer.new_state(), writer.new_state()
+    used = []
+    for i in range(8):
+        res = writer.partial_fit(make_batch(rng, 20, 0.9, 0.9), stats, np.random.default_rng(i))
+        used.append(writer.cosine)  # learned from the statistics before this batch
+        replay_delta(replica, res.delta, 40.0, uncounted=writer.uncounted_words)
+        assert reader.learn_concentration(replica) == writer.learn_concentration(stats)
+    assert used[0] == 0.4 and len(set(used)) > 1  # the prior first, then learned
+    assert reader.kappa == writer.kappa
