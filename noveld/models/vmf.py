@@ -5,7 +5,8 @@ vector x ∈ R^p; cluster k keeps its mass ``m_k`` and resultant ``r_k = Σ x``.
 Pitman–Yor CRP of :class:`~noveld.models.dpmm.DPMM` with the collapsed vMF predictive of
 :mod:`noveld.models.kernels.vmf` in place of the Dirichlet–multinomial one, then rejuvenation
 sweeps over the batch. The concentration κ is shared and set from a typical member-to-mean
-cosine through paper 003's eq. 10.
+cosine through paper 003's eq. 10, a configured one or one learned from the clusters
+(:mod:`noveld.models.concentration`).
 
 Storage reuses the count store unchanged: dimension j of a resultant is two non-negative
 reserved vocabulary entries, ``Σ max(x_j, 0)`` and ``Σ max(−x_j, 0)`` (:func:`dimension_tokens`),
