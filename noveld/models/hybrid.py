@@ -38,6 +38,7 @@ from noveld.models.hybrid_batch import (
     births_in_order,
     seating_state,
     vector_delta,
+    vector_merge_gains,
 )
 from noveld.models.hybrid_known import absorb_into_known
 from noveld.models.kernels import hybrid as hkern
@@ -60,11 +61,16 @@ class HybridConfig(VMFConfig):
     the weight w of the vector view against the words (None: :data:`EFFECTIVE_DIMENSION` / p,
     at most 1)."""
 
-    cosine: float = 0.4
+    cosine: float | None = 0.4
     view_weight: float | None = None
     #: s of the words' length tempering (:func:`~noveld.models.kernels.tempering.
     #: length_tempering`): a document of n tokens counts as n(1 + s)/(n + s) words; 0: as n
     document_concentration: float = 15.0
+
+    @property
+    def prior_cosine(self) -> float:
+        """The typical cosine a learned κ starts from (the hybrid's default cosine)."""
+        return 0.4
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -95,9 +101,6 @@ class HybridMixture(VMFMixture):
     likelihood = "hybrid"
     config: HybridConfig
 
-    def __init__(self, config: HybridConfig) -> None:
-        super().__init__(config)
-
     def resultants(self, stats: MultinomialStats, extra_decay: float = 1.0) -> np.ndarray:
         """:meth:`VMFMixture.resultants`, the same values, gathered dimension-major (the
         (kmax × p) array returned is column-major)."""
@@ -113,7 +116,7 @@ class HybridMixture(VMFMixture):
     def table(self) -> np.ndarray:
         """The seating's table of log C_p(κ√q) (:func:`~noveld.models.kernels.hybrid.
         normalizer_table`, built once per dimension and κ)."""
-        return vtable.normalizer_table(self.config.dimension, self.config.kappa)
+        return vtable.normalizer_table(self.config.dimension, self.kappa)
 
     def partial_fit(
         self,
@@ -134,6 +137,7 @@ class HybridMixture(VMFMixture):
         if emb.shape != (nb, cfg.dimension):
             raise ValueError(f"hybrid: the batch's vectors must be ({nb}, {cfg.dimension})")
         pos, neg = self._dimension_ids()
+        self.learn_concentration(stats)
         forced = ensure_clusters(stats, known, nb)
         self._pinned = pinned
         stats.fresh[:] = False
@@ -151,7 +155,7 @@ class HybridMixture(VMFMixture):
             local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, kmax,
             stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
-            cfg.kappa, self.table, cfg.weight, cfg.deterministic, False, uniforms, sweeps,
+            self.kappa, self.table, cfg.weight, cfg.deterministic, False, uniforms, sweeps,
             forced, assign, log_norm, margin, cfg.tempering(batch.lengths),
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
@@ -264,21 +268,9 @@ class HybridMixture(VMFMixture):
         )  # fmt: skip
 
     def vector_merge_gains(self, stats: MultinomialStats, young: np.ndarray) -> np.ndarray:
-        """``out[i, k]``: the log ratio of the vectors' collapsed marginal with clusters
-        ``young[i]`` and k together over apart. Under a uniform prior on the mean direction a
-        cluster of resultant r has marginal ``C_p(κ)^n · C_p(0) / C_p(κ‖r‖)``, so the ratio is
-        ``log C_p(κ‖r_a‖) + log C_p(κ‖r_b‖) − log C_p(κ‖r_a + r_b‖) − log C_p(0)``."""
-        p, kappa = self.config.dimension, self.config.kappa
-        r = self.resultants(stats)
-        rn2 = np.einsum("kj,kj->k", r, r)
-        logc = vtable.log_normalizers(p, kappa * np.sqrt(rn2))
-        both = rn2[young, None] + rn2[None, :] + 2.0 * (r[young] @ r.T)
-        logc_both = vtable.log_normalizers(p, kappa * np.sqrt(np.maximum(both, 0.0)).ravel())
-        out: np.ndarray = (
-            logc[young, None] + logc[None, :] - logc_both.reshape(both.shape)
-            - vkern.log_sphere_density_at_zero(p)
-        )  # fmt: skip
-        return out
+        """:func:`~noveld.models.hybrid_batch.vector_merge_gains` of clusters ``young`` with
+        every slot, under the κ in use."""
+        return vector_merge_gains(self.resultants(stats), young, self.config.dimension, self.kappa)
 
     def member_features(self, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
         """What the novelty tracker keeps of a member for re-founding: its words and counts,
@@ -301,6 +293,7 @@ class HybridMixture(VMFMixture):
         def fits(uid: int, ids: np.ndarray, values: np.ndarray) -> bool:
             if not cache:
                 cache.append(self.resultants(stats))
+                self.learn_concentration(stats)
             is_dim = np.zeros(ids.shape[0], dtype=np.bool_)
             inside = ids < sign.shape[0]
             is_dim[inside] = sign[ids[inside]] != 0.0
@@ -351,6 +344,7 @@ class HybridMixture(VMFMixture):
         statistics alone (not the batch's other documents); read-only."""
         nb = len(batch)
         emb = batch.emb if batch.emb is not None else np.zeros((nb, self.config.dimension))
+        self.learn_concentration(stats)
         s = seating_state(stats, self.resultants(stats), emb, 1.0)
         kmax = stats.kmax
         out = np.empty(2)
@@ -395,7 +389,7 @@ class HybridMixture(VMFMixture):
             float(cfg.tempering(np.array([counts.sum()]))[0]),
         )  # fmt: skip
         if has_vector and cfg.weight:
-            p, kappa = cfg.dimension, cfg.kappa
+            p, kappa = cfg.dimension, self.kappa
             logc_r = vtable.log_normalizers_sq(s.rn2, self.table, p, kappa)
             lp_new += hkern.add_vector_scores(
                 d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa, self.table,

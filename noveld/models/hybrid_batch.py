@@ -11,6 +11,8 @@ import numpy as np
 
 from noveld.models.base import DocBatch, StatsDelta
 from noveld.models.kernels import multinomial as kern
+from noveld.models.kernels import vmf as vkern
+from noveld.models.kernels import vmf_table as vtable
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vmf import FEATURE_SCALE
 
@@ -131,3 +133,20 @@ class MemberFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
         ids = np.where(x[on] > 0.0, self._pos[on], self._neg[on])
         values = np.rint(np.abs(x[on]) * FEATURE_SCALE).astype(np.int64)
         return np.concatenate([w, ids]), np.concatenate([c.astype(np.int64), values])
+
+
+def vector_merge_gains(r: np.ndarray, young: np.ndarray, p: int, kappa: float) -> np.ndarray:
+    """``out[i, k]``: the log ratio of the vectors' collapsed marginal (concentration κ, rows of
+    the kmax × p resultants ``r``) with clusters ``young[i]`` and k together over apart. Under a
+    uniform prior on the mean direction a cluster of resultant r has marginal
+    ``C_p(κ)^n · C_p(0) / C_p(κ‖r‖)``, so the ratio is
+    ``log C_p(κ‖r_a‖) + log C_p(κ‖r_b‖) − log C_p(κ‖r_a + r_b‖) − log C_p(0)``."""
+    rn2 = np.einsum("kj,kj->k", r, r)
+    logc = vtable.log_normalizers(p, kappa * np.sqrt(rn2))
+    both = rn2[young, None] + rn2[None, :] + 2.0 * (r[young] @ r.T)
+    logc_both = vtable.log_normalizers(p, kappa * np.sqrt(np.maximum(both, 0.0)).ravel())
+    out: np.ndarray = (
+        logc[young, None] + logc[None, :] - logc_both.reshape(both.shape)
+        - vkern.log_sphere_density_at_zero(p)
+    )  # fmt: skip
+    return out

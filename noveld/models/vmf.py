@@ -5,7 +5,8 @@ vector x ∈ R^p; cluster k keeps its mass ``m_k`` and resultant ``r_k = Σ x``.
 Pitman–Yor CRP of :class:`~noveld.models.dpmm.DPMM` with the collapsed vMF predictive of
 :mod:`noveld.models.kernels.vmf` in place of the Dirichlet–multinomial one, then rejuvenation
 sweeps over the batch. The concentration κ is shared and set from a typical member-to-mean
-cosine through paper 003's eq. 10.
+cosine through paper 003's eq. 10, a configured one or one learned from the clusters
+(:mod:`noveld.models.concentration`).
 
 Storage reuses the count store unchanged: dimension j of a resultant is two non-negative
 reserved vocabulary entries, ``Σ max(x_j, 0)`` and ``Σ max(−x_j, 0)`` (:func:`dimension_tokens`),
@@ -23,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
+from noveld.models.concentration import learned_cosine
 from noveld.models.dpmm import (
     DPMM,
     DPMMConfig,
@@ -51,7 +53,9 @@ class VMFConfig(DPMMConfig):
     and the typical cosine between a member and its cluster's mean direction (sets κ)."""
 
     dimension: int = 0
-    cosine: float = 0.5
+    #: the typical cosine; None: learned from the clusters at each batch
+    #: (:meth:`VMFMixture.learn_concentration`), starting from :attr:`prior_cosine`
+    cosine: float | None = 0.5
     merge: bool = False  # merges and burst splits are multinomial moves (not for vMF yet)
     split: bool = False
 
@@ -59,13 +63,22 @@ class VMFConfig(DPMMConfig):
         super().__post_init__()
         if self.dimension < 2:
             raise ValueError("the vmf likelihood needs the embedding dimension (>= 2)")
-        if not 0.0 < self.cosine < 1.0:
+        if self.cosine is not None and not 0.0 < self.cosine < 1.0:
             raise ValueError("the typical cosine must be in (0, 1)")
 
     @property
+    def prior_cosine(self) -> float:
+        """The typical cosine a learned κ starts from (the likelihood's default cosine)."""
+        return 0.5
+
+    @property
     def kappa(self) -> float:
-        """κ from the typical cosine (paper 003 eq. 10)."""
-        return vkern.kappa_from_cosine(self.cosine, self.dimension)
+        """κ of the configured typical cosine (paper 003 eq. 10; learned: of the prior's)."""
+        return self.kappa_at(self.prior_cosine if self.cosine is None else self.cosine)
+
+    def kappa_at(self, cosine: float) -> float:
+        """κ of a typical cosine (paper 003 eq. 10)."""
+        return vkern.kappa_from_cosine(cosine, self.dimension)
 
 
 class _MemberFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
@@ -95,6 +108,24 @@ class VMFMixture(DPMM):
         super().__init__(config)
         self._pos: np.ndarray | None = None
         self._neg: np.ndarray | None = None
+        #: the typical cosine in use: the configured one, or the one learned from the
+        #: statistics last given (:meth:`learn_concentration`)
+        self.cosine = config.prior_cosine if config.cosine is None else config.cosine
+
+    @property
+    def kappa(self) -> float:
+        """The shared concentration κ of the typical cosine in use (paper 003 eq. 10)."""
+        return self.config.kappa_at(self.cosine)
+
+    def learn_concentration(self, stats: MultinomialStats) -> float:
+        """The typical cosine in use, learned from the live clusters' masses and resultants
+        (:func:`~noveld.models.concentration.learned_cosine`) unless it is configured: a pure
+        function of the statistics, so a replica or a replay computes the same."""
+        if self.config.cosine is None:
+            kmax = stats.kmax
+            mass = np.where(stats.alive[:kmax], stats.m[:kmax] * stats.scale, 0.0)
+            self.cosine = learned_cosine(self.resultants(stats), mass, self.config.prior_cosine)
+        return self.cosine
 
     def bind_dimension_words(self, pos_ids: list[int], neg_ids: list[int]) -> None:
         """Vocabulary ids of the reserved entries of :func:`dimension_tokens` (j < dimension)."""
@@ -140,6 +171,7 @@ class VMFMixture(DPMM):
             raise ValueError(f"vmf: the batch needs a ({len(batch)}, {cfg.dimension}) embedding")
         pos, neg = self._dimension_ids()
         nb = len(batch)
+        self.learn_concentration(stats)
         forced = ensure_clusters(stats, known, nb)
         self._pinned = pinned
         stats.fresh[:] = False
@@ -159,7 +191,7 @@ class VMFMixture(DPMM):
         log_norm = np.empty(nb)
         margin = np.empty(nb)
         vkern.seat_batch(
-            gram, dots, mass, rn2, kmax, cfg.dimension, cfg.kappa, cfg.discount,
+            gram, dots, mass, rn2, kmax, cfg.dimension, self.kappa, cfg.discount,
             self.log_alpha(nb), cfg.deterministic, uniforms, sweeps, forced, assign, log_norm,
             margin,
         )  # fmt: skip
@@ -248,6 +280,7 @@ class VMFMixture(DPMM):
         def fits(uid: int, dims: np.ndarray, values: np.ndarray) -> bool:
             if not cache:
                 cache.append(self.resultants(stats))
+                self.learn_concentration(stats)
             x = np.zeros(self.config.dimension)
             x[dims] = values / FEATURE_SCALE
             return self.still_belongs_embedding(x, uid, stats, cache[0], size)
@@ -284,7 +317,7 @@ class VMFMixture(DPMM):
         """Log seating weights of unit vector x into clusters (mass, resultants) and the
         new-cluster weight (numpy; the kernel's formula, for checks and read-only questions)."""
         cfg = self.config
-        p, kappa = cfg.dimension, cfg.kappa
+        p, kappa = cfg.dimension, self.kappa
         logc = vkern.log_vmf_normalizer
         live = mass > 0.0
         out = np.full(mass.shape[0], -np.inf)

@@ -66,6 +66,12 @@ CASES = [
         id="quality_hybrid",
     ),
     pytest.param(
+        "quality_kappa",
+        ["--data", DATA, "--dims", "64", "--likelihoods", "vmf", "--cosines", "learned", "0.5"],
+        r"vmf cosine learned: NMI \d\.\d+ .* estimator on its partition \d\.\d+",
+        id="quality_kappa",
+    ),
+    pytest.param(
         "bench_failover",
         ["--data", DATA, "--topology", "sentinel", "--repeat", "1", "--rate", "200"],
         r"sentinel run 1: promoted [\d.]+ s",
