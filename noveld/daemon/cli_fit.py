@@ -27,9 +27,11 @@ from noveld.daemon.startup import default_store, refuse_a_file_as_state_dir
 from noveld.eval.metrics import clustering_scores
 from noveld.models.base import BatchResult, DocBatch
 from noveld.models.dpmm import DPMM
+from noveld.models.edcm import EDCMMixture
 from noveld.models.hybrid import HybridMixture
 from noveld.models.kernels import multinomial as kern
 from noveld.models.refine import forgetting_weights, partition_stats, refine_partition
+from noveld.models.refine_edcm import refine_edcm_partition
 from noveld.models.refine_hybrid import refine_hybrid_partition, with_vector_entries
 from noveld.schema import Document, SourcePosition
 from noveld.state.base import NamespaceState
@@ -166,11 +168,11 @@ def fit_archive(
 ) -> dict[str, Any]:
     """The pass, the sweeps and the write; returns the report."""
     m = settings.model
-    if m.kind != "dpmm" or m.likelihood not in ("multinomial", "hybrid"):
+    if m.kind != "dpmm" or m.likelihood not in ("multinomial", "hybrid", "edcm"):
         raise UserError(
-            "noveld fit refines the dpmm model with the multinomial or hybrid likelihood; for "
-            f"--model {m.kind} --likelihood {m.likelihood}, warm start with `noveld run --input "
-            "ARCHIVE` into the state (docs/operations.md, 'Warm start from an archive')"
+            "noveld fit refines the dpmm model with the multinomial, hybrid or edcm likelihood; "
+            f"for --model {m.kind} --likelihood {m.likelihood}, warm start with `noveld run "
+            "--input ARCHIVE` into the state (docs/operations.md, 'Warm start from an archive')"
         )
     if path == "-" or not Path(path).is_file():
         raise UserError(f"archive {path} is not a file (noveld fit reads a JSONL file)")
@@ -239,6 +241,10 @@ def fit_archive(
             refined = refine_hybrid_partition(
                 batch, before, model.config, log_alpha, sweeps, fixed, next_uid, rng, on_sweep
             )
+        elif isinstance(model, EDCMMixture):  # the EDCM's sites, shapes re-solved as they move
+            refined = refine_edcm_partition(
+                model, batch, before, log_alpha, sweeps, fixed, next_uid, rng, on_sweep
+            )
         else:
             refined = refine_partition(
                 batch, before, model.config, log_alpha, sweeps, fixed, next_uid, rng, on_sweep
@@ -275,6 +281,8 @@ def _fitted_state(
     weights = forgetting_weights(len(batch), settings.model.half_life_docs)
     if isinstance(model, HybridMixture):  # the vectors' resultants on the dimension entries
         batch = with_vector_entries(batch, *model.dimension_ids())
+    elif isinstance(model, EDCMMixture):  # what the store counts: document frequencies
+        batch, _ = model.edcm_view(batch)
     stats, _ = partition_stats(batch, uids, next_uid, weights)
     stats.ictl[kern.DOCS_SEEN] = passed.stats.ictl[kern.DOCS_SEEN]
     stats.ictl[kern.STEPS] = passed.stats.ictl[kern.STEPS]
@@ -362,8 +370,8 @@ def add_fit_command(
         "its documents at once (paper 004's sampler, started from the pass), and write the "
         "state into an EMPTY --state-dir or Redis namespace; noveld run then continues from "
         "it (same model settings). The archive's events are not emitted. dpmm with the "
-        "multinomial or hybrid likelihood; the archive's features (and vectors) are held in "
-        "memory.",
+        "multinomial, hybrid or edcm likelihood (edcm: paper 002's site-by-site refinement, "
+        "docs/model.md); the archive's features (and vectors) are held in memory.",
     )
     fit.add_argument("input", help="archive: JSONL file in stream order")
     fit.add_argument(

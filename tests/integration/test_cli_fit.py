@@ -107,7 +107,7 @@ def test_fit_refuses_what_it_cannot_do(halves: tuple[Path, Path], tmp_path: Path
     state = ["--state-dir", str(tmp_path / "s")]
     cases = [
         (["fit", str(archive), *state, "--model", "svi"], "warm start"),
-        (["fit", str(archive), *state, "--likelihood", "edcm"], "multinomial or hybrid"),
+        (["fit", str(archive), *state, "--model", "hdp"], "hybrid or edcm likelihood"),
         (["fit", str(archive)], "--state-dir DIR or --redis-url"),
         (["fit", "-", *state], "not a file"),
         (["fit", str(tmp_path / "missing.jsonl"), *state], "not a file"),
