@@ -107,6 +107,15 @@ def refine_partition(
     )
 
 
+def partition_key(slots: np.ndarray) -> bytes:
+    """The partition, whatever its clusters' slots or uids: clusters numbered by first
+    document (for telling a cycle of MAP sweeps from progress)."""
+    _, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
+    rank = np.empty(first.shape[0], dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(first.shape[0])
+    return bytes(rank[inverse].tobytes())
+
+
 def forgetting_weights(n_docs: int, half_life_docs: float) -> np.ndarray:
     """Each document's weight at the end of a stream of ``n_docs`` under exponential forgetting:
     ``2^(−later/h)`` with ``later`` the documents after it (all 1 without forgetting)."""

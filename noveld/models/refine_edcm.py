@@ -26,7 +26,7 @@ from noveld.models.edcm_prior import Prior
 from noveld.models.kernels import edcm as ekern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels.edcm_refine import reseat_edcm
-from noveld.models.refine import Refinement, partition_stats
+from noveld.models.refine import Refinement, partition_key, partition_stats
 from noveld.models.suffstats import MultinomialStats
 
 _BIN_LENGTHS = ekern.bin_lengths()
@@ -63,7 +63,9 @@ def refine_edcm_partition(
     (word counts; the EDCM view is built here), started from ``uids``. The prior over shapes
     is that of the whole archive, fixed for the refinement. ``log_alpha``, ``fixed``,
     ``next_uid`` and ``on_sweep(i, moved, clusters)`` as in
-    :func:`~noveld.models.refine.refine_partition`; MAP sweeps stop at a fixed point."""
+    :func:`~noveld.models.refine.refine_partition`. MAP sweeps stop at a fixed point or when they
+    come back to a partition they left: β is a point estimate re-solved as documents move, not
+    integrated out, so MAP moves need not raise a joint and can cycle."""
     cfg = model.config
     view, bins_of = model.edcm_view(batch)
     stats, slots = partition_stats(view, uids, next_uid)
@@ -75,6 +77,7 @@ def refine_edcm_partition(
         doc_cb = np.full(view.nnz, prior.docs * prior.const)
     moved = np.zeros(1, dtype=np.int64)
     per_sweep: list[int] = []
+    seen = {partition_key(slots)}
     for i in range(sweeps):
         stats.reserve(len(batch), view.nnz, view.vocab_size)  # room for one sweep
         hist, shape = _shapes(model, stats, prior)
@@ -89,8 +92,10 @@ def refine_edcm_partition(
         per_sweep.append(int(moved[0]))
         if on_sweep is not None:
             on_sweep(i, per_sweep[-1], int(stats.alive[: stats.kmax].sum()))
-        if cfg.deterministic and per_sweep[-1] == 0:
-            break  # a fixed point: the next sweep would change nothing either
+        key = partition_key(slots)
+        if cfg.deterministic and (per_sweep[-1] == 0 or key in seen):
+            break  # a fixed point, or back to a partition left before: the next would repeat
+        seen.add(key)
     return Refinement(
         uids=stats.uid[slots].copy(),
         moved=per_sweep,

@@ -237,3 +237,40 @@ def test_a_hybrid_fit_writes_a_state_that_run_continues(
     assert show("--state-dir", str(state))["docs"] == 3000
     cold = cli("run", "--input", str(live), "--state-dir", str(tmp_path / "cold"), *HYBRID)
     assert len(run.stdout.splitlines()) < len(cold.stdout.splitlines())
+
+
+EDCM = ["--likelihood", "edcm"]
+
+
+def test_an_edcm_fit_writes_a_state_that_run_continues(
+    halves: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The EDCM's site-by-site sweeps: the state counts each document as the streaming EDCM
+    does (its distinct words once, one length-bin entry), the same totals as a run over the
+    archive, and the live stream continues from the fitted clusters."""
+    archive, live = halves
+    state = tmp_path / "state"
+    fit = cli("fit", str(archive), "--state-dir", str(state), "--json", *EDCM)
+    report = json.loads(fit.stdout)
+    assert report["docs"] == 1500 and "sweep 1/5" in fit.stderr
+    assert report["clusters"] < report["clusters_after_pass"]
+    assert report["nmi"] > report["nmi_after_pass"]
+    fitted, _ = read_snapshot(state / "state.npz")
+    s = fitted.stats
+    alive = s.active_slots()
+    assert alive.shape[0] == report["clusters"]
+    assert float((s.m[alive] * s.scale).sum()) == 1500.0
+    bins = np.array([i for i, w in enumerate(fitted.vocab) if w.startswith("\x00edcm/len/")])
+    assert bins.shape[0] > 0
+    for k in alive.tolist():
+        ws, cs = s.word_counts(k)
+        assert float(cs[np.isin(ws, bins)].sum()) == float(s.m[k])  # one length entry per doc
+        assert float(cs.max()) <= float(s.m[k])  # document frequencies
+        assert float(cs.sum()) == float(s.ntok[k])
+    streamed = tmp_path / "streamed"
+    cli("run", "--input", str(archive), "--state-dir", str(streamed), *EDCM)
+    assert show("--state-dir", str(state))["tokens"] == show("--state-dir", str(streamed))["tokens"]
+    run = cli("run", "--input", str(live), "--state-dir", str(state), *EDCM)
+    assert show("--state-dir", str(state))["docs"] == 3000
+    cold = cli("run", "--input", str(live), "--state-dir", str(tmp_path / "cold"), *EDCM)
+    assert len(run.stdout.splitlines()) < len(cold.stdout.splitlines())

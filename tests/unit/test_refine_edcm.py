@@ -86,10 +86,13 @@ def slow_sweeps(
     docs: list[list[int]], start: list[int], vocab: int, discount: float, sweeps: int
 ) -> list[int]:
     """MAP sweeps (ties: the new cluster, then the oldest uid); a document alone and best
-    alone keeps its uid, a new cluster takes the next uid."""
+    alone keeps its uid, a new cluster takes the next uid; stops at a fixed point or at a
+    partition it has left before."""
     assign = list(start)
     next_uid = max(start) + 1
+    seen = {canonical(assign)}
     for _ in range(sweeps):
+        before = list(assign)
         for d, doc in enumerate(docs):
             own = assign[d]
             clusters: dict[int, list[list[int]]] = {}
@@ -104,7 +107,16 @@ def slow_sweeps(
                 else:
                     best = own
             assign[d] = best
+        if assign == before or canonical(assign) in seen:
+            break
+        seen.add(canonical(assign))
     return assign
+
+
+def canonical(labels: list[int]) -> tuple[int, ...]:
+    """The partition with clusters numbered by first document."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(u, len(first)) for u in labels)
 
 
 def noisy_docs(rng: np.random.Generator, n: int) -> list[list[int]]:
