@@ -2,7 +2,9 @@
 
 The archive goes through the same streaming pass as ``noveld run`` (in memory, its events
 discarded: an archive's stories are not news), then collapsed Gibbs sweeps over *all* its
-documents refine the pass's clusters (:mod:`noveld.models.refine`), and the refined state is
+documents refine the pass's clusters (:mod:`noveld.models.refine`; blocked for the hybrid,
+:mod:`~noveld.models.refine_hybrid`; paper 002's site-by-site sweeps for the EDCM,
+:mod:`~noveld.models.refine_edcm`), and the refined state is
 written into an empty ``--state-dir`` or Redis namespace, where ``noveld run`` continues from it.
 """
 
