@@ -68,7 +68,7 @@ def _decode(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document:
     context = check.context(obj, fields.context)
     ts = check.ts(obj, fields.ts)
     # Every field was checked above, so the (hot-path) pydantic validation is skipped;
-    # tests/unit/test_decode.py checks that decoded documents also pass full validation.
+    # tests/unit/connectors/test_decode.py checks that decoded documents also pass full validation.
     return trusted(
         Document,
         {
