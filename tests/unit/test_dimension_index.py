@@ -86,3 +86,21 @@ def test_an_index_follows_the_statistics_it_is_given() -> None:
         index.add_counts(s, *_batch(rng, 4))
     assert np.array_equal(index.resultants(a, 0.5), _resultants_walked(a))
     assert np.array_equal(index.resultants(b, 0.5), _resultants_walked(b))
+
+
+def test_merge_entries_equals_its_numpy_reference() -> None:
+    rng = np.random.default_rng(3)
+    for n_clusters in (0, 1, 7):
+        v1 = 100
+        ids = rng.permutation(np.arange(60, 60 + 2 * P)).astype(np.int64)
+        ukey = np.unique(rng.integers(0, max(n_clusters, 1) * v1, 30))
+        ukey = ukey[ukey % v1 < 60] if n_clusters else ukey[:0]
+        wc = rng.random(ukey.shape[0])
+        pos = np.maximum(rng.normal(size=(n_clusters, P)), 0.0)
+        neg = np.maximum(rng.normal(size=(n_clusters, P)), 0.0)
+        pos[:, 0] = 0.0  # a dimension no document has a part on
+        args = (ukey, wc, v1, pos, neg, np.argsort(ids), ids)
+        got, want = dkern.merge_entries(*args), dkern.merge_entries_reference(*args)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+        assert got[0].shape[0] == ukey.shape[0] + np.count_nonzero(pos) + np.count_nonzero(neg)

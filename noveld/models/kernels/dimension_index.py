@@ -133,3 +133,60 @@ def gather_resultants_indexed(
             if e >= 0:
                 v += -1.0 * pc[e] * scale
             out[j, k] = v
+
+
+@njit(cache=True, nogil=True)
+def merge_entries(
+    ukey: np.ndarray, wc: np.ndarray, v1: int, pos_part: np.ndarray, neg_part: np.ndarray,
+    order: np.ndarray, ids: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """A batch's (cluster, word, count) entries in key order (cluster · ``v1`` + word): the
+    words' (sorted keys ``ukey``, counts ``wc``) merged with the vectors' non-zero parts (row
+    r of ``pos_part`` and ``neg_part`` side by side: cluster r on reserved ids ``ids``;
+    ``order`` sorts ``ids``), as :func:`merge_entries_reference` orders them."""
+    p = pos_part.shape[1]
+    n_vec = 0
+    for r in range(pos_part.shape[0]):
+        for j in range(p):
+            n_vec += (pos_part[r, j] != 0.0) + (neg_part[r, j] != 0.0)
+    n = ukey.shape[0] + n_vec
+    e_cluster = np.empty(n, np.int64)
+    e_word = np.empty(n, np.int64)
+    e_count = np.empty(n)
+    i = 0
+    o = 0
+    for r in range(pos_part.shape[0]):
+        for c in range(order.shape[0]):
+            src = order[c]
+            x = pos_part[r, src] if src < p else neg_part[r, src - p]
+            if x != 0.0:
+                key = r * v1 + ids[src]
+                while i < ukey.shape[0] and ukey[i] <= key:
+                    e_cluster[o], e_word[o], e_count[o] = ukey[i] // v1, ukey[i] % v1, wc[i]
+                    i += 1
+                    o += 1
+                e_cluster[o], e_word[o], e_count[o] = r, ids[src], x
+                o += 1
+    while i < ukey.shape[0]:
+        e_cluster[o], e_word[o], e_count[o] = ukey[i] // v1, ukey[i] % v1, wc[i]
+        i += 1
+        o += 1
+    return e_cluster, e_word, e_count
+
+
+def merge_entries_reference(
+    ukey: np.ndarray, wc: np.ndarray, v1: int, pos_part: np.ndarray, neg_part: np.ndarray,
+    order: np.ndarray, ids: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """:func:`merge_entries` in numpy: the vectors' entries found with ``np.nonzero`` (by
+    cluster, then reserved id: in key order), the words' put in their places among them."""
+    parts = np.concatenate([pos_part, neg_part], 1)[:, order]
+    rows, cols = np.nonzero(parts)
+    at = np.searchsorted(rows * v1 + ids[order][cols], ukey) + np.arange(ukey.shape[0])
+    vec = np.ones(ukey.shape[0] + rows.shape[0], dtype=np.bool_)
+    vec[at] = False
+    e_cluster, e_word = np.empty(vec.shape[0], np.int64), np.empty(vec.shape[0], np.int64)
+    e_count = np.empty(vec.shape[0])
+    e_cluster[at], e_word[at], e_count[at] = ukey // v1, ukey % v1, wc
+    e_cluster[vec], e_word[vec], e_count[vec] = rows, ids[order][cols], parts[rows, cols]
+    return e_cluster, e_word, e_count
