@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from noveld.models.base import DocBatch
 from noveld.models.dpmm.replay import add_counts
+from noveld.models.hybrid import HybridConfig, HybridMixture
 from noveld.models.hybrid_index import DimensionIndex
 from noveld.models.kernels import dimension_index as dkern
 from noveld.models.kernels import multinomial as kern
@@ -104,3 +106,61 @@ def test_merge_entries_equals_its_numpy_reference() -> None:
         for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
         assert got[0].shape[0] == ukey.shape[0] + np.count_nonzero(pos) + np.count_nonzero(neg)
+
+
+def _hybrid_batch(rng: np.random.Generator, n: int) -> DocBatch:
+    """Documents of a few words near one of three topics, each with a unit vector near the
+    topic's direction (a zero row for one in five)."""
+    words = 2 * P
+    docs, emb = [], np.zeros((n, P))
+    for d in range(n):
+        topic = int(rng.integers(0, 3))
+        docs.append((words + rng.choice(np.arange(topic * 6, topic * 6 + 9), 5)).tolist())
+        if rng.random() < 0.8:
+            x = np.eye(P)[topic] + 0.6 * rng.standard_normal(P)
+            emb[d] = x / np.linalg.norm(x)
+    b = DocBatch.from_docs(docs, words + 30)
+    return DocBatch(b.ptr, b.words, b.counts, b.lengths, words + 30, words, emb=emb)
+
+
+class _Walking(DimensionIndex):
+    """The index's interface on the walking kernels: the code before the index."""
+
+    def add_counts(
+        self, stats: MultinomialStats, slots: np.ndarray, words: np.ndarray, raw: np.ndarray
+    ) -> None:
+        add_counts(stats, slots, words, raw)
+
+    def resultants(self, stats: MultinomialStats, scale: float) -> np.ndarray:
+        out = np.empty((P, stats.kmax))
+        vtable.gather_resultants_t(
+            POS, NEG, stats.head, stats.nxt, stats.pk, stats.pc, stats.kmax, scale, out
+        )
+        return out.T
+
+
+def test_the_hybrid_model_steps_alike_through_the_index_and_the_lists() -> None:
+    """Forgetting, pruning compactions, merges and retirements: the same seats and pool."""
+    models = []
+    for _ in range(2):
+        config = HybridConfig(
+            alpha=10.0, beta=0.1, alpha_scaling="none", deterministic=False, cosine=0.6,
+            dimension=P, half_life_docs=200.0, prune_below=0.05, retire_min_mass=0.5,
+        )  # fmt: skip
+        model = HybridMixture(config)
+        model.bind_dimension_words(POS.tolist(), NEG.tolist())
+        model.uncounted_words = lambda: np.concatenate([POS, NEG])
+        models.append(model)
+    models[1]._index = _Walking(POS, NEG)
+    states = [models[0].new_state(), models[1].new_state()]
+    rng = np.random.default_rng(4)
+    for i in range(40):
+        batch = _hybrid_batch(rng, 25)
+        seats = [
+            m.partial_fit(batch, s, np.random.default_rng(i))
+            for m, s in zip(models, states, strict=True)
+        ]
+        np.testing.assert_array_equal(seats[0].assignments, seats[1].assignments)
+        for name in ("head", "nxt", "pk", "pc", "ictl", "m", "alive"):
+            np.testing.assert_array_equal(getattr(states[0], name), getattr(states[1], name))
+    assert states[0].compactions > 0 and states[0].ictl[kern.KMAX] > 3
