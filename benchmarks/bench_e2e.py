@@ -71,8 +71,8 @@ def timed_run(
     time counts every thread of the run (the view's included) and varies less than the wall
     clock on a machine shared with other work. ``code``: run the noveld checked out there."""
     env = dict(os.environ)
-    if code is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
+    root = Path(code).resolve() if code is not None else Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory() as tmp:
         if state:
             extra = [*extra, "--state-dir", f"{tmp}/state"]
@@ -82,7 +82,7 @@ def timed_run(
             "noveld",  # as the console script: its environment defaults (one BLAS thread)
             "run",
             "--input",
-            str(data),
+            str(Path(data).resolve()),
             "--quiet",
             "--dlq",
             f"{tmp}/dlq.jsonl",
@@ -93,8 +93,8 @@ def timed_run(
         done = threading.Event()
         cpu0 = _children_cpu()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        proc = subprocess.Popen(  # run from tmp: `-m` puts the working directory first
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp
         )
         watcher = None
         if ui == "watched":

@@ -40,6 +40,7 @@ from noveld.models.hybrid_batch import (
     vector_delta,
     vector_merge_gains,
 )
+from noveld.models.hybrid_index import DimensionIndex
 from noveld.models.hybrid_known import absorb_into_known
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
@@ -101,16 +102,15 @@ class HybridMixture(VMFMixture):
     likelihood = "hybrid"
     config: HybridConfig
 
+    def bind_dimension_words(self, pos_ids: list[int], neg_ids: list[int]) -> None:
+        super().bind_dimension_words(pos_ids, neg_ids)
+        self._index = DimensionIndex(*self._dimension_ids())
+
     def resultants(self, stats: MultinomialStats, extra_decay: float = 1.0) -> np.ndarray:
-        """:meth:`VMFMixture.resultants`, the same values, gathered dimension-major (the
-        (kmax × p) array returned is column-major)."""
-        pos, neg = self._dimension_ids()
-        out = np.empty((self.config.dimension, stats.kmax))
-        vtable.gather_resultants_t(
-            pos, neg, stats.head, stats.nxt, stats.pk, stats.pc, stats.kmax,
-            stats.scale * extra_decay, out,
-        )  # fmt: skip
-        return out.T
+        """:meth:`VMFMixture.resultants`, the same values, read through the dimension index
+        (the (kmax × p) array returned is column-major)."""
+        self._dimension_ids()  # bound
+        return self._index.resultants(stats, stats.scale * extra_decay)
 
     @property
     def table(self) -> np.ndarray:
@@ -160,7 +160,7 @@ class HybridMixture(VMFMixture):
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
         delta = vector_delta(replace(batch, emb=emb), uids, np.concatenate([pos, neg]), f, born)
-        apply_additions(stats, delta)
+        apply_additions(stats, delta, self._index.add_counts)
         slot_of = {int(u): k for k, u in enumerate(stats.uid[: stats.kmax].tolist())}
         for u, _, _ in born:
             stats.fresh[slot_of[u]] = True

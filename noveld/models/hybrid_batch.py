@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from noveld.models.base import DocBatch, StatsDelta
+from noveld.models.kernels import dimension_index as dkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
 from noveld.models.kernels import vmf_table as vtable
@@ -72,17 +73,9 @@ def vector_delta(
     onehot = np.zeros((cl.shape[0], len(batch)))
     onehot[inv, np.arange(len(batch))] = 1.0
     pos_part, neg_part = onehot @ np.maximum(batch.emb, 0.0), onehot @ np.maximum(-batch.emb, 0.0)
-    order = np.argsort(ids)
-    parts = np.concatenate([pos_part, neg_part], 1)[:, order]
-    rows, cols = np.nonzero(parts)  # by cluster, then reserved id: in key order
-    # the words' entries into their places among the vectors' (the two key sets are disjoint)
-    at = np.searchsorted(rows * v1 + ids[order][cols], ukey) + np.arange(ukey.shape[0])
-    vec = np.ones(ukey.shape[0] + rows.shape[0], dtype=np.bool_)
-    vec[at] = False
-    e_cluster, e_word = np.empty(vec.shape[0], np.int64), np.empty(vec.shape[0], np.int64)
-    e_count = np.empty(vec.shape[0])
-    e_cluster[at], e_word[at], e_count[at] = ukey // v1, ukey % v1, wc
-    e_cluster[vec], e_word[vec], e_count[vec] = rows, ids[order][cols], parts[rows, cols]
+    e_cluster, e_word, e_count = dkern.merge_entries(
+        ukey, wc, v1, pos_part, neg_part, np.argsort(ids), ids
+    )
     return StatsDelta(
         decay=f,
         cluster_uids=cl.astype(np.int64),

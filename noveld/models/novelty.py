@@ -101,8 +101,8 @@ class NoveltyTracker:
                         "doc_id": doc_ids[i],
                         "at": positions[i],
                         "index": first_index + i,
-                        "words": [int(x) for x in w],
-                        "counts": [int(x) for x in c],
+                        "words": np.asarray(w, dtype=np.int64).tolist(),
+                        "counts": np.asarray(c, dtype=np.int64).tolist(),
                     }
                 )
             if cand.size >= self.min_size:

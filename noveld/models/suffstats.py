@@ -43,6 +43,9 @@ class MultinomialStats:
     dirty_slots: list[int] = field(default_factory=list)
     # young clusters (persisted) and merged-away uids, for reconciling replicas
     lineage: Lineage = field(default_factory=Lineage)
+    #: compactions so far (not persisted): they move every postings entry, so indexes of
+    #: entry positions kept beside the pool are rebuilt when it changes
+    compactions: int = 0
 
     # ---- capacity -------------------------------------------------------------------------
     @property
@@ -77,6 +80,7 @@ class MultinomialStats:
         """Drop postings of dead clusters and of counts ≤ ``prune_below`` (true units, so faded
         words leave the pool under forgetting); recycle retired slots. ``uncounted``: ids of
         the words whose counts are not tokens (not in ``ntok``), pruned without touching it."""
+        self.compactions += 1
         flags = np.zeros(self.head.shape[0], dtype=np.bool_)
         if uncounted is not None and uncounted.shape[0]:
             flags[uncounted[uncounted < flags.shape[0]]] = True

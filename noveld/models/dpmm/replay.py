@@ -19,6 +19,18 @@ UncountedWords = Callable[[], np.ndarray]
 vmf dimensions: :func:`noveld.models.vocabulary.uncounted_ids`); asked only when pruning."""
 
 
+AddCounts = Callable[[MultinomialStats, np.ndarray, np.ndarray, np.ndarray], None]
+"""Adds raw counts to the (word, slot) entries of statistics with room reserved (arguments:
+the statistics, slots, word ids, raw counts): :func:`add_counts` or a faster equal form."""
+
+
+def add_counts(
+    stats: MultinomialStats, slots: np.ndarray, words: np.ndarray, raw: np.ndarray
+) -> None:
+    """:func:`~noveld.models.kernels.multinomial.add_word_counts` on ``stats``' pool."""
+    kern.add_word_counts(slots, words, raw, stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl)
+
+
 def no_uncounted_words() -> np.ndarray:
     """Every entry is a token (plain text models)."""
     return np.zeros(0, dtype=np.int64)
@@ -69,10 +81,13 @@ def replay_delta(
     finish_delta(stats, delta, half_life_docs, prune_below, uncounted)
 
 
-def apply_additions(stats: MultinomialStats, delta: StatsDelta) -> None:
-    """First half of :func:`replay_delta`: the decay and the batch's additions. Additions to a
-    cluster merged away here go to its survivor (:meth:`Lineage.resolve`); the delta's births
-    become young merge candidates (:mod:`noveld.models.lineage`)."""
+def apply_additions(
+    stats: MultinomialStats, delta: StatsDelta, add: AddCounts = add_counts
+) -> None:
+    """First half of :func:`replay_delta`: the decay and the batch's additions (through
+    ``add``). Additions to a cluster merged away here go to its survivor
+    (:meth:`Lineage.resolve`); the delta's births become young merge candidates
+    (:mod:`noveld.models.lineage`)."""
     stats.decay(delta.decay)
     lineage = stats.lineage
     kmax = stats.kmax
@@ -98,16 +113,7 @@ def apply_additions(stats: MultinomialStats, delta: StatsDelta) -> None:
     inv = 1.0 / stats.scale
     np.add.at(stats.m, slots, delta.dm * inv)
     np.add.at(stats.ntok, slots, delta.dntok * inv)
-    kern.add_word_counts(
-        slots[delta.word_cluster],
-        delta.word_ids.astype(np.int64),
-        delta.word_count * inv,
-        stats.head,
-        stats.nxt,
-        stats.pk,
-        stats.pc,
-        stats.ictl,
-    )
+    add(stats, slots[delta.word_cluster], delta.word_ids.astype(np.int64), delta.word_count * inv)
 
 
 def finish_delta(
