@@ -156,7 +156,9 @@ class Pipeline(LiveReads):
             encoder=text_encoder(m),
             words_view=self.variant.words,
         )
-        self.live = LiveNamespace.from_state(state, vocab, featurizer, self.settings.novelty)
+        self.live = LiveNamespace.from_state(
+            state, vocab, featurizer, self.settings.novelty, self.store.shared_announcements
+        )
         self.stories.load(state.stories)
 
     @property

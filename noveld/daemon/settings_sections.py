@@ -53,6 +53,13 @@ class NoveltySettings(Section):
     refound: bool = Field(
         True, description="founding doc = first member that still fits the cluster at confirmation"
     )
+    hold_docs: int | None = Field(
+        None,
+        ge=0,
+        description="hold a confirmed birth until the namespace counted this many more documents, "
+        "then announce it under the cluster it was merged into, once (0: at once; None: 1024 "
+        "with Redis, whose replicas may open one story twice, else 0)",
+    )
 
 
 class StoriesSettings(Section):

@@ -158,3 +158,26 @@ def test_the_json_state_is_asdict_and_does_not_follow_the_tracker() -> None:
     before = json.dumps(taken)
     _observe_with_words(tr, [], [5], 1, lambda *_: True)
     assert tr.candidates[5].size == 2 and json.dumps(taken) == before
+
+
+def test_a_held_birth_is_announced_once_under_the_survivor_of_its_merge() -> None:
+    """Replicas (hold_docs): two writers' births of one story, confirmed in one round, are held
+    until the namespace counted hold_docs more documents; by then one was merged into the
+    other, and the survivor is announced once, with the earlier founding document; a held
+    birth whose cluster is gone is dropped; the held state survives a JSON round trip."""
+    tr = NoveltyTracker(min_size=2, confirm_within=100, hold_docs=20)
+    # uid 5 and uid 9 (another writer's twin this tracker took over) confirm at once: held
+    assert observe(tr, [(9, 0, 1.0), (5, 2, 1.0)], [9, 9, 5, 5, 3], first=10) == []
+    assert observe(tr, [(4, 0, 1.0)], [4, 4], first=20) == []  # 4 held as well
+    tr2 = NoveltyTracker(min_size=2, confirm_within=100, hold_docs=20)
+    tr2.load_json(json.loads(json.dumps(tr.to_json())))
+    merged = {9: 5}  # 9 merged into 5; 4 retired
+    out = tr2.observe(
+        [], [1], ["d40"], [pos(40)], 40, (),
+        resolve=lambda u: None if u == 4 else merged.get(u, u),
+    )  # fmt: skip
+    assert [(c.candidate.uid, c.candidate.founding_doc_id) for c in out] == [(5, "d10")]
+    assert out[0].confirmed_index == 11
+    assert tr2.candidates.keys() == {4}  # not due yet (confirmed at 21, due at 42)
+    out = tr2.observe([], [1], ["d42"], [pos(42)], 42, (), resolve=lambda u: None)
+    assert out == [] and tr2.dropped == 1 and not tr2.candidates
