@@ -58,7 +58,7 @@ class NoveltySettings(Section):
         ge=0,
         description="hold a confirmed birth until the namespace counted this many more documents, "
         "then announce it under the cluster it was merged into, once (0: at once; None: 1024 "
-        "with Redis, whose replicas may open one story twice, else 0)",
+        "with Redis, whose dpmm and hdp replicas may open one story twice, else 0)",
     )
 
 

@@ -87,6 +87,7 @@ class NoveltyTracker:
         fits: FitTest | None = None,
         resolve: Callable[[int], int | None] | None = None,
         now: int | None = None,
+        hold: bool = True,
     ) -> list[Confirmation]:
         """Register births, count members in stream order, confirm or expire candidates.
 
@@ -99,7 +100,8 @@ class NoveltyTracker:
         ``resolve`` (with ``hold_docs``): the live cluster a uid lives on in now (itself, or
         the survivor it was merged into), None once it is gone; ``now``: the namespace's
         document count after this batch and every other writer's applied so far (default: the
-        batch's end). The held confirmations due (:meth:`_release`) come first in the list.
+        batch's end). The held confirmations due (:meth:`_release`) come first in the list;
+        ``hold`` False: this batch's confirmations are not held (no other writer is active).
         """
         end = first_index + len(assignments)
         clock = end if now is None else now
@@ -137,7 +139,7 @@ class NoveltyTracker:
             if cand.size >= self.min_size:
                 if fits is not None:
                     self._refound(cand, fits)
-                if self.hold_docs:
+                if self.hold_docs and hold:
                     cand.confirmed_at, cand.confirmed_index = positions[i], first_index + i
                     cand.release_at = clock + self.hold_docs
                     continue

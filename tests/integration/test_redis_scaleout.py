@@ -25,10 +25,15 @@ from noveld.synth import SynthConfig, generate
 pytestmark = pytest.mark.integration
 
 
-def settings_for(tmp_path: Path, ns: str) -> Settings:
+def settings_for(tmp_path: Path, ns: str, hold_docs: int | None = None) -> Settings:
     return load_settings(
         None,
-        {"namespace": ns, "dlq": str(tmp_path / "dlq.jsonl"), "model": {"deterministic": True}},
+        {
+            "namespace": ns,
+            "dlq": str(tmp_path / "dlq.jsonl"),
+            "model": {"deterministic": True},
+            "novelty": {"hold_docs": hold_docs},
+        },
     )
 
 
@@ -177,9 +182,10 @@ def test_a_birth_confirmed_by_two_replicas_is_announced_once(
 ) -> None:
     """Replica b loads the novelty candidates a left in the store, then both see the candidate
     reach min_size in the same round: each confirms it, the commit script lets the first birth
-    through and leaves the second out (not in the outbox, not counted)."""
+    through and leaves the second out (not in the outbox, not counted). Births are announced
+    at once here (hold 0): the commit script is the guard behind the hold as well."""
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path, "once")
+    settings = settings_for(tmp_path, "once", hold_docs=0)
     a = replica(client, settings, ["in:0"])
     feed(a, story_records(0, 0, 2))  # a candidate of 2 documents (min_size 3)
     b = replica(client, settings, ["in:1"])  # starts from a's candidates

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from noveld.daemon.stages.novelty import others_writing
+from noveld.models.lineage import Lineage
 from noveld.models.novelty import NoveltyTracker
 
 
@@ -181,3 +183,16 @@ def test_a_held_birth_is_announced_once_under_the_survivor_of_its_merge() -> Non
     assert tr2.candidates.keys() == {4}  # not due yet (confirmed at 21, due at 42)
     out = tr2.observe([], [1], ["d42"], [pos(42)], 42, (), resolve=lambda u: None)
     assert out == [] and tr2.dropped == 1 and not tr2.candidates
+
+
+def test_births_are_held_only_while_another_writer_opens_clusters() -> None:
+    """A writer holding every input's uid slot has no twin to wait for: it announces at once."""
+    tr = NoveltyTracker(min_size=2, confirm_within=100, hold_docs=20)
+    out = tr.observe([(5, 0, 1.0)], [5, 5], ["a", "b"], [pos(0), pos(1)], 0, hold=False)
+    assert [c.candidate.uid for c in out] == [5]
+    lineage = Lineage(young={1 << 40 | 3: 0}, own_slots=frozenset({0}))
+    assert others_writing(lineage)
+    lineage.own_slots = frozenset({0, 1})
+    assert not others_writing(lineage)
+    lineage.own_slots = None  # one process, one input: no slots to tell apart
+    assert not others_writing(lineage)

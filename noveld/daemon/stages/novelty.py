@@ -13,6 +13,7 @@ from noveld.daemon.stages.events import position_json
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.kernels import multinomial as kern
+from noveld.models.lineage import UID_SLOT_BITS, Lineage
 from noveld.models.novelty import Confirmation
 from noveld.schema import Document, SourcePosition
 
@@ -43,6 +44,13 @@ class _BatchFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
 
     def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
         return self._batch.doc(i)
+
+
+def others_writing(lineage: Lineage) -> bool:
+    """Has another writer opened clusters lately (a young cluster of a uid slot this writer
+    does not hold)? Only then may a birth here have a twin, and is worth holding."""
+    own = lineage.own_slots
+    return own is not None and any(u >> UID_SLOT_BITS not in own for u in lineage.young)
 
 
 def observe(
@@ -79,6 +87,7 @@ def observe(
         model.refound_test(live.state.stats, batch) if refound else None,
         resolve,
         int(stats.ictl[kern.DOCS_SEEN]) if hasattr(stats, "ictl") else None,
+        lineage is not None and others_writing(lineage),
     )
     # a held birth released under a survivor this writer announced already says nothing new
     return [c for c in confirmed if c.candidate.uid not in live.announced]
