@@ -1,7 +1,8 @@
 """Scale-out quality: N ``dpmm`` replicas in one consumer group and one Redis namespace.
 
     python benchmarks/bench_scaleout.py [--data FILE] [--replicas 1 2 4] [--batch-size 256]
-                                        [--rate 1000] [--cost-rounds 4]
+                                        [--rate 1000] [--tail 2048] [--hold-docs N]
+                                        [--cost-rounds 4]
 
 Starts a private tansu broker and Redis-protocol server (tests/servers/) and for each N runs N
 ``noveld run`` subprocesses (own group, namespace and topics per N); once every replica holds
@@ -115,6 +116,8 @@ def run_replicas(
     ports = [free_port() for _ in range(n)]
     # batches fill up (--batch-size) at every N: a replica at 1/N of the rate waits longer
     env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": str(a.max_wait_ms)}
+    if a.hold_docs is not None:
+        env["NOVELD_NOVELTY__HOLD_DOCS"] = str(a.hold_docs)
     procs = [
         subprocess.Popen(
             [
@@ -282,6 +285,7 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
     p.add_argument("--max-wait-ms", type=int, default=2000, help="the replicas' batch.max_wait_ms")
     p.add_argument("--tail", type=int, default=2048, help="unscored documents after the stream")
+    p.add_argument("--hold-docs", type=int, help="the replicas' novelty.hold_docs")
     p.add_argument("--cost-rounds", type=int, default=0, help="time reconciliation on/off")
     a = p.parse_args()
     rows = load_texts(a.data)

@@ -156,11 +156,7 @@ class Pipeline(LiveReads):
             encoder=text_encoder(m),
             words_view=self.variant.words,
         )
-        # concurrent writers (svi has one, the others standing by) may open one story twice
-        writers = self.store.shared_announcements and self.settings.model.kind != "svi"
-        self.live = LiveNamespace.from_state(
-            state, vocab, featurizer, self.settings.novelty, writers
-        )
+        self.live = LiveNamespace.from_state(state, vocab, featurizer, self.settings.novelty)
         self.stories.load(state.stories)
 
     @property

@@ -66,9 +66,6 @@ class HybridConfig(VMFConfig):
     #: s of the words' length tempering (:func:`~noveld.models.kernels.tempering.
     #: length_tempering`): a document of n tokens counts as n(1 + s)/(n + s) words; 0: as n
     document_concentration: float = 15.0
-    #: replicas: merge the young clusters (other writers' births replayed since the last batch
-    #: against this writer's) before seating the batch too, not only after
-    merge_before_seating: bool = True
 
     @property
     def prior_cosine(self) -> float:
@@ -144,10 +141,6 @@ class HybridMixture(VMFMixture):
         forced = ensure_clusters(stats, known, nb)
         self._pinned = pinned
         stats.fresh[:] = False
-        # other writers' births of the last round, joined to this writer's before the batch
-        # sees them (no pair unless two uid slots' young clusters are alive)
-        early = cfg.merge and cfg.merge_before_seating
-        pairs = self._merge_young(batch, np.full(nb, -1), [], stats) if early else []
         f = decay_factor(cfg.half_life_docs, nb)
         kmax = stats.kmax
         s = seating_state(stats, self.resultants(stats, f), emb, f)
@@ -171,7 +164,7 @@ class HybridMixture(VMFMixture):
         slot_of = {int(u): k for k, u in enumerate(stats.uid[: stats.kmax].tolist())}
         for u, _, _ in born:
             stats.fresh[slot_of[u]] = True
-        pairs += self._merge_young(batch, uids, born, stats) if cfg.merge else []
+        pairs = self._merge_young(batch, uids, born, stats) if cfg.merge else []
         pairs += self._absorb(batch, uids, stats, pairs)
         own = {u for u, _, _ in born}
         merged = [(src, dst, src in own) for src, dst in pairs]

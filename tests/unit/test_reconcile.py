@@ -6,7 +6,6 @@ in every order; the merged-into map and the young clusters stay bounded."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -297,26 +296,3 @@ def test_words_of_clusters_matches_the_per_cluster_oracle() -> None:
         got = kern.words_of_clusters(member, stats.head, stats.nxt, stats.pk, stats.pc)
         assert np.array_equal(got, want)
 
-
-@pytest.mark.parametrize("early", [True, False])
-def test_the_hybrid_joins_concurrent_births_before_seating_the_next_batch(early: bool) -> None:
-    """Both writers open story 0 in one round; b, having applied a's delta, merges its own
-    birth into a's (lower uid) before it seats its next batch, so that batch's documents of
-    the story go to a's cluster only: b's delta adds nothing to its own birth. Without the
-    early merge they are seated in both and joined after."""
-    model = hybrid_model(2048)
-    model.config = replace(model.config, merge_before_seating=early)
-    a, b = Replica(model, 0), Replica(model, 1)
-    log: list[tuple[int, StatsDelta]] = []
-    rng = np.random.default_rng(3)
-    words = rng.choice(VOCAB, 12, replace=False)
-    story = [(i, rng.choice(words, 5).tolist(), 0) for i in range(8)]
-    da = a.fit([d for _, d, _ in story[:4]], [0, 1, 2, 3], rng, story_vectors(1, story[:4]))
-    db = b.fit([d for _, d, _ in story[4:]], [4, 5, 6, 7], rng, story_vectors(2, story[4:]))
-    a.commit(log, da)
-    b.commit(log, db)
-    (twin,) = db.born_uids.tolist()
-    nxt = [(i, rng.choice(words, 5).tolist(), 0) for i in range(8, 12)]
-    delta = b.fit([d for _, d, _ in nxt], [8, 9, 10, 11], rng, story_vectors(3, nxt))
-    assert delta.merges.tolist() == [[twin, int(da.born_uids[0])]]
-    assert (twin in delta.cluster_uids.tolist()) is not early

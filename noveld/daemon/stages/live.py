@@ -13,11 +13,6 @@ from noveld.models.novelty import NoveltyTracker
 from noveld.models.vocabulary import Vocabulary
 from noveld.state.base import NamespaceState
 
-REPLICA_HOLD_DOCS = 1024
-"""Default ``novelty.hold_docs`` with a shared store: one round of 4 replicas at batch 256, so
-the other replicas' births of the round a birth was confirmed in have been applied and merged
-before it is announced (docs/events.md, "Replicas")."""
-
 
 @dataclass
 class LiveNamespace:
@@ -44,15 +39,12 @@ class LiveNamespace:
         vocab: Vocabulary,
         featurizer: Featurizer,
         novelty: NoveltySettings,
-        replicas: bool = False,
     ) -> LiveNamespace:
         """The working copy of ``state`` (just loaded, or loaded afresh by the store after
-        another writer's compaction), around its already built vocabulary and featurizer;
-        ``replicas``: other writers may share the namespace (the default hold applies)."""
-        hold = novelty.hold_docs
-        if hold is None:
-            hold = REPLICA_HOLD_DOCS if replicas else 0
-        tracker = NoveltyTracker(novelty.min_size, novelty.confirm_within, novelty.exemplars, hold)
+        another writer's compaction), around its already built vocabulary and featurizer."""
+        tracker = NoveltyTracker(
+            novelty.min_size, novelty.confirm_within, novelty.exemplars, novelty.hold_docs
+        )
         tracker.load_json(state.novelty)
         return cls(
             state=state,
