@@ -295,4 +295,3 @@ def test_words_of_clusters_matches_the_per_cluster_oracle() -> None:
         want = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *oracle]))
         got = kern.words_of_clusters(member, stats.head, stats.nxt, stats.pk, stats.pc)
         assert np.array_equal(got, want)
-
