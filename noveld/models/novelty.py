@@ -206,8 +206,9 @@ class NoveltyTracker:
 
 def _candidate_json(cand: Candidate) -> dict[str, Any]:
     """``asdict(cand)`` with its lists copied and the members' dicts shared (they are not
-    changed after they are recorded)."""
-    return {
+    changed after they are recorded); the held confirmation's fields only when it is held, so
+    a state without held births reads as it did before they existed."""
+    out = {
         "uid": cand.uid,
         "founding_doc_id": cand.founding_doc_id,
         "born_at": dict(cand.born_at),
@@ -216,10 +217,12 @@ def _candidate_json(cand: Candidate) -> dict[str, Any]:
         "size": cand.size,
         "exemplars": list(cand.exemplars),
         "members": list(cand.members),
-        "confirmed_at": None if cand.confirmed_at is None else dict(cand.confirmed_at),
-        "confirmed_index": cand.confirmed_index,
-        "release_at": cand.release_at,
     }
+    if cand.release_at >= 0:
+        out["confirmed_at"] = None if cand.confirmed_at is None else dict(cand.confirmed_at)
+        out["confirmed_index"] = cand.confirmed_index
+        out["release_at"] = cand.release_at
+    return out
 
 
 def _unchanged(uid: int) -> int:
