@@ -1,7 +1,8 @@
 """Scale-out quality: N ``dpmm`` replicas in one consumer group and one Redis namespace.
 
     python benchmarks/bench_scaleout.py [--data FILE] [--replicas 1 2 4] [--batch-size 256]
-                                        [--rate 1000] [--cost-rounds 4]
+                                        [--rate 1000] [--tail 2048] [--hold-docs N]
+                                        [--cost-rounds 4]
 
 Starts a private tansu broker and Redis-protocol server (tests/servers/) and for each N runs N
 ``noveld run`` subprocesses (own group, namespace and topics per N); once every replica holds
@@ -12,7 +13,9 @@ the ``documents.assigned`` events with each ``cluster.merged`` applied (what a c
 the announcements from ``cluster.born``. Prints per N: NMI, clusters, births, stories announced
 by two or more births (before and after the merges: announcements of clusters merged into
 one count once, by their earliest founding document) and novelty precision / recall
-(noveld.eval.novelty, window 5, over those merged announcements).
+(noveld.eval.novelty, window 5, over those merged announcements). After the stream come
+``--tail`` unscored documents (its first ones again, under new ids), so that the births the
+replicas hold before announcing them (``novelty.hold_docs``) are let out at its end too.
 
 ``--cost-rounds R`` also times one replica's model step with reconciliation on and off
 (``young_docs`` 2048 vs 0), in alternation, R rounds each, and prints the medians.
@@ -113,6 +116,8 @@ def run_replicas(
     ports = [free_port() for _ in range(n)]
     # batches fill up (--batch-size) at every N: a replica at 1/N of the rate waits longer
     env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": str(a.max_wait_ms)}
+    if a.hold_docs is not None:
+        env["NOVELD_NOVELTY__HOLD_DOCS"] = str(a.hold_docs)
     procs = [
         subprocess.Popen(
             [
@@ -155,8 +160,12 @@ def run_replicas(
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise SystemExit(f"{n} replicas: a replica exited before joining the group")
             time.sleep(0.2)
-        produce(broker.bootstrap, f"{ns}.in", lines, a.rate)
-        while int(client.hget(f"noveld:{{{ns}}}:counters", "docs") or 0) < len(lines):
+        tail = [
+            json.dumps({**json.loads(line), "id": f"tail-{i}"}).encode()
+            for i, line in enumerate(lines[: a.tail])
+        ]
+        produce(broker.bootstrap, f"{ns}.in", lines + tail, a.rate)
+        while int(client.hget(f"noveld:{{{ns}}}:counters", "docs") or 0) < len(lines) + a.tail:
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise SystemExit(f"{n} replicas: a replica exited or the run took too long")
             time.sleep(0.2)
@@ -180,11 +189,13 @@ def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str,
     for e in events:
         if e["type"] == "documents.assigned":
             for a in e["assignments"]:
+                if a["doc_id"] not in index:
+                    continue  # the unscored tail
                 assigned[a["doc_id"]] = a["cluster_id"]
                 at[(e["partition"], a["offset"])] = index[a["doc_id"]]
         elif e["type"] == "cluster.merged":
             into[e["cluster_id"]] = e["into"]
-        elif e["type"] == "cluster.born":
+        elif e["type"] == "cluster.born" and e["founding_doc_id"] in index:
             born.append(e)
 
     def final(c: str) -> str:
@@ -273,6 +284,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
     p.add_argument("--max-wait-ms", type=int, default=2000, help="the replicas' batch.max_wait_ms")
+    p.add_argument("--tail", type=int, default=2048, help="unscored documents after the stream")
+    p.add_argument("--hold-docs", type=int, help="the replicas' novelty.hold_docs")
     p.add_argument("--cost-rounds", type=int, default=0, help="time reconciliation on/off")
     a = p.parse_args()
     rows = load_texts(a.data)

@@ -53,6 +53,13 @@ class NoveltySettings(Section):
     refound: bool = Field(
         True, description="founding doc = first member that still fits the cluster at confirmation"
     )
+    hold_docs: int = Field(
+        0,
+        ge=0,
+        description="replicas: while others open clusters too, hold a confirmed birth until the "
+        "namespace counted this many more documents, then announce it under the cluster it was "
+        "merged into, once (0: at once; 1024 suits 4 replicas at batch 256)",
+    )
 
 
 class StoriesSettings(Section):

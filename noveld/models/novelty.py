@@ -2,13 +2,19 @@
 within ``confirm_within`` documents of its birth; then it is confirmed (→ ``cluster.born``).
 Documents are told apart by id: a document re-sent under the same id counts once.
 
+With ``hold_docs`` (replicas sharing a namespace), a confirmed birth is *held* until the
+namespace has counted ``hold_docs`` more documents — the other replicas' deltas of the same round
+have been applied and merged — and is then announced under the cluster it lives on in
+(``resolve``), or not at all once that cluster was retired: a story two replicas opened at once is
+announced as one cluster, the merge's survivor.
+
 Pure: it sees cluster uids, document indices and opaque position payloads, never I/O or clocks.
 Its whole state is JSON-serialisable so it survives restarts with the model statistics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
@@ -30,6 +36,11 @@ class Candidate:
     exemplars: list[str] = field(default_factory=list)
     #: the first ``min_size`` members: doc id, position, stream index, word ids and counts
     members: list[dict[str, Any]] = field(default_factory=list)
+    #: a held confirmation (``hold_docs``): where it was confirmed, and the namespace's document
+    #: count from which it is announced; None / −1 while not confirmed
+    confirmed_at: dict[str, Any] | None = None
+    confirmed_index: int = -1
+    release_at: int = -1
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,15 @@ class Confirmation:
 class NoveltyTracker:
     """Tracks candidates across batches; ``observe`` returns the confirmations of one batch."""
 
-    def __init__(self, min_size: int = 3, confirm_within: int = 2000, max_exemplars: int = 5):
+    def __init__(
+        self,
+        min_size: int = 3,
+        confirm_within: int = 2000,
+        max_exemplars: int = 5,
+        hold_docs: int = 0,
+    ):
+        if hold_docs < 0:
+            raise ValueError("novelty hold_docs must be >= 0")
         if min_size < 1:
             raise ValueError("novelty min_size must be >= 1")
         if confirm_within < 1:
@@ -52,6 +71,7 @@ class NoveltyTracker:
         self.min_size = min_size
         self.confirm_within = confirm_within
         self.max_exemplars = max_exemplars
+        self.hold_docs = hold_docs
         self.candidates: dict[int, Candidate] = {}
         self.dropped = 0
 
@@ -65,6 +85,9 @@ class NoveltyTracker:
         retired: Sequence[int] = (),
         features: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
         fits: FitTest | None = None,
+        resolve: Callable[[int], int | None] | None = None,
+        now: int | None = None,
+        hold: bool = True,
     ) -> list[Confirmation]:
         """Register births, count members in stream order, confirm or expire candidates.
 
@@ -73,7 +96,16 @@ class NoveltyTracker:
 
         With ``fits``, a confirmed candidate's founding document is its first member that still
         fits the cluster (see :meth:`_refound`), not necessarily the document that opened it.
+
+        ``resolve`` (with ``hold_docs``): the live cluster a uid lives on in now (itself, or
+        the survivor it was merged into), None once it is gone; ``now``: the namespace's
+        document count after this batch and every other writer's applied so far (default: the
+        batch's end). The held confirmations due (:meth:`_release`) come first in the list;
+        ``hold`` False: this batch's confirmations are not held (no other writer is active).
         """
+        end = first_index + len(assignments)
+        clock = end if now is None else now
+        confirmed = self._release(clock, resolve or _unchanged)
         for uid, d, score in births:
             self.candidates[uid] = Candidate(
                 uid=uid,
@@ -82,10 +114,9 @@ class NoveltyTracker:
                 born_index=first_index + d,
                 novelty_score=score,
             )
-        confirmed: list[Confirmation] = []
         for i, uid in enumerate(assignments):
             cand = self.candidates.get(int(uid))
-            if cand is None or first_index + i < cand.born_index:
+            if cand is None or cand.release_at >= 0 or first_index + i < cand.born_index:
                 continue
             if first_index + i - cand.born_index >= self.confirm_within:
                 continue
@@ -108,15 +139,37 @@ class NoveltyTracker:
             if cand.size >= self.min_size:
                 if fits is not None:
                     self._refound(cand, fits)
+                if self.hold_docs and hold:
+                    cand.confirmed_at, cand.confirmed_index = positions[i], first_index + i
+                    cand.release_at = clock + self.hold_docs
+                    continue
                 confirmed.append(Confirmation(cand, positions[i], first_index + i))
                 del self.candidates[cand.uid]
-        end = first_index + len(assignments)
         for uid in list(self.candidates):
             cand = self.candidates[uid]
+            if cand.release_at >= 0:
+                continue  # held: released (or dropped) by _release
             if uid in retired or end - cand.born_index >= self.confirm_within:
                 del self.candidates[uid]
                 self.dropped += 1
         return confirmed
+
+    def _release(self, now: int, resolve: Callable[[int], int | None]) -> list[Confirmation]:
+        """The held confirmations due at namespace count ``now``, each under the cluster it
+        lives on in (one per cluster: the earliest founding document), oldest first; those
+        whose cluster is gone are dropped."""
+        due = [c for c in self.candidates.values() if 0 <= c.release_at <= now]
+        out: dict[int, Confirmation] = {}
+        for cand in sorted(due, key=lambda c: (c.born_index, c.uid)):
+            del self.candidates[cand.uid]
+            survivor = resolve(cand.uid)
+            if survivor is None or survivor in out:
+                self.dropped += survivor is None
+                continue
+            cand.uid = survivor
+            assert cand.confirmed_at is not None
+            out[survivor] = Confirmation(cand, cand.confirmed_at, cand.confirmed_index)
+        return list(out.values())
 
     @staticmethod
     def _refound(cand: Candidate, fits: FitTest) -> None:
@@ -153,8 +206,9 @@ class NoveltyTracker:
 
 def _candidate_json(cand: Candidate) -> dict[str, Any]:
     """``asdict(cand)`` with its lists copied and the members' dicts shared (they are not
-    changed after they are recorded)."""
-    return {
+    changed after they are recorded); the held confirmation's fields only when it is held, so
+    a state without held births reads as it did before they existed."""
+    out = {
         "uid": cand.uid,
         "founding_doc_id": cand.founding_doc_id,
         "born_at": dict(cand.born_at),
@@ -164,6 +218,16 @@ def _candidate_json(cand: Candidate) -> dict[str, Any]:
         "exemplars": list(cand.exemplars),
         "members": list(cand.members),
     }
+    if cand.release_at >= 0:
+        out["confirmed_at"] = None if cand.confirmed_at is None else dict(cand.confirmed_at)
+        out["confirmed_index"] = cand.confirmed_index
+        out["release_at"] = cand.release_at
+    return out
+
+
+def _unchanged(uid: int) -> int:
+    """Every cluster lives on as itself (no model to ask)."""
+    return uid
 
 
 def _repeats(cand: Candidate, doc_id: str) -> bool:

@@ -127,6 +127,8 @@ CASES = [
             "400",
             "--max-wait-ms",
             "300",
+            "--tail",
+            "100",
             "--cost-rounds",
             "1",
         ],

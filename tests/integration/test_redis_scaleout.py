@@ -25,10 +25,15 @@ from noveld.synth import SynthConfig, generate
 pytestmark = pytest.mark.integration
 
 
-def settings_for(tmp_path: Path, ns: str) -> Settings:
+def settings_for(tmp_path: Path, ns: str, hold_docs: int = 0) -> Settings:
     return load_settings(
         None,
-        {"namespace": ns, "dlq": str(tmp_path / "dlq.jsonl"), "model": {"deterministic": True}},
+        {
+            "namespace": ns,
+            "dlq": str(tmp_path / "dlq.jsonl"),
+            "model": {"deterministic": True},
+            "novelty": {"hold_docs": hold_docs},
+        },
     )
 
 
@@ -177,9 +182,10 @@ def test_a_birth_confirmed_by_two_replicas_is_announced_once(
 ) -> None:
     """Replica b loads the novelty candidates a left in the store, then both see the candidate
     reach min_size in the same round: each confirms it, the commit script lets the first birth
-    through and leaves the second out (not in the outbox, not counted)."""
+    through and leaves the second out (not in the outbox, not counted). Births are announced
+    at once here (hold 0): the commit script is the guard behind the hold as well."""
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path, "once")
+    settings = settings_for(tmp_path, "once", hold_docs=0)
     a = replica(client, settings, ["in:0"])
     feed(a, story_records(0, 0, 2))  # a candidate of 2 documents (min_size 3)
     b = replica(client, settings, ["in:1"])  # starts from a's candidates
@@ -232,3 +238,50 @@ def test_replicas_summaries_add_up_in_the_store(redis_url: str, tmp_path: Path) 
         assert s["docs"] == sum(t["docs"] for t in own) - loaded.get(uid, 0), uid
         assert s["born"] == min(t["born"] for t in own)
         assert s["last"] == max(t["last"] for t in own)
+
+
+def texts_at(partition: int, first: int, texts: list[str], prefix: str) -> list[Record]:
+    """Documents ``texts`` on ``in:<partition>`` from offset ``first``."""
+    return [
+        Record(
+            json.dumps({"id": f"{prefix}{partition}-{first + i}", "text": t}).encode(),
+            SourcePosition(topic="in", partition=partition, offset=first + i),
+        )
+        for i, t in enumerate(texts)
+    ]
+
+
+def test_held_births_of_one_story_on_two_replicas_are_announced_once(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """With novelty.hold_docs, two replicas that open and confirm one story in the same round
+    hold their births; b merges its twin into a's (the lower uid), and the story is announced
+    once, as a's cluster, whichever replica lets its held birth out first."""
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(tmp_path, "held", hold_docs=4)
+    a = replica(client, settings, ["in:0"])
+    b = replica(client, settings, ["in:1"])
+    fill = [str(d["text"]) for d in generate(SynthConfig(n_docs=200, n_stories=12, seed=5))]
+    at = {0: 0, 1: 0}
+
+    def step(pipe: Pipeline, partition: int, texts: list[str], prefix: str = "f") -> None:
+        feed(pipe, texts_at(partition, at[partition], texts, prefix))
+        at[partition] += len(texts)
+
+    # both write, and each has seen the other's clusters: other writers are active
+    step(a, 0, fill[:20])
+    step(b, 1, fill[20:40])
+    step(a, 0, fill[40:60])
+    volcano = ["volcano eruption ash cloud grounds flights airport closed lava"] * 3
+    step(a, 0, volcano, "v")
+    step(b, 1, volcano, "v")
+    for i in range(4):  # later rounds: the merge lands, the held births come out
+        step(a if i % 2 == 0 else b, i % 2, fill[60 + 20 * i : 80 + 20 * i])
+    assert isinstance(a.events, CollectingEvents) and isinstance(b.events, CollectingEvents)
+    events = a.events.events + b.events.events
+    born = [e for e in events if e["type"] == "cluster.born" and e["founding_doc_id"][0] == "v"]
+    merged = [e for e in events if e["type"] == "cluster.merged"]
+    assert len({e["event_id"] for e in born}) == 1
+    (cid,) = {e["cluster_id"] for e in born}
+    assert int(cid[1:]) >> UID_SLOT_BITS == 0  # a's cluster: the lower uid
+    assert any(e["into"] == cid and int(e["cluster_id"][1:]) >> UID_SLOT_BITS == 1 for e in merged)

@@ -42,7 +42,9 @@ class LiveNamespace:
     ) -> LiveNamespace:
         """The working copy of ``state`` (just loaded, or loaded afresh by the store after
         another writer's compaction), around its already built vocabulary and featurizer."""
-        tracker = NoveltyTracker(novelty.min_size, novelty.confirm_within, novelty.exemplars)
+        tracker = NoveltyTracker(
+            novelty.min_size, novelty.confirm_within, novelty.exemplars, novelty.hold_docs
+        )
         tracker.load_json(state.novelty)
         return cls(
             state=state,

@@ -12,6 +12,8 @@ from noveld.daemon.model_registry import ModelVariant
 from noveld.daemon.stages.events import position_json
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.models.base import BatchResult, ClusterModel, DocBatch
+from noveld.models.kernels import multinomial as kern
+from noveld.models.lineage import UID_SLOT_BITS, Lineage
 from noveld.models.novelty import Confirmation
 from noveld.schema import Document, SourcePosition
 
@@ -44,6 +46,13 @@ class _BatchFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
         return self._batch.doc(i)
 
 
+def others_writing(lineage: Lineage) -> bool:
+    """Has another writer opened clusters lately (a young cluster of a uid slot this writer
+    does not hold)? Only then may a birth here have a twin, and is worth holding."""
+    own = lineage.own_slots
+    return own is not None and any(u >> UID_SLOT_BITS not in own for u in lineage.young)
+
+
 def observe(
     live: LiveNamespace,
     variant: ModelVariant,
@@ -55,10 +64,19 @@ def observe(
     first_index: int,
     refound: bool,
 ) -> list[Confirmation]:
-    """Track the step's births and their members; returns the births confirmed novel now.
+    """Track the step's births and their members; returns the births confirmed novel now (held
+    ones under the cluster they live on in: :class:`~noveld.models.novelty.NoveltyTracker`).
     ``first_index`` is the namespace's document count before the batch."""
     members = variant.member_features
-    return live.tracker.observe(
+    stats = live.state.stats
+    lineage = getattr(stats, "lineage", None)
+
+    def resolve(uid: int) -> int | None:
+        """The live cluster ``uid`` lives on in (after merges), None when it is gone."""
+        survivor = uid if lineage is None else lineage.resolve(uid)
+        return survivor if stats.slot_of(survivor) >= 0 else None
+
+    confirmed = live.tracker.observe(
         result.born,
         result.assignments.tolist(),
         [d.id for d in docs],
@@ -67,4 +85,9 @@ def observe(
         [u for u, _, _ in result.retired] + [u for u, _, _ in result.merged],
         _BatchFeatures(batch) if members is None else members(model, batch),
         model.refound_test(live.state.stats, batch) if refound else None,
+        resolve,
+        int(stats.ictl[kern.DOCS_SEEN]) if hasattr(stats, "ictl") else None,
+        lineage is not None and others_writing(lineage),
     )
+    # a held birth released under a survivor this writer announced already says nothing new
+    return [c for c in confirmed if c.candidate.uid not in live.announced]

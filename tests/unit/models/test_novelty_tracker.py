@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from noveld.daemon.stages.novelty import others_writing
+from noveld.models.lineage import Lineage
 from noveld.models.novelty import NoveltyTracker
 
 
@@ -150,11 +152,51 @@ def test_members_survive_the_json_round_trip() -> None:
 
 def test_the_json_state_is_asdict_and_does_not_follow_the_tracker() -> None:
     """``to_json`` (built without ``asdict`` for speed: every shared-store commit carries it) is
-    what ``asdict`` gives, and later batches do not change a state already taken."""
+    what ``asdict`` gives (without the held confirmation's fields while not held: a state
+    without held births reads as before they existed), and later batches do not change a
+    state already taken."""
     tr = NoveltyTracker(min_size=3, confirm_within=100)
     _observe_with_words(tr, [(5, 0, 1.0)], [5], 0, lambda *_: True)
     taken = tr.to_json()
-    assert taken["candidates"] == [asdict(c) for c in tr.candidates.values()]
+    held = ("confirmed_at", "confirmed_index", "release_at")
+    unheld = [{k: v for k, v in asdict(c).items() if k not in held} for c in tr.candidates.values()]
+    assert taken["candidates"] == unheld
     before = json.dumps(taken)
     _observe_with_words(tr, [], [5], 1, lambda *_: True)
     assert tr.candidates[5].size == 2 and json.dumps(taken) == before
+
+
+def test_a_held_birth_is_announced_once_under_the_survivor_of_its_merge() -> None:
+    """Replicas (hold_docs): two writers' births of one story, confirmed in one round, are held
+    until the namespace counted hold_docs more documents; by then one was merged into the
+    other, and the survivor is announced once, with the earlier founding document; a held
+    birth whose cluster is gone is dropped; the held state survives a JSON round trip."""
+    tr = NoveltyTracker(min_size=2, confirm_within=100, hold_docs=20)
+    # uid 5 and uid 9 (another writer's twin this tracker took over) confirm at once: held
+    assert observe(tr, [(9, 0, 1.0), (5, 2, 1.0)], [9, 9, 5, 5, 3], first=10) == []
+    assert observe(tr, [(4, 0, 1.0)], [4, 4], first=20) == []  # 4 held as well
+    tr2 = NoveltyTracker(min_size=2, confirm_within=100, hold_docs=20)
+    tr2.load_json(json.loads(json.dumps(tr.to_json())))
+    merged = {9: 5}  # 9 merged into 5; 4 retired
+    out = tr2.observe(
+        [], [1], ["d40"], [pos(40)], 40, (),
+        resolve=lambda u: None if u == 4 else merged.get(u, u),
+    )  # fmt: skip
+    assert [(c.candidate.uid, c.candidate.founding_doc_id) for c in out] == [(5, "d10")]
+    assert out[0].confirmed_index == 11
+    assert tr2.candidates.keys() == {4}  # not due yet (confirmed at 21, due at 42)
+    out = tr2.observe([], [1], ["d42"], [pos(42)], 42, (), resolve=lambda u: None)
+    assert out == [] and tr2.dropped == 1 and not tr2.candidates
+
+
+def test_births_are_held_only_while_another_writer_opens_clusters() -> None:
+    """A writer holding every input's uid slot has no twin to wait for: it announces at once."""
+    tr = NoveltyTracker(min_size=2, confirm_within=100, hold_docs=20)
+    out = tr.observe([(5, 0, 1.0)], [5, 5], ["a", "b"], [pos(0), pos(1)], 0, hold=False)
+    assert [c.candidate.uid for c in out] == [5]
+    lineage = Lineage(young={1 << 40 | 3: 0}, own_slots=frozenset({0}))
+    assert others_writing(lineage)
+    lineage.own_slots = frozenset({0, 1})
+    assert not others_writing(lineage)
+    lineage.own_slots = None  # one process, one input: no slots to tell apart
+    assert not others_writing(lineage)

@@ -8,9 +8,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from noveld.models.base import DocBatch, StatsDelta
 from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
+from noveld.models.hybrid import HybridConfig, HybridMixture
 from noveld.models.kernels import multinomial as kern
 from noveld.models.lineage import MAX_YOUNG, MERGE_MEMORY_STEPS, Lineage
 from noveld.models.suffstats import MultinomialStats
@@ -18,16 +20,39 @@ from noveld.state.base import NamespaceState, state_digest
 
 SLOT_BITS = 40
 VOCAB = 400
+P = 8  # the hybrid's vector dimension: word ids are shifted past its 2P reserved entries
 
 
 def digest(stats: MultinomialStats) -> str:
     return state_digest(NamespaceState({}, stats))
 
 
+def assert_same(a: MultinomialStats, b: MultinomialStats, hybrid: bool) -> None:
+    """Bit-identical statistics; the hybrid's vector sums (floats added in each replica's own
+    order) equal up to rounding, in the same clusters."""
+    if not hybrid:
+        assert digest(a) == digest(b)
+        return
+
+    def table(s: MultinomialStats) -> dict[int, tuple[float, float, dict[int, float]]]:
+        out = {}
+        for k in s.active_slots().tolist():
+            ws, cs = s.word_counts(int(k))
+            words = dict(zip(ws.tolist(), cs.tolist(), strict=True))
+            out[int(s.uid[k])] = (float(s.m[k] * s.scale), float(s.ntok[k] * s.scale), words)
+        return out
+
+    ta, tb = table(a), table(b)
+    assert ta.keys() == tb.keys()
+    for u, (m, n, words) in ta.items():
+        assert (m, n) == tb[u][:2] and words.keys() == tb[u][2].keys()
+        assert all(abs(c - tb[u][2][w]) < 1e-9 for w, c in words.items())
+
+
 class Replica:
     """One writer: its own uid slot, its statistics and how far it has read the log."""
 
-    def __init__(self, model: DPMM, slot: int) -> None:
+    def __init__(self, model: DPMM | HybridMixture, slot: int) -> None:
         self.model, self.slot = model, slot
         self.stats = model.new_state()
         self.uid_next = slot << SLOT_BITS
@@ -35,9 +60,20 @@ class Replica:
         self.merges: list[tuple[int, int]] = []
         self.assigned: dict[int, int] = {}
 
-    def fit(self, docs: list[list[int]], ids: list[int], rng: np.random.Generator) -> StatsDelta:
+    def fit(
+        self,
+        docs: list[list[int]],
+        ids: list[int],
+        rng: np.random.Generator,
+        emb: np.ndarray | None = None,
+    ) -> StatsDelta:
         self.stats.ictl[kern.NEXT_UID] = self.uid_next
-        res = self.model.partial_fit(DocBatch.from_docs(docs, VOCAB), self.stats, rng)
+        if emb is None:
+            batch = DocBatch.from_docs(docs, VOCAB)
+        else:  # the hybrid: words past the dimensions' entries, and a vector per document
+            b = DocBatch.from_docs([[2 * P + w for w in d] for d in docs], 2 * P + VOCAB)
+            batch = DocBatch(b.ptr, b.words, b.counts, b.lengths, 2 * P + VOCAB, 2 * P, emb=emb)
+        res = self.model.partial_fit(batch, self.stats, rng)
         self.uid_next = int(self.stats.ictl[kern.NEXT_UID])
         self.merges += [(a, b) for a, b, _ in res.merged]
         self.assigned.update(zip(ids, res.assignments.tolist(), strict=True))
@@ -50,13 +86,13 @@ class Replica:
         seq = len(log)
         for writer, d in log[self.last_seq : seq - 1]:
             if writer != self.slot:
-                replay_delta(self.stats, d, 0.0)
+                replay_delta(self.stats, d, 0.0, uncounted=self.model.uncounted_words)
         self.last_seq = seq
 
     def catch_up(self, log: list[tuple[int, StatsDelta]]) -> None:
         for writer, d in log[self.last_seq :]:
             if writer != self.slot:
-                replay_delta(self.stats, d, 0.0)
+                replay_delta(self.stats, d, 0.0, uncounted=self.model.uncounted_words)
         self.last_seq = len(log)
 
 
@@ -83,8 +119,30 @@ def story_stream(seed: int, stories: int = 12, per_round: int = 3, rounds: int =
     return out
 
 
-def run_two_replicas(seed: int, young_docs: int = 2048):
-    model = DPMM(DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_docs=young_docs))
+def hybrid_model(young_docs: int) -> HybridMixture:
+    """The default likelihood on small states (merges on, as the daemon builds it)."""
+    cfg = HybridConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_docs=young_docs,
+                       dimension=P, cosine=0.6, merge=True)  # fmt: skip
+    model = HybridMixture(cfg)
+    model.bind_dimension_words(list(range(0, 2 * P, 2)), list(range(1, 2 * P, 2)))
+    model.uncounted_words = lambda: np.arange(2 * P)  # as the pipeline binds it
+    return model
+
+
+def story_vectors(seed: int, docs: list[tuple[int, list[int], int]]) -> np.ndarray:
+    """A unit vector per document near its story's direction (12 stories, fixed directions)."""
+    centres = np.random.default_rng(99).standard_normal((12, P))
+    rng = np.random.default_rng(seed)
+    x = centres[[s for _, _, s in docs]] + 0.3 * rng.standard_normal((len(docs), P))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def run_two_replicas(seed: int, young_docs: int = 2048, hybrid: bool = False):
+    model: DPMM | HybridMixture
+    if hybrid:
+        model = hybrid_model(young_docs)
+    else:
+        model = DPMM(DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_docs=young_docs))
     a, b = Replica(model, 0), Replica(model, 1)
     log: list[tuple[int, StatsDelta]] = []
     story_of: dict[int, int] = {}
@@ -92,8 +150,10 @@ def run_two_replicas(seed: int, young_docs: int = 2048):
     for r, (docs_a, docs_b) in enumerate(story_stream(seed)):
         story_of.update({i: s for i, _, s in docs_a + docs_b})
         # both seat before either sees the other's batch of this round
-        da = a.fit([d for _, d, _ in docs_a], [i for i, _, _ in docs_a], rng_a)
-        db = b.fit([d for _, d, _ in docs_b], [i for i, _, _ in docs_b], rng_b)
+        ea = story_vectors(seed + r, docs_a) if hybrid else None
+        eb = story_vectors(seed - r, docs_b) if hybrid else None
+        da = a.fit([d for _, d, _ in docs_a], [i for i, _, _ in docs_a], rng_a, ea)
+        db = b.fit([d for _, d, _ in docs_b], [i for i, _, _ in docs_b], rng_b, eb)
         first, second = ((a, da), (b, db)) if r % 2 == 0 else ((b, db), (a, da))
         first[0].commit(log, first[1])
         second[0].commit(log, second[1])
@@ -106,37 +166,43 @@ def resolved_clusters(stats: MultinomialStats, assigned: dict[int, int]) -> dict
     return {d: stats.lineage.resolve(u) for d, u in assigned.items()}
 
 
-def test_two_replicas_converge_to_identical_statistics_and_join_their_births() -> None:
-    model, a, b, log, story_of = run_two_replicas(seed=7)
+@pytest.mark.parametrize("hybrid", [False, True], ids=["words", "hybrid"])
+def test_two_replicas_converge_to_identical_statistics_and_join_their_births(hybrid: bool) -> None:
+    model, a, b, log, story_of = run_two_replicas(seed=7, hybrid=hybrid)
     for r in (a, b):  # a replica merges away only clusters it opened itself
         assert all(s >> SLOT_BITS == r.slot for s, _ in r.merges)
     # b merged its births into a's (a's uids are lower: a's survive)
     assert any(d >> SLOT_BITS == a.slot for _, d in b.merges)
     fresh = model.new_state()
     for _, d in log:  # a process restarting from an empty checkpoint replays the log in order
-        replay_delta(fresh, d, 0.0)
-    assert digest(a.stats) == digest(b.stats) == digest(fresh)
+        replay_delta(fresh, d, 0.0, uncounted=model.uncounted_words)
+    assert_same(a.stats, b.stats, hybrid)
+    assert_same(a.stats, fresh, hybrid)
     assigned = {**a.assigned, **b.assigned}
     final = resolved_clusters(a.stats, assigned)
     assert final == resolved_clusters(b.stats, assigned)
     clusters_of_story: dict[int, set[int]] = {}
     for d, u in final.items():
         clusters_of_story.setdefault(story_of[d], set()).add(u)
-    # no story is left with clusters of both writers (uid slot = uid >> SLOT_BITS)
-    assert all(len({u >> SLOT_BITS for u in c}) == 1 for c in clusters_of_story.values())
+    # no story is left with clusters of both writers (uid slot = uid >> SLOT_BITS); the
+    # hybrid keeps 2 of 12 apart where its merge test (words + vectors) says they differ,
+    # against 10 of 12 without reconciliation
+    split = sum(len({u >> SLOT_BITS for u in c}) > 1 for c in clusters_of_story.values())
+    assert split <= (2 if hybrid else 0)
     live = {int(a.stats.uid[k]) for k in a.stats.active_slots().tolist()}
     assert set(final.values()) <= live
 
 
-def test_without_reconciliation_concurrent_births_stay_apart() -> None:
+@pytest.mark.parametrize("hybrid", [False, True], ids=["words", "hybrid"])
+def test_without_reconciliation_concurrent_births_stay_apart(hybrid: bool) -> None:
     """The oracle of the test above: with young_docs 0 the replicas still agree on the
     statistics but keep a story's concurrent births as separate clusters."""
-    _, a, b, _, _ = run_two_replicas(seed=7, young_docs=0)
-    assert digest(a.stats) == digest(b.stats)
+    _, a, b, _, _ = run_two_replicas(seed=7, young_docs=0, hybrid=hybrid)
+    assert_same(a.stats, b.stats, hybrid)
     apart = len(set(resolved_clusters(a.stats, {**a.assigned, **b.assigned}).values()))
-    _, a, b, _, _ = run_two_replicas(seed=7)
+    _, a, b, _, _ = run_two_replicas(seed=7, hybrid=hybrid)
     together = len(set(resolved_clusters(a.stats, {**a.assigned, **b.assigned}).values()))
-    assert together * 2 < apart
+    assert together <= 13 and apart >= 22  # 12 stories
 
 
 def add(uid: int, word: int, born: bool, n_docs: int = 1) -> StatsDelta:
