@@ -161,7 +161,8 @@ class EventBuilder:
     ) -> list[dict[str, Any]]:
         """One ``document.assigned`` per document, in input order (``events.assignments``).
         Plain dicts in the schema's field order: this runs per document on the hot path, and
-        ``tests/unit/daemon/test_pipeline_assignments.py`` validates them against ``DocumentAssigned``."""
+        ``tests/unit/daemon/test_pipeline_assignments.py`` validates them against
+        ``DocumentAssigned``."""
         ns, kind, known = self.namespace, self.model.kind, live.known_labels
         out: list[dict[str, Any]] = []
         for doc, pos, uid in zip(docs, positions, assigned.tolist(), strict=True):
