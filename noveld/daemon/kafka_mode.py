@@ -118,7 +118,7 @@ class KafkaHooks(LoopHooks):
     def ride_out(
         self, exc: Exception, records: list[Record], stop: threading.Event, backoff: Backoff
     ) -> Resumed:
-        """Redis went away mid-batch (G4): go unready, pause consumption (polls keep the group
+        """Redis went away mid-batch: go unready, pause consumption (polls keep the group
         membership and /healthz turning), retry with capped backoff, then reload the state from
         Redis and re-seek to its offsets. Whether or not the interrupted commit landed — and
         even if Redis lost its last ~second of AOF — the stored offsets say where to resume, so

@@ -1,4 +1,4 @@
-"""Riding out a Redis outage (G4): recognise connection failures, back off with a
+"""Riding out a Redis outage: recognise connection failures, back off with a
 cap, and retry until Redis answers. Policy only; the Kafka and file loops say how to wait and
 what to do once it is back."""
 

@@ -25,7 +25,7 @@ def wait_for_redis(
     resync: Callable[[], None] | None = None,
     backoff: Backoff | None = None,
 ) -> list[str] | None:
-    """Redis went away (G4): go unready, retry with capped backoff until it answers, then
+    """Redis went away: go unready, retry with capped backoff until it answers, then
     reload the state from it, claiming again the inputs a failover lost the claim on. Between
     tries ``idle(seconds)`` (default: sleep, waking on a signal; the Kafka loop polls to keep
     its group membership), and after the reload ``resync()`` (the Kafka loop re-seeks).

@@ -54,11 +54,11 @@ def born_events(kafka_broker: KafkaBroker, ns: str, at_least: int) -> list[dict[
     return [e for e in events if e["type"] == "cluster.born"]
 
 
-def test_g1_g3_sigkill_chaos_equals_a_clean_run(
+def test_sigkill_chaos_equals_a_clean_run(
     kafka_broker: KafkaBroker, redis_url: str, stream: str
 ) -> None:
-    """G1: SIGKILL at random points and restart until drained — exact count, exact offsets,
-    and (deterministic mode, one partition) the clean run's state hash. G3: the distinct event
+    """SIGKILL at random points and restart until drained — exact count, exact offsets,
+    and (deterministic mode, one partition) the clean run's state hash; the distinct event
     ids on the topic are the confirmed births, the same as the clean run's; the outbox drains."""
     clean = unique_name("clean")
     drain(kafka_broker, redis_url, clean, stream, "--batch-size", "20")
@@ -100,10 +100,10 @@ def test_g1_g3_sigkill_chaos_equals_a_clean_run(
     }
 
 
-def test_g2_lagging_kafka_offsets_replay_nothing(
+def test_lagging_kafka_offsets_replay_nothing(
     kafka_broker: KafkaBroker, redis_url: str, stream: str
 ) -> None:
-    """G2: a crash between the Redis commit and the (advisory) Kafka offset commit leaves
+    """A crash between the Redis commit and the (advisory) Kafka offset commit leaves
     Kafka's committed offsets behind the state's. Emulated by rewinding the group's Kafka
     offsets to 0: the restarted daemon seeks to the offsets stored with the state, so nothing
     is processed twice and the model is unchanged."""
@@ -128,7 +128,7 @@ def test_g2_lagging_kafka_offsets_replay_nothing(
     assert after["batches"] == before["batches"]
 
 
-def test_g7_sigterm_mid_stream_exits_promptly_and_replays_nothing(
+def test_sigterm_mid_stream_exits_promptly_and_replays_nothing(
     kafka_broker: KafkaBroker, redis_url: str
 ) -> None:
     topic = unique_name("g7-in")
@@ -151,8 +151,8 @@ def test_g7_sigterm_mid_stream_exits_promptly_and_replays_nothing(
     assert final["docs"] == 20000  # the restart continued exactly where the first run stopped
 
 
-def test_g8_all_poison_trips_the_breaker(kafka_broker: KafkaBroker, redis_url: str) -> None:
-    """G8 (second half; 1 poison record in 1,000 is tests/integration/test_kafka_daemon.py):
+def test_all_poison_trips_the_breaker(kafka_broker: KafkaBroker, redis_url: str) -> None:
+    """(The second half; 1 poison record in 1,000 is tests/integration/test_kafka_daemon.py):
     a topic of nothing but bad records stops the daemon with exit 3 and a clear message."""
     topic = unique_name("g8-in")
     kafka_broker.create_topic(topic)
@@ -170,7 +170,7 @@ def test_g8_all_poison_trips_the_breaker(kafka_broker: KafkaBroker, redis_url: s
     assert len(consume_all(kafka_broker.bootstrap, f"{ns}.dlq", 50)) == 50
 
 
-def test_g12_incompatible_settings_are_refused(
+def test_incompatible_settings_are_refused(
     kafka_broker: KafkaBroker, redis_url: str, stream: str
 ) -> None:
     ns = unique_name("g12")

@@ -45,7 +45,7 @@ def events_of(text: str) -> list[dict[str, Any]]:
 def seeded_runs(
     source: Path, tmp_path: Path, seed: int, extra: tuple[str, ...] = ()
 ) -> list[tuple[str, list[str]]]:
-    """G11: run ``source`` twice, sampled seating with ``seed`` (and ``extra`` flags), into two
+    """Run ``source`` twice, sampled seating with ``seed`` (and ``extra`` flags), into two
     fresh state directories; returns each run's (state digest, event ids)."""
     return [seeded_run(source, tmp_path / name, seed, extra) for name in ("a", "b")]
 
@@ -138,7 +138,7 @@ def assert_kills_match_a_clean_run(
     pause: tuple[float, float] = (0.1, 1.0),
     seed: int = 1,
 ) -> dict[str, Any]:
-    """G1 on the embedded store: a clean run of ``source``, then three SIGKILLs after
+    """Crash safety on the embedded store: a clean run of ``source``, then three SIGKILLs after
     snapshots and a resume (:func:`kill_resume`) on another state directory. Both count every
     document once, reach the same state hash and announce the same births (stable ids: nothing
     missing, no strays). Returns the killed-and-resumed state's summary."""

@@ -82,9 +82,10 @@ def test_same_seed_same_state_and_events_with_sampled_seating(stream: Path, tmp_
 def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
     long_stream: Path, tmp_path: Path
 ) -> None:
-    """G1 for edcm: SIGKILLs after snapshots, then a resume, give the clean run's state hash and
-    the same birth events. Batches of 32, snapshotted one by one in the killed runs, so each
-    kill lands mid-stream however fast the machine (the clean run uses the same batches)."""
+    """Crash safety for edcm: SIGKILLs after snapshots, then a resume, give the clean run's
+    state hash and the same birth events. Batches of 32, snapshotted one by one in the killed
+    runs, so each kill lands mid-stream however fast the machine (the clean run uses the same
+    batches)."""
     small = ("--batch-size", "32")
     info = assert_kills_match_a_clean_run(
         long_stream, tmp_path, LONG, extra=(*EDCM, *small), pause=(0.0, 0.3), seed=4

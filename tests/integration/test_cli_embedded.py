@@ -169,7 +169,7 @@ def test_run_emits_born_events_and_resumes_without_recounting(stream: Path, tmp_
 
 @pytest.mark.parametrize("model", ["dpmm", "svi", "hdp"])
 def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: str) -> None:
-    """G11: same input, seed and settings → same state hash and event ids (sampled seating)."""
+    """Same input, seed and settings → same state hash and event ids (sampled seating)."""
     runs = seeded_runs(stream, tmp_path, 11, ("--model", model))
     assert runs[0] == runs[1]
     # the controls: the digest follows the run. dpmm samples: another seed, another state.
@@ -187,7 +187,8 @@ def test_same_seed_same_state_and_events(stream: Path, tmp_path: Path, model: st
 def test_the_snapshot_timing_does_not_change_a_seeded_run(stream: Path, tmp_path: Path) -> None:
     """A snapshot used to compact the live statistics, recycling retired slots: the slot a new
     cluster got, and with it the sampled seating, depended on when the (timed) snapshots fell.
-    G11 failed on a loaded machine, where a run lasted past the 5 s snapshot interval."""
+    Runs were not reproducible on a loaded machine, where one lasted past the 5 s snapshot
+    interval."""
     runs = []
     for name, interval in (("every-batch", "0"), ("at-the-end", "100000")):
         out = noveld(
@@ -216,7 +217,7 @@ def _prefix(big_stream: Path, total: int, tmp_path: Path) -> Path:
 def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
     big_stream: Path, tmp_path: Path, model: str
 ) -> None:
-    """G1 on the embedded store, for each model: the state hash after SIGKILLs and resumes
+    """Crash safety on the embedded store, for each model: the state hash after SIGKILLs and resumes
     equals a clean run's, and the births' event ids are the same. The slowest model (hdp)
     reads a prefix of the stream: a kill still lands mid-stream, and CI time stays bounded."""
     total = CHAOS_DOCS[model]
@@ -229,10 +230,10 @@ def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
 @pytest.mark.faults
 @pytest.mark.slow
 def test_sigkill_chaos_with_vocabulary_compaction_equals_a_clean_run(tmp_path: Path) -> None:
-    """G1 with the vocabulary compacted many times: a stream whose stories keep bringing words
-    of their own, forgetting on, compaction at 2,000 words. Compactions happen at fixed
-    document counts, so the resumed runs compact where the clean one does: the same state hash
-    (over words, V included) and the same births."""
+    """Crash safety with the vocabulary compacted many times: a stream whose stories keep
+    bringing words of their own, forgetting on, compaction at 2,000 words. Compactions happen
+    at fixed document counts, so the resumed runs compact where the clean one does: the same
+    state hash (over words, V included) and the same births."""
     from streams import iter_fading_stories
 
     total = 300_000

@@ -80,8 +80,8 @@ def test_same_seed_same_state_and_events_with_sampled_seating(stream: Path, tmp_
 def test_sigkill_chaos_loses_nothing_and_counts_nothing_twice(
     long_stream: Path, tmp_path: Path
 ) -> None:
-    """G1 for vmf: SIGKILLs after snapshots, then a resume, give the clean run's state hash and
-    the same birth events."""
+    """Crash safety for vmf: SIGKILLs after snapshots, then a resume, give the clean run's
+    state hash and the same birth events."""
     info = assert_kills_match_a_clean_run(
         long_stream, tmp_path, LONG, extra=tuple(VMF), pause=(0.0, 0.3), seed=3
     )
