@@ -165,7 +165,7 @@ class HybridMixture(VMFMixture):
         for u, _, _ in born:
             stats.fresh[slot_of[u]] = True
         pairs = self._merge_young(batch, uids, born, stats) if cfg.merge else []
-        pairs += self._absorb(batch, uids, stats, pairs)
+        pairs += self._absorb(batch, uids, stats, pairs, forced)
         own = {u for u, _, _ in born}
         merged = [(src, dst, src in own) for src, dst in pairs]
         final = uids.copy()
@@ -252,11 +252,16 @@ class HybridMixture(VMFMixture):
         uids: np.ndarray,
         stats: MultinomialStats,
         merged: list[tuple[int, int]],
+        forced: np.ndarray,
     ) -> list[tuple[int, int]]:
         """Clusters absorbed into the known categories the batch seated documents in
-        (:func:`~noveld.models.hybrid_known.absorb_into_known`), after this batch's merges."""
+        (:func:`~noveld.models.hybrid_known.absorb_into_known`), after this batch's merges;
+        ``forced``: each document's known slot (−1: no label)."""
         if not self._pinned:
             return []
+        free = forced < 0
+        hidden = float(np.isin(uids[free], np.fromiter(self._pinned, dtype=np.int64)).sum())
+        labels = (float((~free).sum()), hidden)
         survivor = dict(merged)
         seated = [stats.slot_of(survivor.get(u, u)) for u in np.unique(uids).tolist()]
         taken = {stats.slot_of(d) for _, d in merged}
@@ -264,7 +269,7 @@ class HybridMixture(VMFMixture):
             stats, np.array([k for k in seated if k >= 0], dtype=np.int64), self._pinned,
             np.concatenate(self._dimension_ids()), batch.vocab_size, batch.n_words,
             self.config, self.log_alpha(len(batch)), self.config.weight,
-            self.vector_merge_gains, taken,
+            self.vector_merge_gains, taken, labels,
         )  # fmt: skip
 
     def vector_merge_gains(self, stats: MultinomialStats, young: np.ndarray) -> np.ndarray:

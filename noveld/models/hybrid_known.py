@@ -1,5 +1,6 @@
 """Known categories under the hybrid likelihood: another cluster absorbed into a known category
-when the collapsed posterior of both views favours it by more than ``absorb_margin``."""
+when the collapsed posterior of both views, and of which documents carry a label, favours it by
+more than ``absorb_margin``."""
 
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ def absorb_into_known(
     weight: float,
     vector_gains: VectorGains,
     taken: set[int],
+    labels: tuple[float, float] = (0.0, 0.0),
 ) -> list[tuple[int, int]]:
     """Merge clusters into the known categories (``pinned`` uids) that the batch seated
     documents in (``seated``: slots), as the words model does (its
     :func:`~noveld.models.dpmm.merges.absorb_into_known`), on the words' merge gain over every
     real word (``reserved`` dimension ids excluded; ``n_words``: V of the prior) + ``weight``
-    × the vectors' merge gain.
+    × the vectors' merge gain + the labels' evidence (:func:`hidden_label_gains`: ``labels`` is
+    the batch's labelled and unlabelled documents seated in known categories).
     ``taken`` slots (merged already) are not absorbed. Applied to ``stats``; returns
     (source uid, known uid) pairs."""
     if not pinned:
@@ -55,6 +58,7 @@ def absorb_into_known(
     )
     if weight:
         gains += weight * vector_gains(stats, touched)
+    gains += hidden_label_gains(stats.m[:kmax] * stats.scale, *labels)[None, :]
     pairs: list[tuple[int, int]] = []
     for src, dst in greedy_absorptions(gains, touched, cfg.absorb_margin, set(taken)):
         move_counts(stats, src, dst)
@@ -62,3 +66,21 @@ def absorb_into_known(
         stats.fresh[src] = False
         pairs.append((int(stats.uid[src]), int(stats.uid[dst])))
     return pairs
+
+
+def hidden_label_gains(mass: np.ndarray, labelled: float, hidden: float) -> np.ndarray:
+    """The log-odds the missing labels add to absorbing each cluster (of ``mass`` documents,
+    none labelled) into a known category.
+
+    A known category's documents keep their label with an unknown probability f (Beta(1, 1)
+    prior); a novel cluster's never do. So n unlabelled documents are (1 − f)^n times as
+    probable in a known category as in a cluster of their own; with f integrated against the
+    batch's ``labelled`` and ``hidden`` (unlabelled) documents seated in known categories, the
+    log-odds are log B(1 + L, 1 + U + n) − log B(1 + L, 1 + U) ≤ 0: a large cluster in which no
+    document carries a label is unlikely to belong to a category whose documents do."""
+    a, b = 1.0 + labelled, 1.0 + hidden
+    const = math.lgamma(a + b) - math.lgamma(b)
+    return np.array(
+        [math.lgamma(b + n) - math.lgamma(a + b + n) + const for n in np.maximum(mass, 0.0)],
+        dtype=np.float64,
+    )

@@ -3,9 +3,13 @@ and never move; known categories are never retired or merged away; uids are dete
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from helpers.dpmm_oracle import random_docs
+from hypothesis import given
+from hypothesis import strategies as st
 
 from noveld.daemon.pipeline import label_uid
 from noveld.models.base import DocBatch
@@ -98,3 +102,24 @@ def test_an_unlabelled_twin_is_absorbed_into_its_known_category(kind: str, margi
         assert not merged and twin in live
     # the writer equals a replay of its deltas, merges included
     assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, stats))
+
+
+@given(
+    st.integers(0, 200), st.integers(0, 200), st.lists(st.integers(0, 60), min_size=1, max_size=8)
+)
+def test_hidden_label_gains_are_the_beta_bernoulli_chain_rule(
+    labelled: int, hidden: int, sizes: list[int]
+) -> None:
+    """log B(1 + L, 1 + U + n) − log B(1 + L, 1 + U) is the product of n predictive
+    probabilities that one more document of a known category comes unlabelled: 0 for an empty
+    cluster, never positive, lower for a larger cluster."""
+    from noveld.models.hybrid_known import hidden_label_gains
+
+    mass = np.array(sizes, dtype=np.float64)
+    got = hidden_label_gains(mass, float(labelled), float(hidden))
+    a, b = 1.0 + labelled, 1.0 + hidden
+    want = [sum(math.log((b + j) / (a + b + j)) for j in range(n)) for n in sizes]
+    np.testing.assert_allclose(got, want, atol=1e-9)
+    assert np.all(got <= 1e-12)
+    order = np.argsort(mass, kind="stable")
+    assert np.all(np.diff(got[order]) <= 1e-12)
