@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from noveld.models import hybrid_known as known
 from noveld.models.base import BatchResult, DocBatch, FitTest
 from noveld.models.dpmm import (
     advance_documents,
@@ -41,7 +42,6 @@ from noveld.models.hybrid_batch import (
     vector_merge_gains,
 )
 from noveld.models.hybrid_index import DimensionIndex
-from noveld.models.hybrid_known import absorb_into_known
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
@@ -259,14 +259,10 @@ class HybridMixture(VMFMixture):
         ``forced``: each document's known slot (−1: no label)."""
         if not self._pinned:
             return []
-        free = forced < 0
-        hidden = float(np.isin(uids[free], np.fromiter(self._pinned, dtype=np.int64)).sum())
-        labels = (float((~free).sum()), hidden)
-        survivor = dict(merged)
-        seated = [stats.slot_of(survivor.get(u, u)) for u in np.unique(uids).tolist()]
-        taken = {stats.slot_of(d) for _, d in merged}
-        return absorb_into_known(
-            stats, np.array([k for k in seated if k >= 0], dtype=np.int64), self._pinned,
+        seated, taken = known.seated_after_merges(stats, uids, merged)
+        labels = known.batch_label_counts(uids, forced, self._pinned)
+        return known.absorb_into_known(
+            stats, seated, self._pinned,
             np.concatenate(self._dimension_ids()), batch.vocab_size, batch.n_words,
             self.config, self.log_alpha(len(batch)), self.config.weight,
             self.vector_merge_gains, taken, labels,

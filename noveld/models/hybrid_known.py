@@ -84,3 +84,24 @@ def hidden_label_gains(mass: np.ndarray, labelled: float, hidden: float) -> np.n
         [math.lgamma(b + n) - math.lgamma(a + b + n) + const for n in np.maximum(mass, 0.0)],
         dtype=np.float64,
     )
+
+
+def batch_label_counts(
+    uids: np.ndarray, forced: np.ndarray, pinned: Collection[int]
+) -> tuple[float, float]:
+    """L and U of the batch: its labelled documents (``forced`` ≥ 0), and its unlabelled ones
+    seated in known categories (``pinned`` uids)."""
+    free = forced < 0
+    hidden = float(np.isin(uids[free], np.fromiter(pinned, dtype=np.int64)).sum())
+    return float((~free).sum()), hidden
+
+
+def seated_after_merges(
+    stats: MultinomialStats, uids: np.ndarray, merged: list[tuple[int, int]]
+) -> tuple[np.ndarray, set[int]]:
+    """The slots the batch's documents sit in once this batch's ``merged`` (uid, into) pairs
+    are applied, and the slots merged into (no absorption takes them)."""
+    survivor = dict(merged)
+    seated = [stats.slot_of(survivor.get(u, u)) for u in np.unique(uids).tolist()]
+    taken = {stats.slot_of(d) for _, d in merged}
+    return np.array([k for k in seated if k >= 0], dtype=np.int64), taken
