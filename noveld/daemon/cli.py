@@ -24,6 +24,7 @@ from noveld.daemon.exits import EXIT_INTERRUPTED, EXIT_IO, EXIT_STATE_DAMAGED, E
 from noveld.daemon.model_kinds import MODEL_FLAGS
 from noveld.daemon.outage import outage_reason
 from noveld.daemon.settings import ConfigError, unknown_env_names
+from noveld.daemon.signals import loop_started
 from noveld.daemon.stepping import state_damaged
 from noveld.state.redis.reasons import StoreConflict
 
@@ -138,7 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"noveld: error: {outage_reason(exc)}\n")
         return EXIT_IO
     except KeyboardInterrupt:  # before the pipeline's own handler, or a one-shot command
-        sys.stderr.write("noveld: interrupted\n")
+        if ns.command == "run" and not loop_started():
+            sys.stderr.write("noveld: interrupted while starting; nothing was read or written\n")
+        else:
+            sys.stderr.write("noveld: interrupted\n")
         return EXIT_INTERRUPTED
 
 

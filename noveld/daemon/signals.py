@@ -8,6 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+#: whether a loop of this process has taken the signals over (a signal before it interrupts
+#: start-up: nothing was read or written yet)
+_taken_over = threading.Event()
+
+
+def loop_started() -> bool:
+    """Whether a :func:`graceful_stop` has been entered in this process."""
+    return _taken_over.is_set()
+
 
 @contextmanager
 def graceful_stop() -> Iterator[threading.Event]:
@@ -21,6 +30,7 @@ def graceful_stop() -> Iterator[threading.Event]:
         yield flag
         return
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    _taken_over.set()
     try:
         yield flag
     finally:

@@ -8,6 +8,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -114,6 +115,29 @@ def test_an_interrupt_while_the_command_line_is_built_is_not_a_traceback(
         for s, h in previous.items():
             signal.signal(s, h)
     assert "noveld: interrupted while starting" in capsys.readouterr().err
+
+
+def test_an_interrupt_before_the_run_loop_says_nothing_was_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signal while `run` builds its pipeline (loading the state and the encoder), before
+    its loop takes the signals over, says so; after a loop, it is a plain interrupt."""
+    import noveld.daemon.cli as cli
+    from noveld.daemon import signals
+    from noveld.daemon.exits import EXIT_INTERRUPTED
+
+    def interrupted_run(ns: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_run", interrupted_run)
+    monkeypatch.setattr(signals, "_taken_over", threading.Event())
+    monkeypatch.setattr(sys, "argv", ["noveld", "run", "--input", "-"])
+    assert cli.main() == EXIT_INTERRUPTED
+    assert "interrupted while starting; nothing was read" in capsys.readouterr().err
+    with signals.graceful_stop():
+        pass
+    assert cli.main() == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.strip() == "noveld: interrupted"
 
 
 def test_the_console_script_goes_through_the_launcher() -> None:
