@@ -163,6 +163,15 @@ class SourcePosition(BaseModel):
     offset: int
     ts: str | None = None  # RFC 3339, the record's event or broker time when known
 
+    @classmethod
+    def at(cls, topic: str, partition: int, offset: int, ts: str | None = None) -> SourcePosition:
+        """A validated position, one per record: pydantic-core's validator called on a dict
+        directly costs about two thirds of the keyword constructor."""
+        pos: SourcePosition = cls.__pydantic_validator__.validate_python(
+            {"topic": topic, "partition": partition, "offset": offset, "ts": ts}
+        )
+        return pos
+
 
 def event_id(namespace: str, cluster_id: str, event_type: str) -> str:
     """Deterministic event id, so a replay re-emits the same ids and consumers can deduplicate.

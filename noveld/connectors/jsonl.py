@@ -215,7 +215,7 @@ class JsonlSource(Closing):
                 out.append(
                     Record(
                         line,
-                        SourcePosition(topic=topic, partition=0, offset=offset, ts=None),
+                        SourcePosition.at(topic, 0, offset),
                     )
                 )
         return out

@@ -207,9 +207,7 @@ class KafkaSource:
                     if msg.timestamp and msg.timestamp > 0
                     else None
                 )
-                pos = SourcePosition(
-                    topic=tp.topic, partition=tp.partition, offset=msg.offset, ts=ts
-                )
+                pos = SourcePosition.at(tp.topic, tp.partition, msg.offset, ts)
                 value = msg.value if msg.value is not None else b""
                 headers = tuple((str(k), bytes(v or b"")) for k, v in msg.headers or ())
                 out.append(Record(value, pos, msg.key, headers))

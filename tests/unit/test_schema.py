@@ -345,3 +345,10 @@ def test_a_decoded_document_is_the_fields_of_a_document_and_validates_as_one() -
     assert decoded.validated() == doc
     with pytest.raises(ValidationError, match="at least one of text, tokens, embedding"):
         DecodedDocument(id="b").validated()
+
+
+def test_a_position_at_is_the_validated_position() -> None:
+    pos = SourcePosition.at("in.jsonl", 0, 7)
+    assert pos == SourcePosition(topic="in.jsonl", offset=7) and pos.ts is None
+    with pytest.raises(ValidationError):
+        SourcePosition.at("in.jsonl", 0, "seven")  # type: ignore[arg-type]
