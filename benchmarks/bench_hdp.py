@@ -26,7 +26,7 @@ from noveld.eval.metrics import clustering_scores
 from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.hdp import HDP, HDPConfig, topic_token
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 
 def main() -> None:
@@ -43,7 +43,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
     rows = load_texts(a.data)
-    docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
+    docs = [DecodedDocument(id=str(r["id"]), text=str(r["text"])) for r in rows]
     vocab = Vocabulary()
     vocab.extend(topic_token(t) for t in range(a.topics))
     feat = Featurizer(Tokenizer(), vocab)

@@ -26,7 +26,7 @@ from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.edcm import EDCMMixture, length_token
 from noveld.models.kernels.edcm import N_BINS
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 
 def run(batches: list, settings: Settings, reserved: list[int]) -> tuple[float, np.ndarray, int]:
@@ -67,7 +67,7 @@ def main() -> None:
         else {"document_concentration": a.document_concentration}
     )
     rows = load_texts(a.data)
-    docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
+    docs = [DecodedDocument(id=str(r["id"]), text=str(r["text"])) for r in rows]
     vocab = Vocabulary()
     reserved = vocab.ids([length_token(b) for b in range(N_BINS)])
     feat = Featurizer(Tokenizer(), vocab)

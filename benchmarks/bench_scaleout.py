@@ -242,9 +242,9 @@ def model_cost(
     from noveld.featurize import Featurizer, Tokenizer
     from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
     from noveld.models.vocabulary import Vocabulary
-    from noveld.schema import Document
+    from noveld.schema import DecodedDocument
 
-    docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
+    docs = [DecodedDocument(id=str(r["id"]), text=str(r["text"])) for r in rows]
     feat = Featurizer(Tokenizer(), Vocabulary())
     batches = [feat.featurize(docs[i : i + batch_size])[0] for i in range(0, len(docs), batch_size)]
     steps: list[float] = []

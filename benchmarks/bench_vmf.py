@@ -28,7 +28,7 @@ from noveld.eval.metrics import clustering_scores
 from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 from noveld.synth import SynthConfig, generate, write_jsonl
 
 
@@ -46,7 +46,10 @@ def main() -> None:
         n_docs=a.docs, n_stories=a.stories, embedding_dim=a.dim, embedding_cosine=a.cosine
     )
     rows = list(generate(synth))
-    docs = [Document(id=str(r["id"]), text=str(r["text"]), embedding=r["embedding"]) for r in rows]
+    docs = [
+        DecodedDocument(id=str(r["id"]), text=str(r["text"]), embedding=r["embedding"])
+        for r in rows
+    ]
     labels = [str(r["label"]) for r in rows]
     vocab = Vocabulary()
     ids = vocab.ids([t for j in range(a.dim) for t in dimension_tokens(j)])

@@ -28,10 +28,10 @@ from noveld.models.dpmm import DPMMConfig
 from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 
-def gibbs(docs: list[Document], sweeps: int, deterministic: bool, seed: int) -> list[int]:
+def gibbs(docs: list[DecodedDocument], sweeps: int, deterministic: bool, seed: int) -> list[int]:
     """Cluster uid of every document after the seating pass and ``sweeps`` sweeps."""
     batch, _ = Featurizer(Tokenizer(), Vocabulary()).featurize(docs)
     cfg = DPMMConfig()
@@ -58,7 +58,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     rows = load_texts(a.data)
-    docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in rows]
+    docs = [DecodedDocument(id=str(r["id"]), text=str(r["text"])) for r in rows]
     labels = [str(r["label"]) for r in rows]
     print(f"machine: {machine()}")
     print(f"data: {a.data} ({len(docs):,} docs), {'MAP' if a.map else 'sampled'} sweeps")

@@ -40,7 +40,7 @@ from noveld.models.dpmm import DPMM
 from noveld.models.hybrid import HybridConfig, HybridMixture
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 BATCH = 256
 
@@ -60,7 +60,7 @@ def featurized(path: Path, dim: int) -> tuple[list[DocBatch], list[str], list[in
     dropped = 0
     for i in range(0, len(rows), BATCH):
         chunk = rows[i : i + BATCH]
-        docs = [Document(id=str(r["id"]), text=str(r["text"])) for r in chunk]
+        docs = [DecodedDocument(id=str(r["id"]), text=str(r["text"])) for r in chunk]
         batch, empty = feat.featurize(docs)
         keep = [j for j in range(len(chunk)) if j not in set(empty)]
         dropped += len(empty)

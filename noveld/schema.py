@@ -11,9 +11,10 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
@@ -128,21 +129,28 @@ class Document(BaseModel):
         return self
 
 
-_M = TypeVar("_M", bound=BaseModel)
+@dataclass(frozen=True, slots=True)
+class DecodedDocument:
+    """A document as the pipeline carries it: the fields of :class:`Document`, already checked
+    (by the decoder, or taken from a validated ``Document``), in a plain frozen dataclass that
+    costs far less per record than a pydantic model."""
 
+    id: str
+    text: str | None = None
+    tokens: list[str] | None = None
+    embedding: list[float] | None = None
+    label: str | None = None
+    context: dict[str, str] = field(default_factory=dict)
+    ts: float | None = None
 
-def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
-    """Build a model from values that were already validated, without re-validating.
+    @classmethod
+    def of(cls, doc: Document) -> DecodedDocument:
+        """The pipeline's form of a validated document."""
+        return cls(doc.id, doc.text, doc.tokens, doc.embedding, doc.label, doc.context, doc.ts)
 
-    Hot-path twin of ``model_construct`` (≈3× cheaper): ``values`` must hold every field.
-    Used by the decoder and the JSONL source, whose own checks are tested to imply validity.
-    """
-    obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
-    return obj
+    def validated(self) -> Document:
+        """The same document validated as :class:`Document` (raises if it is not valid)."""
+        return Document.model_validate({f.name: getattr(self, f.name) for f in fields(self)})
 
 
 class SourcePosition(BaseModel):
@@ -154,6 +162,15 @@ class SourcePosition(BaseModel):
     partition: int = 0
     offset: int
     ts: str | None = None  # RFC 3339, the record's event or broker time when known
+
+    @classmethod
+    def at(cls, topic: str, partition: int, offset: int, ts: str | None = None) -> SourcePosition:
+        """A validated position, one per record: pydantic-core's validator called on a dict
+        directly costs about two thirds of the keyword constructor."""
+        pos: SourcePosition = cls.__pydantic_validator__.validate_python(
+            {"topic": topic, "partition": partition, "offset": offset, "ts": ts}
+        )
+        return pos
 
 
 def event_id(namespace: str, cluster_id: str, event_type: str) -> str:

@@ -1,7 +1,8 @@
-"""Raw record bytes → validated ``Document`` or an ``Invalid`` with a DLQ reason.
+"""Raw record bytes → a checked ``DecodedDocument`` (the fields of a valid ``Document``) or an
+``Invalid`` with a DLQ reason.
 
 Shared by every source (Kafka, JSONL file, stdin) so all modes validate identically. The decoder
-never raises: any byte string yields a Document or an Invalid.
+never raises: any byte string yields a DecodedDocument or an Invalid.
 
 Lenient conversions (documented contract): an integer ``id`` or ``label`` becomes its decimal
 string; ``null`` counts as absent for every field; in ``context`` numbers and booleans become
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from noveld.connectors import decode_fields as check
 from noveld.connectors.decode_fields import Invalid, Reject, type_name
 from noveld.connectors.decode_json import parse_json
-from noveld.schema import Document, InvalidReason, trusted
+from noveld.schema import DecodedDocument, InvalidReason
 
 __all__ = ["DecodeLimits", "FieldNames", "Invalid", "decode_record"]
 
@@ -46,7 +47,7 @@ class DecodeLimits:
     embedding_dim: int | None = None
 
 
-def _decode(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document:
+def _decode(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> DecodedDocument:
     """The checks, in order; raises ``Reject`` on the first problem."""
     if len(raw) > limits.max_doc_bytes:
         raise Reject(  # not its size: the reader keeps at most one byte past the limit
@@ -67,23 +68,15 @@ def _decode(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document:
     label = check.label(obj, fields.label)
     context = check.context(obj, fields.context)
     ts = check.ts(obj, fields.ts)
-    # Every field was checked above, so the (hot-path) pydantic validation is skipped;
-    # tests/unit/connectors/test_decode.py checks that decoded documents also pass full validation.
-    return trusted(
-        Document,
-        {
-            "id": doc_id,
-            "text": text,
-            "tokens": tokens,
-            "embedding": embedding,
-            "label": label,
-            "context": context,
-            "ts": ts,
-        },
-    )
+    # every field was checked above, so the result is a valid Document without pydantic's
+    # per-record cost; tests/unit/connectors/test_decode.py checks that decoded documents also
+    # pass full validation
+    return DecodedDocument(doc_id, text, tokens, embedding, label, context, ts)
 
 
-def decode_record(raw: bytes, fields: FieldNames, limits: DecodeLimits) -> Document | Invalid:
+def decode_record(
+    raw: bytes, fields: FieldNames, limits: DecodeLimits
+) -> DecodedDocument | Invalid:
     """Decode and validate one record's bytes; never raises, bad input becomes ``Invalid``."""
     try:
         return _decode(raw, fields, limits)

@@ -20,7 +20,7 @@ from typing import IO
 from noveld.connectors.closing import Closing
 from noveld.connectors.source import Positions, position_key
 from noveld.connectors.source import Record as Record
-from noveld.schema import SourcePosition, trusted
+from noveld.schema import SourcePosition
 
 STDIN = "-"
 """Path meaning standard input."""
@@ -215,10 +215,7 @@ class JsonlSource(Closing):
                 out.append(
                     Record(
                         line,
-                        trusted(
-                            SourcePosition,
-                            {"topic": topic, "partition": 0, "offset": offset, "ts": None},
-                        ),
+                        SourcePosition.at(topic, 0, offset),
                     )
                 )
         return out

@@ -28,7 +28,7 @@ from noveld.connectors.kafka_client import (
 )
 from noveld.connectors.kafka_past_end import PastEndHolds
 from noveld.connectors.source import Positions, Record
-from noveld.schema import SourcePosition, format_rfc3339, trusted
+from noveld.schema import SourcePosition, format_rfc3339
 
 log = logging.getLogger("noveld.kafka")
 
@@ -207,10 +207,7 @@ class KafkaSource:
                     if msg.timestamp and msg.timestamp > 0
                     else None
                 )
-                pos = trusted(
-                    SourcePosition,
-                    {"topic": tp.topic, "partition": tp.partition, "offset": msg.offset, "ts": ts},
-                )
+                pos = SourcePosition.at(tp.topic, tp.partition, msg.offset, ts)
                 value = msg.value if msg.value is not None else b""
                 headers = tuple((str(k), bytes(v or b"")) for k, v in msg.headers or ())
                 out.append(Record(value, pos, msg.key, headers))

@@ -35,7 +35,7 @@ from noveld.models.kernels import multinomial as kern
 from noveld.models.refine import forgetting_weights, partition_stats, refine_partition
 from noveld.models.refine_edcm import refine_edcm_partition
 from noveld.models.refine_hybrid import refine_hybrid_partition, with_vector_entries
-from noveld.schema import Document, SourcePosition
+from noveld.schema import DecodedDocument, SourcePosition
 from noveld.state.base import NamespaceState
 from noveld.state.dir_lock import StateDirBusy, hold_state_dir
 from noveld.state.memory import SNAPSHOT_NAME, write_snapshot
@@ -63,7 +63,7 @@ class _ArchiveRecorder:
         self.merged_into: dict[int, int] = {}
 
     def on_documents(
-        self, docs: list[Document], positions: list[SourcePosition], assignments: np.ndarray
+        self, docs: list[DecodedDocument], positions: list[SourcePosition], assignments: np.ndarray
     ) -> None:
         """Batch observer: the documents' labels (for the report and for known labels)."""
         self.labels.extend(d.label for d in docs)

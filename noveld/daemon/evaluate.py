@@ -21,7 +21,7 @@ from noveld.eval.metrics import clustering_scores
 from noveld.eval.novelty import novelty_scores
 from noveld.models.dpmm import warm_up
 from noveld.models.edcm import warm_up_edcm
-from noveld.schema import Document, SourcePosition
+from noveld.schema import DecodedDocument, SourcePosition
 
 BREAKER_ADVICE = (
     "Nothing is scored: fix the file, or raise --max-consecutive-invalid to score its valid "
@@ -58,7 +58,7 @@ class StreamRecorder:
     invalid_why: str = ""  # their commonest reason (Progress.dominant_reason)
 
     def __call__(
-        self, docs: list[Document], positions: list[SourcePosition], assignments: np.ndarray
+        self, docs: list[DecodedDocument], positions: list[SourcePosition], assignments: np.ndarray
     ) -> None:
         """Record one batch."""
         self.ids.extend(d.id for d in docs)
@@ -165,7 +165,7 @@ def evaluate_known(
     from noveld.daemon.model_kinds import dense_dimension
     from noveld.daemon.pipeline import label_uid
     from noveld.eval.novelty import known_f1, split_known
-    from noveld.schema import Document
+    from noveld.schema import DecodedDocument
 
     # the truth as the pipeline reads it: a null label is no label, an invalid one (a boolean,
     # a float) makes an invalid record, left in the stream to be dead-lettered and not scored
@@ -179,7 +179,7 @@ def evaluate_known(
     labelled: list[tuple[int, str, str]] = []  # (line, doc id, label)
     for n, line in enumerate(raw_lines):
         doc = decode_record(line, fields, limits)
-        if isinstance(doc, Document) and doc.label is not None:
+        if isinstance(doc, DecodedDocument) and doc.label is not None:
             labelled.append((n, doc.id, doc.label))
     truth_by_id = {doc_id: label for _, doc_id, label in labelled}
     known, revealed_mask = split_known([lab for _, _, lab in labelled], known_fraction, seed)

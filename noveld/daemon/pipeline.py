@@ -43,7 +43,7 @@ from noveld.models.base import BatchResult, DocBatch, StatsDelta
 from noveld.models.hdp import live_clusters
 from noveld.models.story_table import StoriesChange
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document, SourcePosition
+from noveld.schema import DecodedDocument, SourcePosition
 from noveld.state.base import CommitOutcome, NamespaceState, StateStore, partition_key
 
 __all__ = [
@@ -64,7 +64,7 @@ __all__ = [
 
 log = logging.getLogger("noveld.pipeline")
 
-BatchObserver = Callable[[list[Document], list[SourcePosition], np.ndarray], None]
+BatchObserver = Callable[[list[DecodedDocument], list[SourcePosition], np.ndarray], None]
 #: sees each model step's featurized batch and result (``noveld fit`` keeps the archive's)
 ModelObserver = Callable[[DocBatch, BatchResult], None]
 
@@ -292,7 +292,7 @@ class Pipeline(LiveReads):
     def _cluster(
         self,
         batch: DocBatch,
-        docs: list[Document],
+        docs: list[DecodedDocument],
         positions: list[SourcePosition],
         first_offsets: dict[str, int],
         rep: BatchReport,

@@ -16,7 +16,7 @@ import numpy as np
 
 from noveld.models.base import DocBatch
 from noveld.models.vocabulary import RESERVED_PREFIX, Vocabulary, context_tokens
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 if TYPE_CHECKING:
     from noveld.featurize.encoder import TextEncoder
@@ -109,7 +109,7 @@ def build_batch(docs: list[list[int]], vocab_size: int) -> DocBatch:
     return batch_from_flat(flat, lengths, vocab_size)
 
 
-def unit_embedding(doc: Document) -> np.ndarray | None:
+def unit_embedding(doc: DecodedDocument) -> np.ndarray | None:
     """The document's embedding scaled to unit length; None without one, or for a
     zero vector (it has no direction)."""
     if doc.embedding is None:
@@ -143,7 +143,7 @@ class TextViews:
 
 
 def read_texts(
-    tokenizer: Tokenizer, encoder: TextEncoder | None, docs: Sequence[Document]
+    tokenizer: Tokenizer, encoder: TextEncoder | None, docs: Sequence[DecodedDocument]
 ) -> list[TextViews]:
     """Each document's :class:`TextViews`: what :meth:`Featurizer.featurize` would compute of
     it, computed here instead (before the batch is featurized, e.g. on another thread while
@@ -197,7 +197,7 @@ class Featurizer:
         self.words_view = words_view
 
     def vectors_of(
-        self, docs: list[Document], read: Sequence[TextViews] | None = None
+        self, docs: list[DecodedDocument], read: Sequence[TextViews] | None = None
     ) -> dict[int, np.ndarray]:
         """Each document's unit vector by index (its own embedding, else the encoder's of its
         text, or ``read``'s where it was encoded); documents with neither are left out."""
@@ -221,12 +221,15 @@ class Featurizer:
                     vectors[i] = encoded[row]
         return vectors
 
-    def tokens_of(self, doc: Document) -> list[str]:
+    def tokens_of(self, doc: DecodedDocument) -> list[str]:
         """The normalized tokens of one document (empty if it has no text or tokens)."""
         return _tokens_of(self.tokenizer, doc)
 
     def featurize(
-        self, docs: list[Document], grow: bool = True, read: Sequence[TextViews] | None = None
+        self,
+        docs: list[DecodedDocument],
+        grow: bool = True,
+        read: Sequence[TextViews] | None = None,
     ) -> tuple[DocBatch, list[int]]:
         """Batch of the documents with tokens (in order) and the indices of those without.
 
@@ -305,7 +308,7 @@ class Featurizer:
             batch = replace(batch, emb=emb)
         return batch, empty
 
-    def _with_context(self, batch: DocBatch, docs: list[Document], grow: bool) -> DocBatch:
+    def _with_context(self, batch: DocBatch, docs: list[DecodedDocument], grow: bool) -> DocBatch:
         """``batch`` with its documents' context fields (in field-name order) as value and field
         entries, and each field's number of distinct values once they are counted."""
         vocab = self.vocabulary
@@ -331,7 +334,7 @@ class Featurizer:
         )
 
 
-def _tokens_of(tokenizer: Tokenizer, doc: Document) -> list[str]:
+def _tokens_of(tokenizer: Tokenizer, doc: DecodedDocument) -> list[str]:
     """The normalized tokens of one document (empty if it has no text or tokens)."""
     if doc.tokens is not None:
         return tokenizer.normalize(doc.tokens)
@@ -340,7 +343,7 @@ def _tokens_of(tokenizer: Tokenizer, doc: Document) -> list[str]:
     return []
 
 
-def _text_of(doc: Document) -> str:
+def _text_of(doc: DecodedDocument) -> str:
     """What the encoder reads of a document: its text, or its tokens joined by spaces."""
     if doc.tokens is not None:
         return " ".join(doc.tokens)

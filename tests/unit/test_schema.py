@@ -14,6 +14,7 @@ from noveld.schema import (
     ClusterBorn,
     ClusterMerged,
     ClusterRetired,
+    DecodedDocument,
     Document,
     DocumentAssigned,
     DocumentsAssigned,
@@ -328,3 +329,26 @@ def test_assignment_batch_ids_are_per_partition_and_first_offset() -> None:
         assignment_batch_event_id("m", "t", 0, 10),
     }
     assert len(ids) == 5 and all(len(i) == 32 for i in ids)
+
+
+def test_a_decoded_document_is_the_fields_of_a_document_and_validates_as_one() -> None:
+    doc = Document(
+        id="a", text="x", tokens=["t"], label="l", context={"c": "v"}, ts="1970-01-01T00:00:01Z"
+    )
+    decoded = DecodedDocument.of(doc)
+    assert (decoded.id, decoded.tokens, decoded.context, decoded.ts) == (
+        "a",
+        ["t"],
+        {"c": "v"},
+        1.0,
+    )
+    assert decoded.validated() == doc
+    with pytest.raises(ValidationError, match="at least one of text, tokens, embedding"):
+        DecodedDocument(id="b").validated()
+
+
+def test_a_position_at_is_the_validated_position() -> None:
+    pos = SourcePosition.at("in.jsonl", 0, 7)
+    assert pos == SourcePosition(topic="in.jsonl", offset=7) and pos.ts is None
+    with pytest.raises(ValidationError):
+        SourcePosition.at("in.jsonl", 0, "seven")  # type: ignore[arg-type]

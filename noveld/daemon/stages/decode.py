@@ -10,7 +10,7 @@ from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_r
 from noveld.connectors.jsonl import Record
 from noveld.daemon.stages.labels import label_collision
 from noveld.daemon.stages.report import BatchReport
-from noveld.schema import Document, InvalidReason
+from noveld.schema import DecodedDocument, InvalidReason
 from noveld.state.base import partition_key
 
 
@@ -73,12 +73,12 @@ class Decoder:
         known_labels: dict[int, str],
         rejects: Rejections,
         rep: BatchReport,
-        decoded: Sequence[Document | Invalid] | None = None,
-    ) -> tuple[list[Document], list[Record], int]:
+        decoded: Sequence[DecodedDocument | Invalid] | None = None,
+    ) -> tuple[list[DecodedDocument], list[Record], int]:
         """Decode records in order until the breaker trips; returns docs, their records and how
         many records were consumed. ``decoded``: each record's :meth:`decode_one`, computed
         ahead (the labels are checked here, against the labels known now)."""
-        docs: list[Document] = []
+        docs: list[DecodedDocument] = []
         kept: list[Record] = []
         limit = self.max_invalid
         labels: dict[int, str] = {}  # the batch's new labels, by uid
@@ -99,7 +99,7 @@ class Decoder:
                 kept.append(rec)
         return docs, kept, len(records)
 
-    def decode_one(self, rec: Record) -> Document | Invalid:
+    def decode_one(self, rec: Record) -> DecodedDocument | Invalid:
         """One record's document, or why it is invalid, before the labels are checked: a
         function of its bytes alone."""
         return decode_record(rec.raw, self.fields, self.limits)

@@ -20,7 +20,7 @@ from noveld.schema import (
     ClusterBorn,
     ClusterMerged,
     ClusterRetired,
-    Document,
+    DecodedDocument,
     SourcePosition,
     assignment_batch_event_id,
     assignment_event_id,
@@ -39,7 +39,7 @@ def _shortened(term: str) -> str:
     return term if len(term) <= TERM_CHARS else term[: TERM_CHARS - 1] + "…"
 
 
-def event_time(pos: SourcePosition, doc: Document) -> str | None:
+def event_time(pos: SourcePosition, doc: DecodedDocument) -> str | None:
     """An event's time for a record: the document's own ``ts`` (docs/events.md), else the
     source's (a Kafka record's timestamp): an archive replayed into Kafka keeps its event
     times instead of taking the replay's."""
@@ -48,7 +48,7 @@ def event_time(pos: SourcePosition, doc: Document) -> str | None:
     return pos.ts
 
 
-def position_json(pos: SourcePosition, doc: Document) -> dict[str, Any]:
+def position_json(pos: SourcePosition, doc: DecodedDocument) -> dict[str, Any]:
     """A record's position as an event's JSON dict, timed by :func:`event_time`."""
     return {
         "topic": pos.topic,
@@ -108,7 +108,7 @@ class EventBuilder:
     def batch_events(
         self,
         live: LiveNamespace,
-        docs: Sequence[Document],
+        docs: Sequence[DecodedDocument],
         positions: Sequence[SourcePosition],
         result: BatchResult,
         confirmed: Sequence[Confirmation],
@@ -155,7 +155,7 @@ class EventBuilder:
     def assignment_events(
         self,
         live: LiveNamespace,
-        docs: Sequence[Document],
+        docs: Sequence[DecodedDocument],
         positions: Sequence[SourcePosition],
         assigned: np.ndarray,
     ) -> list[dict[str, Any]]:
@@ -184,7 +184,7 @@ class EventBuilder:
     def assignment_batch_events(
         self,
         live: LiveNamespace,
-        docs: Sequence[Document],
+        docs: Sequence[DecodedDocument],
         positions: Sequence[SourcePosition],
         assigned: np.ndarray,
     ) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from noveld.daemon.stages.report import BatchReport, StateDiverged
 from noveld.featurize import TextViews
 from noveld.featurize.encoder import EncoderUnavailable, TextEncoder, shared_encoder
 from noveld.models.base import DocBatch
-from noveld.schema import Document, InvalidReason
+from noveld.schema import DecodedDocument, InvalidReason
 from noveld.state.base import CommitOutcome, StaleVocabulary, StateStore
 
 
@@ -38,7 +38,7 @@ def text_encoder(model: Any) -> TextEncoder | None:
         raise UserError(f"--featurizer {model.featurizer}: {exc}") from None
 
 
-def empty_detail(doc: Document, views: Views) -> str:
+def empty_detail(doc: DecodedDocument, views: Views) -> str:
     """Why a decoded document has nothing to cluster."""
     if views.clustered_by == "both":
         return "no tokens after tokenization and no embedding (hybrid: a text by its words)"
@@ -56,7 +56,7 @@ def empty_detail(doc: Document, views: Views) -> str:
 def featurize_shared(
     live: LiveNamespace,
     store: StateStore,
-    docs: list[Document],
+    docs: list[DecodedDocument],
     read: Sequence[TextViews] | None = None,
 ) -> tuple[DocBatch, list[int]]:
     """Featurize (with the documents' tokens and vectors ``read`` ahead, if they were), then
@@ -78,13 +78,13 @@ def featurize_shared(
 def featurize(
     live: LiveNamespace,
     store: StateStore,
-    docs: list[Document],
+    docs: list[DecodedDocument],
     kept: list[Record],
     views: Views,
     rejects: Rejections,
     rep: BatchReport,
     read: Sequence[TextViews] | None = None,
-) -> tuple[DocBatch, list[Document], list[Record]]:
+) -> tuple[DocBatch, list[DecodedDocument], list[Record]]:
     """The batch of the documents with something to cluster, those documents and their
     records; the others are rejected as empty content. ``read``: the documents' tokens and
     vectors computed ahead (:mod:`noveld.daemon.stages.prefetch`), or None."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from noveld.models.suffstats import MultinomialStats
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 from noveld.state.base import KNOWN_LABEL_SLOT
 
 
@@ -40,7 +40,7 @@ def label_collision(
 
 
 def known_uids(
-    docs: Sequence[Document], known_labels: dict[int, str], use_labels: bool
+    docs: Sequence[DecodedDocument], known_labels: dict[int, str], use_labels: bool
 ) -> np.ndarray | None:
     """Cluster uid of each document's known label (−1 without one), registering new labels in
     ``known_labels``; None when labels are not used or the batch has none."""

@@ -6,6 +6,7 @@ the featurizer's own (:func:`noveld.featurize.read_texts`): a document is tokeni
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import Literal
@@ -14,7 +15,7 @@ from noveld.connectors.jsonl import Record
 from noveld.daemon.stages.decode import Rejections
 from noveld.daemon.stages.report import BatchReport
 from noveld.featurize import TextViews, Tokenizer, read_texts
-from noveld.schema import Document, InvalidReason
+from noveld.schema import DecodedDocument, InvalidReason
 
 Oversize = Literal["truncate", "dead-letter"]
 
@@ -32,16 +33,16 @@ def cut_text(text: str, tokenizer: Tokenizer, limit: int) -> str:
     return text
 
 
-def cut(doc: Document, tokenizer: Tokenizer, limit: int) -> Document:
+def cut(doc: DecodedDocument, tokenizer: Tokenizer, limit: int) -> DecodedDocument:
     """The document with its first ``limit`` tokens only (text or pre-tokenized tokens)."""
     if doc.tokens is not None:
-        return doc.model_copy(update={"tokens": tokenizer.normalize(doc.tokens)[:limit]})
+        return dataclasses.replace(doc, tokens=tokenizer.normalize(doc.tokens)[:limit])
     assert doc.text is not None  # it has more than ``limit`` tokens, so it has text
-    return doc.model_copy(update={"text": cut_text(doc.text, tokenizer, limit)})
+    return dataclasses.replace(doc, text=cut_text(doc.text, tokenizer, limit))
 
 
 def limit_length(
-    docs: list[Document],
+    docs: list[DecodedDocument],
     kept: list[Record],
     read: Sequence[TextViews],
     tokenizer: Tokenizer,
@@ -49,14 +50,14 @@ def limit_length(
     oversize: Oversize,
     rejects: Rejections,
     rep: BatchReport,
-) -> tuple[list[Document], list[Record], list[TextViews]]:
+) -> tuple[list[DecodedDocument], list[Record], list[TextViews]]:
     """The batch's documents with none longer than ``limit`` tokens, their records and their
     text views (``read``: each document's, from the featurizer's tokenizing pass): the longer
     ones cut (``rep.truncated`` counts them; their views are read again from the cut text,
     not yet encoded) or rejected as ``oversize``."""
     if all(len(v.tokens) <= limit for v in read):
         return docs, kept, list(read)
-    out_docs: list[Document] = []
+    out_docs: list[DecodedDocument] = []
     out_kept: list[Record] = []
     out_read: list[TextViews] = []
     for doc, rec, views in zip(docs, kept, read, strict=True):

@@ -13,7 +13,7 @@ from noveld.daemon.stages.labels import known_uids
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 from noveld.state.base import NamespaceState, StateStore
 
 
@@ -51,7 +51,7 @@ def fit(
     store: StateStore,
     live: LiveNamespace,
     batch: DocBatch,
-    docs: Sequence[Document],
+    docs: Sequence[DecodedDocument],
     first_offsets: dict[str, int],
     settings: Settings,
 ) -> BatchResult:

@@ -15,14 +15,16 @@ from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.kernels import multinomial as kern
 from noveld.models.lineage import UID_SLOT_BITS, Lineage
 from noveld.models.novelty import Confirmation
-from noveld.schema import Document, SourcePosition
+from noveld.schema import DecodedDocument, SourcePosition
 
 
 class _PositionDicts(Sequence[dict[str, Any]]):
     """Positions as JSON dicts, converted only for the few the novelty tracker keeps; a
     document's own ``ts`` (event time) fills in the position's time when the source has none."""
 
-    def __init__(self, positions: Sequence[SourcePosition], docs: Sequence[Document]) -> None:
+    def __init__(
+        self, positions: Sequence[SourcePosition], docs: Sequence[DecodedDocument]
+    ) -> None:
         self._positions = positions
         self._docs = docs
 
@@ -59,7 +61,7 @@ def observe(
     model: ClusterModel,
     batch: DocBatch,
     result: BatchResult,
-    docs: Sequence[Document],
+    docs: Sequence[DecodedDocument],
     positions: Sequence[SourcePosition],
     first_index: int,
     refound: bool,

@@ -13,17 +13,17 @@ from dataclasses import dataclass, field
 from noveld.connectors.decode import Invalid
 from noveld.connectors.jsonl import Record
 from noveld.featurize import TextViews
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 
 @dataclass(frozen=True)
 class Prepared:
     """A batch's records decoded (before the labels' check) and its documents' text views."""
 
-    decoded: list[Document | Invalid]
+    decoded: list[DecodedDocument | Invalid]
     views: dict[int, TextViews] = field(default_factory=dict)  # by id() of a decoded document
 
-    def read_of(self, docs: Sequence[Document]) -> list[TextViews] | None:
+    def read_of(self, docs: Sequence[DecodedDocument]) -> list[TextViews] | None:
         """The views of ``docs`` (documents of :attr:`decoded`), in their order; None when one
         was not prepared here."""
         views = self.views

@@ -24,7 +24,7 @@ from noveld.daemon.stages.live import LiveNamespace
 from noveld.models.base import BatchResult, ClusterModel
 from noveld.models.stories import StoryLimits
 from noveld.models.story_table import StoriesChange, StoryTable, batch_change
-from noveld.schema import Document, SourcePosition, parse_rfc3339
+from noveld.schema import DecodedDocument, SourcePosition, parse_rfc3339
 
 TERMS_SHARE = 0.005
 """Share of the processing time spent recomputing top terms at most (each recomputation walks
@@ -51,7 +51,9 @@ class _Field(Sequence[Any]):
     """One field of a batch's documents, read only for the few documents asked for (the
     exemplars)."""
 
-    def __init__(self, docs: Sequence[Document], get: Callable[[Document], Any]) -> None:
+    def __init__(
+        self, docs: Sequence[DecodedDocument], get: Callable[[DecodedDocument], Any]
+    ) -> None:
         self._docs, self._get = docs, get
 
     def __len__(self) -> int:
@@ -67,7 +69,7 @@ _TEXT = operator.attrgetter("text")
 
 
 def doc_times(
-    docs: Sequence[Document], positions: Sequence[SourcePosition], now: float
+    docs: Sequence[DecodedDocument], positions: Sequence[SourcePosition], now: float
 ) -> np.ndarray:
     """Each document's event time in epoch seconds (its ``ts``, the source's, else ``now``),
     to the millisecond."""
@@ -115,7 +117,7 @@ class StoryBuilder:
     def change(
         self,
         live: LiveNamespace,
-        docs: Sequence[Document],
+        docs: Sequence[DecodedDocument],
         positions: Sequence[SourcePosition],
         result: BatchResult,
     ) -> StoriesChange | None:

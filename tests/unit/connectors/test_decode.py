@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from noveld.connectors import decode_json
 from noveld.connectors.decode import DecodeLimits, FieldNames, Invalid, decode_record
-from noveld.schema import Document, InvalidReason, format_rfc3339
+from noveld.schema import DecodedDocument, InvalidReason, format_rfc3339
 
 F = FieldNames()
 L = DecodeLimits()
@@ -30,7 +30,7 @@ def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     yield str(request.param)
 
 
-def _dec(obj: Any, fields: FieldNames = F, limits: DecodeLimits = L) -> Document | Invalid:
+def _dec(obj: Any, fields: FieldNames = F, limits: DecodeLimits = L) -> DecodedDocument | Invalid:
     raw = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
     return decode_record(raw, fields, limits)
 
@@ -42,9 +42,9 @@ def _reason(obj: Any, fields: FieldNames = F, limits: DecodeLimits = L) -> Inval
     return out.reason
 
 
-def _doc(obj: Any, fields: FieldNames = F, limits: DecodeLimits = L) -> Document:
+def _doc(obj: Any, fields: FieldNames = F, limits: DecodeLimits = L) -> DecodedDocument:
     out = _dec(obj, fields, limits)
-    assert isinstance(out, Document), out
+    assert isinstance(out, DecodedDocument), out
     return out
 
 
@@ -61,7 +61,7 @@ def test_full_document(parser: str) -> None:
             "extra": {"ignored": [1, 2]},
         }
     )
-    assert doc == Document(
+    assert doc == DecodedDocument(
         id="d1",
         text="Quake hits city",
         tokens=["quake", "city"],
@@ -157,7 +157,7 @@ def test_empty_content_is_left_to_the_featurizer(parser: str) -> None:
 
 def test_oversize_boundary(parser: str) -> None:
     raw = json.dumps({"id": "a", "text": "x" * 100}).encode()
-    assert isinstance(decode_record(raw, F, DecodeLimits(max_doc_bytes=len(raw))), Document)
+    assert isinstance(decode_record(raw, F, DecodeLimits(max_doc_bytes=len(raw))), DecodedDocument)
     out = decode_record(raw, F, DecodeLimits(max_doc_bytes=len(raw) - 1))
     assert isinstance(out, Invalid) and out.reason == InvalidReason.OVERSIZE
     # size is checked before anything else, even for garbage
@@ -270,7 +270,7 @@ def test_field_name_mapping(parser: str) -> None:
         },
         fields=names,
     )
-    assert doc == Document(
+    assert doc == DecodedDocument(
         id="x1",
         text="hello",
         tokens=["hello"],
@@ -287,7 +287,7 @@ def test_field_name_mapping(parser: str) -> None:
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_never_raise(raw: bytes) -> None:
     out = decode_record(raw, F, DecodeLimits(max_doc_bytes=200, embedding_dim=2))
-    assert isinstance(out, Document | Invalid)
+    assert isinstance(out, DecodedDocument | Invalid)
     if isinstance(out, Invalid):
         assert isinstance(out.reason, InvalidReason)
 
@@ -308,7 +308,7 @@ _field_names = st.sampled_from(["id", "text", "tokens", "embedding", "label", "c
 _objects = st.dictionaries(_field_names | st.text(max_size=3), _values, max_size=8)
 
 
-def _with_both_parsers(raw: bytes) -> tuple[Document | Invalid, Document | Invalid]:
+def _with_both_parsers(raw: bytes) -> tuple[DecodedDocument | Invalid, DecodedDocument | Invalid]:
     saved = decode_json._orjson_loads
     try:
         decode_json._orjson_loads = None
@@ -324,7 +324,7 @@ def test_json_objects_never_raise_and_parsers_agree(obj: dict[str, Any]) -> None
     raw = json.dumps(obj).encode()  # may contain NaN/Infinity literals and huge integers
     via_json, via_default = _with_both_parsers(raw)
     assert via_json == via_default
-    if isinstance(via_json, Document):
+    if isinstance(via_json, DecodedDocument):
         assert via_json.id == (obj["id"] if isinstance(obj["id"], str) else str(obj["id"]))
         assert all(math.isfinite(x) for x in via_json.embedding or [])
 
@@ -350,10 +350,11 @@ def test_json_like_text_parsers_agree(text: str) -> None:
     )
 )
 def test_decoded_documents_pass_full_model_validation(obj: dict[str, object]) -> None:
-    """The decoder builds Documents without re-validating; what it accepts must be valid."""
+    """The decoder builds documents without pydantic; what it accepts must be a valid Document
+    with the same fields."""
     out = decode_record(json.dumps(obj).encode(), FieldNames(), DecodeLimits())
-    if isinstance(out, Document):
-        assert Document.model_validate(out.model_dump()) == out
+    if isinstance(out, DecodedDocument):
+        assert DecodedDocument.of(out.validated()) == out
 
 
 def test_ts_at_the_ends_of_the_rfc3339_range_is_kept(parser: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 from noveld.daemon.embedded import run_file
 from noveld.daemon.settings import load_settings
 from noveld.daemon.sinks import CollectingEvents
-from noveld.schema import Document, SourcePosition
+from noveld.schema import DecodedDocument, SourcePosition
 from noveld.state.memory import read_snapshot
 
 
@@ -26,7 +26,7 @@ def failing_on_batch(n: int) -> object:
     seen = {"batches": 0}
 
     def observer(
-        docs: list[Document], positions: list[SourcePosition], assignments: np.ndarray
+        docs: list[DecodedDocument], positions: list[SourcePosition], assignments: np.ndarray
     ) -> None:
         seen["batches"] += 1
         if seen["batches"] == n:

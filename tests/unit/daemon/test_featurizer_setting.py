@@ -18,7 +18,7 @@ from noveld.daemon.stages.featurize import Views, empty_detail, text_encoder
 from noveld.featurize import Featurizer, Tokenizer
 from noveld.featurize.encoder import EncoderUnavailable
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 
 def _model(**model: Any) -> Any:
@@ -172,12 +172,12 @@ class _FakeEncoder:
         return out, has
 
 
-def _docs() -> list[Document]:
+def _docs() -> list[DecodedDocument]:
     return [
-        Document(id="a", text="alpha beta"),  # words and a vector
-        Document(id="b", text="#### only words here"),  # words, no vector
-        Document(id="c", text="gamma", embedding=[0.0, 3.0, 0.0, 4.0]),  # its own vector
-        Document(id="d", text=""),  # nothing
+        DecodedDocument(id="a", text="alpha beta"),  # words and a vector
+        DecodedDocument(id="b", text="#### only words here"),  # words, no vector
+        DecodedDocument(id="c", text="gamma", embedding=[0.0, 3.0, 0.0, 4.0]),  # its own vector
+        DecodedDocument(id="d", text=""),  # nothing
     ]
 
 
@@ -208,9 +208,9 @@ def test_hybrid_leaves_a_text_without_words_out_though_the_encoder_gives_it_a_ve
     """Punctuation or symbols get an encoder vector but carry no story (as under words);
     a document's own embedding is its vector whatever its words."""
     docs = [
-        Document(id="p", text="!!! ???"),
-        Document(id="o", text="!!! ???", embedding=[1.0, 0.0, 0.0, 0.0]),
-        Document(id="w", text="apple"),
+        DecodedDocument(id="p", text="!!! ???"),
+        DecodedDocument(id="o", text="!!! ???", embedding=[1.0, 0.0, 0.0, 0.0]),
+        DecodedDocument(id="w", text="apple"),
     ]
     f = _featurizer(words_view=True)
     assert all(i in f.vectors_of(docs) for i in (0, 1, 2))  # the encoder reads "!!!"
@@ -221,7 +221,7 @@ def test_hybrid_leaves_a_text_without_words_out_though_the_encoder_gives_it_a_ve
 def test_hybrid_read_only_scoring_keeps_a_document_with_a_vector() -> None:
     f = _featurizer(words_view=True)
     f.featurize(_docs())
-    batch, empty = f.featurize([Document(id="e", text="zzz unseen")], grow=False)
+    batch, empty = f.featurize([DecodedDocument(id="e", text="zzz unseen")], grow=False)
     assert empty == [] and len(batch) == 1 and batch.lengths.tolist() == [0]
-    batch, empty = f.featurize([Document(id="f", text="#zzz unseen")], grow=False)
+    batch, empty = f.featurize([DecodedDocument(id="f", text="#zzz unseen")], grow=False)
     assert empty == [0]

@@ -12,7 +12,7 @@ from noveld.daemon.stages.decode import Rejections
 from noveld.daemon.stages.long_docs import cut_text, limit_length
 from noveld.daemon.stages.report import BatchReport
 from noveld.featurize import TextViews, Tokenizer, read_texts
-from noveld.schema import Document, InvalidReason, SourcePosition
+from noveld.schema import DecodedDocument, InvalidReason, SourcePosition
 
 
 def _records(n: int) -> list[Record]:
@@ -34,9 +34,9 @@ def test_a_cut_text_keeps_exactly_its_first_tokens(min_len: int) -> None:
 def test_long_documents_are_truncated_and_counted() -> None:
     tok = Tokenizer()
     docs = [
-        Document(id="short", text="a few words"),
-        Document(id="long", text="word " * 30),
-        Document(id="tokens", tokens=["Tok"] * 25),
+        DecodedDocument(id="short", text="a few words"),
+        DecodedDocument(id="long", text="word " * 30),
+        DecodedDocument(id="tokens", tokens=["Tok"] * 25),
     ]
     rep, rejects = BatchReport(), Rejections()
     read = read_texts(tok, None, docs)
@@ -54,7 +54,10 @@ def test_the_views_of_documents_within_the_limit_are_kept_as_read() -> None:
     """Read ahead with their vectors, documents within the limit keep them; a cut document's
     vector is left to the featurizer (it encodes the cut text)."""
     tok = Tokenizer()
-    docs = [Document(id="short", text="a few words"), Document(id="long", text="word " * 30)]
+    docs = [
+        DecodedDocument(id="short", text="a few words"),
+        DecodedDocument(id="long", text="word " * 30),
+    ]
     read = [TextViews(tok.tokenize(d.text or "")) for d in docs]
     rep, rejects = BatchReport(), Rejections()
     _, _, views = limit_length(docs, _records(2), read, tok, 10, "truncate", rejects, rep)
@@ -63,7 +66,10 @@ def test_the_views_of_documents_within_the_limit_are_kept_as_read() -> None:
 
 
 def test_long_documents_are_dead_lettered_when_asked() -> None:
-    docs = [Document(id="long", text="word " * 30), Document(id="short", text="two words")]
+    docs = [
+        DecodedDocument(id="long", text="word " * 30),
+        DecodedDocument(id="short", text="two words"),
+    ]
     rep, rejects = BatchReport(), Rejections()
     read = read_texts(Tokenizer(), None, docs)
     out, kept, views = limit_length(

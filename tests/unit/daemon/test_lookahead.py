@@ -15,7 +15,7 @@ from noveld.daemon.lookahead import Lookahead, read_ahead
 from noveld.daemon.stages.prefetch import Prefetched, Prepared
 from noveld.featurize import Featurizer, TextViews, Tokenizer, read_texts
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 
 def _lines(n: int) -> list[str]:
@@ -119,12 +119,12 @@ class _Encoder:
 
 def test_a_featurizer_given_views_read_ahead_makes_the_same_batch() -> None:
     docs = [
-        Document(id="a", text="Markets fell sharply"),
-        Document(id="b", text="   "),
-        Document(id="c", tokens=["Rates", "rose"]),
-        Document(id="d", text="own vector", embedding=[0.0, 3.0, 0.0, 4.0]),
-        Document(id="e", embedding=[1.0, 0.0, 0.0, 0.0]),
-        Document(id="f", text="!!!"),
+        DecodedDocument(id="a", text="Markets fell sharply"),
+        DecodedDocument(id="b", text="   "),
+        DecodedDocument(id="c", tokens=["Rates", "rose"]),
+        DecodedDocument(id="d", text="own vector", embedding=[0.0, 3.0, 0.0, 4.0]),
+        DecodedDocument(id="e", embedding=[1.0, 0.0, 0.0, 0.0]),
+        DecodedDocument(id="f", text="!!!"),
     ]
     tokenizer, encoder = Tokenizer(), _Encoder()
 

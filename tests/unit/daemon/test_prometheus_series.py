@@ -13,7 +13,7 @@ from prometheus_client import generate_latest
 from noveld.daemon.metrics import Metrics
 from noveld.daemon.pipeline import event_time
 from noveld.daemon.stages.report import BatchReport
-from noveld.schema import Document, InvalidReason, SourcePosition
+from noveld.schema import DecodedDocument, InvalidReason, SourcePosition
 
 
 def exported(m: Metrics) -> str:
@@ -49,9 +49,9 @@ def test_truncated_documents_are_counted_from_zero() -> None:
 def test_an_events_time_is_the_documents_own_before_the_records() -> None:
     """An archive replayed into Kafka keeps its event times (docs/events.md)."""
     pos = SourcePosition(topic="t", partition=0, offset=3, ts="2026-11-24T13:07:08.248Z")
-    dated = Document(id="a", text="x", ts=1700000000.539)
+    dated = DecodedDocument(id="a", text="x", ts=1700000000.539)
     assert event_time(pos, dated) == "2023-11-14T22:13:20.539Z"
-    assert event_time(pos, Document(id="b", text="x")) == "2026-11-24T13:07:08.248Z"
+    assert event_time(pos, DecodedDocument(id="b", text="x")) == "2026-11-24T13:07:08.248Z"
 
 
 def test_a_broker_that_stops_answering_for_the_lag_is_said_once(

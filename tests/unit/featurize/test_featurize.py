@@ -19,7 +19,7 @@ from noveld.featurize import (
 from noveld.featurize import words as words_module
 from noveld.models.base import DocBatch
 from noveld.models.vocabulary import Vocabulary, context_tokens
-from noveld.schema import Document
+from noveld.schema import DecodedDocument
 
 
 @pytest.mark.parametrize(
@@ -139,9 +139,9 @@ def _featurizer() -> Featurizer:
 def test_featurize_counts() -> None:
     f = _featurizer()
     docs = [
-        Document(id="1", text="Quake quake hits the city"),
-        Document(id="2", text="The city sleeps"),
-        Document(id="3", tokens=["Quake", "aftershock", "quake"], text="ignored words here"),
+        DecodedDocument(id="1", text="Quake quake hits the city"),
+        DecodedDocument(id="2", text="The city sleeps"),
+        DecodedDocument(id="3", tokens=["Quake", "aftershock", "quake"], text="ignored words here"),
     ]
     batch, empty = f.featurize(docs)
     assert empty == []
@@ -161,13 +161,13 @@ def test_featurize_counts() -> None:
 def test_featurize_reports_empty_content() -> None:
     f = _featurizer()
     docs = [
-        Document(id="0", text="!!!"),
-        Document(id="1", text="real words"),
-        Document(id="2", text=""),
-        Document(id="3", tokens=[]),
-        Document(id="4", tokens=["", ""]),
-        Document(id="5", embedding=[0.1, 0.2]),  # no token content for a word model
-        Document(id="6", tokens=["word"], text=""),
+        DecodedDocument(id="0", text="!!!"),
+        DecodedDocument(id="1", text="real words"),
+        DecodedDocument(id="2", text=""),
+        DecodedDocument(id="3", tokens=[]),
+        DecodedDocument(id="4", tokens=["", ""]),
+        DecodedDocument(id="5", embedding=[0.1, 0.2]),  # no token content for a word model
+        DecodedDocument(id="6", tokens=["word"], text=""),
     ]
     batch, empty = f.featurize(docs)
     assert empty == [0, 2, 3, 4, 5]
@@ -178,7 +178,7 @@ def test_featurize_reports_empty_content() -> None:
 
 def test_featurize_all_empty_and_no_docs() -> None:
     f = _featurizer()
-    batch, empty = f.featurize([Document(id="0", text="...")])
+    batch, empty = f.featurize([DecodedDocument(id="0", text="...")])
     assert empty == [0] and len(batch) == 0 and batch.ptr.tolist() == [0]
     batch, empty = f.featurize([])
     assert empty == [] and len(batch) == 0
@@ -187,10 +187,10 @@ def test_featurize_all_empty_and_no_docs() -> None:
 def test_featurize_without_growth() -> None:
     f = Featurizer(Tokenizer(), Vocabulary.from_list(["quake", "city"]))
     docs = [
-        Document(id="0", text="quake in the city"),
-        Document(id="1", text="unknown words only"),
-        Document(id="2", text="city city"),
-        Document(id="3", text=""),
+        DecodedDocument(id="0", text="quake in the city"),
+        DecodedDocument(id="1", text="unknown words only"),
+        DecodedDocument(id="2", text="city city"),
+        DecodedDocument(id="3", text=""),
     ]
     batch, empty = f.featurize(docs, grow=False)
     assert empty == [1, 3]
@@ -202,7 +202,7 @@ def test_featurize_without_growth() -> None:
 
 def test_featurize_is_deterministic_across_batches() -> None:
     texts = ["alpha beta", "beta gamma delta", "alpha alpha epsilon", "zeta"]
-    docs = [Document(id=str(i), text=t) for i, t in enumerate(texts)]
+    docs = [DecodedDocument(id=str(i), text=t) for i, t in enumerate(texts)]
     one, two = _featurizer(), _featurizer()
     one.featurize(docs)
     two.featurize(docs[:1])
@@ -216,7 +216,7 @@ def test_featurize_matches_per_document_reference(texts: list[str], run: int) ->
     """The same batch whether a batch's tokens become ids in one run or in many (``_ID_RUN``,
     which bounds the strings a batch of long documents holds)."""
     f = _featurizer()
-    docs = [Document(id=str(i), text=t) for i, t in enumerate(texts)]
+    docs = [DecodedDocument(id=str(i), text=t) for i, t in enumerate(texts)]
     default, words_module._ID_RUN = words_module._ID_RUN, run
     try:
         batch, empty = f.featurize(docs)
@@ -233,10 +233,10 @@ def test_context_fields_become_reserved_entries_with_field_cardinalities() -> No
     vocab = Vocabulary()
     feat = Featurizer(Tokenizer(), vocab, context=True)
     docs = [
-        Document(id="a", text="quake hits", context={"source": "ap", "section": "world"}),
-        Document(id="b", text="no content words ..."),
-        Document(id="c", text="!!!", context={"source": "x"}),  # empty: not in the batch
-        Document(id="d", text="quake again", context={"source": "reuters"}),
+        DecodedDocument(id="a", text="quake hits", context={"source": "ap", "section": "world"}),
+        DecodedDocument(id="b", text="no content words ..."),
+        DecodedDocument(id="c", text="!!!", context={"source": "x"}),  # empty: not in the batch
+        DecodedDocument(id="d", text="quake again", context={"source": "reuters"}),
     ]
     batch, empty = feat.featurize(docs)
     assert empty == [2]
@@ -262,7 +262,7 @@ def test_context_fields_become_reserved_entries_with_field_cardinalities() -> No
     again.truncate(len(vocab) - 1)  # the last entry added was the "source" field's
     assert again.reserved == 4
     seen, _ = Featurizer(Tokenizer(), vocab, context=True).featurize(
-        [Document(id="e", text="quake", context={"source": "new-one", "section": "world"})],
+        [DecodedDocument(id="e", text="quake", context={"source": "new-one", "section": "world"})],
         grow=False,
     )  # read-only: an unseen value is dropped, a known one kept
     assert seen.ctx_value is not None
@@ -272,7 +272,7 @@ def test_context_fields_become_reserved_entries_with_field_cardinalities() -> No
 def test_featurizer_ignores_context_unless_asked() -> None:
     vocab = Vocabulary()
     batch, _ = Featurizer(Tokenizer(), vocab).featurize(
-        [Document(id="a", text="quake hits", context={"source": "ap"})]
+        [DecodedDocument(id="a", text="quake hits", context={"source": "ap"})]
     )
     assert batch.ctx_ptr is None and vocab.reserved == 0 and len(vocab) == 2
 
@@ -282,11 +282,11 @@ def test_featurizer_ignores_context_unless_asked() -> None:
 )
 def test_an_embedding_of_tiny_or_huge_entries_has_its_direction(embedding: list[float]) -> None:
     """Its norm under- or overflows, but it is no zero vector: scaled first, then normed."""
-    x = unit_embedding(Document(id="e", embedding=embedding))
+    x = unit_embedding(DecodedDocument(id="e", embedding=embedding))
     assert x is not None
     expected = np.asarray(embedding) / np.abs(embedding).max()
     np.testing.assert_allclose(x, expected / np.linalg.norm(expected), rtol=1e-15)
 
 
 def test_a_zero_embedding_has_no_direction() -> None:
-    assert unit_embedding(Document(id="z", embedding=[0.0, 0.0, 0.0])) is None
+    assert unit_embedding(DecodedDocument(id="z", embedding=[0.0, 0.0, 0.0])) is None

@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 import pytest
+from helpers.hybrid_oracle import hybrid, make_batch
+from helpers.vmf_streams import model_and_batches, synthetic
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_hybrid import hybrid, make_batch
-from test_vmf import model_and_batches, synthetic
 
 from noveld.eval.metrics import clustering_scores
 from noveld.models.concentration import (

@@ -1,15 +1,15 @@
 """The group predictive of the hdp's burst split and merge of births against a plain transcription
 of its definition (each word's earlier occurrences found by scanning the group), on the random
-consistent states of ``test_hdp_sampler.py``."""
+consistent states of ``helpers/hdp_state.py``."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from helpers.hdp_state import BETA, N_CATS, N_TOPICS, N_WORDS, VBETA, ZETA, State
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_hdp_sampler import BETA, N_CATS, N_TOPICS, N_WORDS, VBETA, ZETA, State
 
 from noveld.models.kernels import hdp_scores as sc
 

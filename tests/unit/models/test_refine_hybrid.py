@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.hybrid_oracle import P, V, hybrid, make_batch, oracle_weights
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_hybrid import P, V, hybrid, make_batch, oracle_weights
 
 from noveld.models.base import DocBatch
 from noveld.models.hybrid import HybridConfig
