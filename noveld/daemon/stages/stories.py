@@ -72,14 +72,15 @@ def doc_times(
 ) -> np.ndarray:
     """Each document's event time in epoch seconds (its ``ts``, the source's, else ``now``),
     to the millisecond."""
-    ts = np.array(list(map(_TS, docs)), dtype=np.float64)  # None → NaN (a ts is finite)
-    missing = np.isnan(ts)
-    if missing.any():
-        idx = np.flatnonzero(missing)
-        # one source per batch: a file's positions carry no time at all, a Kafka record's
-        # always one; looking at the ends spares reading every position of a file's batch
-        if idx.shape[0] == ts.shape[0] and positions[0].ts is None and positions[-1].ts is None:
-            return np.full(ts.shape[0], round(now, 3))
+    own = list(map(_TS, docs))
+    missing = own.count(None)
+    # one source per batch: a file's positions carry no time at all, a Kafka record's always
+    # one; looking at the ends spares reading every position of a file's batch
+    if missing == len(own) and positions[0].ts is None and positions[-1].ts is None:
+        return np.full(len(own), round(now, 3))
+    ts = np.array(own, dtype=np.float64)  # None → NaN (a document's ts is finite)
+    if missing:
+        idx = np.flatnonzero(np.isnan(ts))
         ts[idx] = source_times(list(map(_TS, map(positions.__getitem__, idx.tolist()))), now)
     return np.round(ts, 3)
 
