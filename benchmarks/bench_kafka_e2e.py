@@ -64,18 +64,25 @@ def produce(bootstrap: str, lines: list[bytes]) -> float:
     return time.perf_counter() - t0
 
 
-def wait_docs(client: redis.Redis, n: int) -> tuple[float, int]:
-    """Poll the committed document count until it reaches n; (time of first change, count then)."""
+def wait_docs(client: redis.Redis, n: int, pid: int) -> tuple[float, int, float]:
+    """Poll the committed document count until it reaches n; (time of first change, count
+    then, CPU seconds of process ``pid`` then)."""
     start = int(client.hget("noveld:{bench}:counters", "docs") or 0)
-    first: tuple[float, int] | None = None
+    first: tuple[float, int, float] | None = None
     done = start
     while done < n:
         done = int(client.hget("noveld:{bench}:counters", "docs") or 0)
         if done > start and first is None:
-            first = (time.perf_counter(), done)
+            first = (time.perf_counter(), done, cpu_seconds(pid))
         time.sleep(0.02)
     assert first is not None
     return first
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def watch(url: str, done: threading.Event, every: float) -> None:
@@ -155,15 +162,16 @@ def main() -> None:
         env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": "100"}
         t_start = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env)
-        t_first, n_first = wait_docs(client, len(lines))
-        t_end = time.perf_counter()
+        t_first, n_first, cpu_first = wait_docs(client, len(lines), proc.pid)
+        t_end, cpu_end = time.perf_counter(), cpu_seconds(proc.pid)
         rate = (len(lines) - n_first) / (t_end - t_first)
         p99 = commit_p99_bound(port)
         print(f"start-up incl. group join: {t_first - t_start:.1f} s")
         print(
             f"drained {len(lines):,} docs; steady state {rate:,.0f} docs/s "
             f"(batch {a.batch_size}, {a.likelihood} likelihood, {a.featurizer} featurizer, "
-            f"commit every batch); commit p99 <= {p99 * 1e3:g} ms"
+            f"commit every batch); commit p99 <= {p99 * 1e3:g} ms; "
+            f"daemon CPU {cpu_end - cpu_first:.2f} s while draining"
             + (f"; web view {a.ui}" if a.ui != "off" else "")
         )
         # lag recovery: kill the daemon, let a backlog build up, restart, time the catch-up
@@ -174,7 +182,7 @@ def main() -> None:
         target = len(lines) + len(backlog)
         t_restart = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env)
-        t_resume, _ = wait_docs(client, target)
+        t_resume, _, _ = wait_docs(client, target, proc.pid)
         t_caught_up = time.perf_counter()
         print(
             f"lag recovery after SIGKILL: backlog {len(backlog):,} docs; first commit "

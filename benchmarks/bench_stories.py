@@ -1,6 +1,8 @@
 """CPU cost of the story summaries (noveld stories) on the hot path of `noveld run`.
 
     python benchmarks/bench_stories.py [--data FILE] [--times 10] [--rounds 3]
+                                       [--featurizer words|hybrid|semantic]
+                                       [--likelihood multinomial|edcm|vmf|hybrid]
 
 Runs `noveld run` in process over the data (file → /dev/null), alternately with
 ``stories.enabled`` false and true after one warm-up run, and reports the main thread's CPU
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_data_option, machine
 
 
-def one_run(data: Path, enabled: bool) -> tuple[float, float]:
+def one_run(data: Path, enabled: bool, model: list[str]) -> tuple[float, float]:
     """(main-thread CPU seconds of the run, of which in the story stage and fold)."""
     from noveld.daemon import cli
     from noveld.daemon.stages import stories as stage
@@ -53,7 +55,7 @@ def one_run(data: Path, enabled: bool) -> tuple[float, float]:
     try:
         with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
             t = time.thread_time()
-            cli.main(["run", "--input", str(data), "--quiet", "--dlq", f"{tmp}/dlq.jsonl"])
+            cli.main(["run", "--input", str(data), "--quiet", "--dlq", f"{tmp}/dlq.jsonl", *model])
             total = time.thread_time() - t
     finally:
         stage.StoryBuilder.change = change
@@ -67,19 +69,25 @@ def main() -> None:
     add_data_option(p)
     p.add_argument("--times", type=int, default=10, help="concatenate the data this many times")
     p.add_argument("--rounds", type=int, default=3, help="off/on pairs, in alternation")
+    p.add_argument("--featurizer", help="as noveld run's (default: its default)")
+    p.add_argument("--likelihood", help="as noveld run's (default: its default)")
     ns = p.parse_args()
+    model = [
+        *(["--featurizer", ns.featurizer] if ns.featurizer else []),
+        *(["--likelihood", ns.likelihood] if ns.likelihood else []),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data.jsonl"
         text = Path(ns.data).read_text()
         data.write_text(text * ns.times)
         n_docs = text.count("\n") * ns.times
         print(machine())
-        print(f"data: {ns.data} ×{ns.times} ({n_docs:,} docs)")
-        one_run(data, False)  # warm-up: loads the cached numba kernels once
+        print(f"data: {ns.data} ×{ns.times} ({n_docs:,} docs); model flags: {model or 'defaults'}")
+        one_run(data, False, model)  # warm-up: loads the cached numba kernels once
         off, on, stage = [], [], []
         for _ in range(ns.rounds):
-            off.append(one_run(data, False)[0])
-            total, spent = one_run(data, True)
+            off.append(one_run(data, False, model)[0])
+            total, spent = one_run(data, True, model)
             on.append(total)
             stage.append(spent)
     a, b = statistics.median(off), statistics.median(on)

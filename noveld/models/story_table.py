@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -103,8 +104,8 @@ def batch_change(
         return change
     sel = np.arange(m) - starts[group] < n  # each cluster's first n documents
     if have is not None:
-        wanted = np.fromiter((have.get(u, 0) < n for u in keys.tolist()), bool, k)
-        sel &= wanted[group]
+        stored = np.fromiter(map(have.get, keys.tolist(), repeat(0)), np.int64, k)
+        sel &= (stored < n)[group]
     pick = order[sel]
     ex = change.exemplars
     chars, with_text = limits.text_chars, limits.exemplar_text
@@ -137,6 +138,10 @@ class StoryTable:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def rows_of(self, uids: list[int]) -> np.ndarray:
+        """The row of each uid, -1 for a uid without a summary."""
+        return np.fromiter(map(self.rows.get, uids, repeat(-1)), np.int64, len(uids))
 
     # ---- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Summary]:
@@ -239,8 +244,7 @@ class StoryTable:
     def _fold_batch(self, change: StoriesChange) -> None:
         lim = change.limits
         uids = change.uids.tolist()
-        get = self.rows.get
-        rows = np.array([get(u, -1) for u in uids], np.int64)
+        rows = self.rows_of(uids)
         for p in np.flatnonzero(rows < 0).tolist():
             if len(self.rows) >= lim.max_stories:
                 break

@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -73,19 +74,46 @@ def doc_times(
 ) -> np.ndarray:
     """Each document's event time in epoch seconds (its ``ts``, the source's, else ``now``),
     to the millisecond."""
-    ts = list(map(_TS, docs))
-    missing = ts.count(None)
+    own = list(map(_TS, docs))
+    missing = own.count(None)
+    # one source per batch: a file's positions carry no time at all, a Kafka record's always
+    # one; looking at the ends spares reading every position of a file's batch
+    if missing == len(own) and positions[0].ts is None and positions[-1].ts is None:
+        return np.full(len(own), round(now, 3))
+    ts = np.array(own, dtype=np.float64)  # None → NaN (a document's ts is finite)
     if missing:
-        # one source per batch: a file's positions carry no time at all, a Kafka record's
-        # always one; looking at the ends spares reading every position of a file's batch
-        if missing == len(ts) and positions[0].ts is None and positions[-1].ts is None:
-            return np.full(len(ts), round(now, 3))
-        source = list(map(_TS, positions))
-        ts = [
-            t if t is not None else now if s is None else parse_rfc3339(s)
-            for t, s in zip(ts, source, strict=True)
-        ]
-    return np.round(np.asarray(ts, dtype=np.float64), 3)
+        idx = np.flatnonzero(np.isnan(ts))
+        ts[idx] = source_times(list(map(_TS, map(positions.__getitem__, idx.tolist()))), now)
+    return np.round(ts, 3)
+
+
+_STAMP = len("1970-01-01T00:00:00.000Z")
+"""Length of the Kafka source's timestamps (``format_rfc3339``: milliseconds, ``Z``)."""
+
+
+def source_times(stamps: Sequence[str | None], now: float) -> np.ndarray:
+    """Epoch seconds of sources' RFC 3339 timestamps (``now`` for None): in the Kafka
+    source's own form all parsed by numpy at once, else one by one (``parse_rfc3339``)."""
+    out = np.full(len(stamps), float(now))
+    arr = np.array(stamps, dtype=object)
+    has = np.flatnonzero(arr != None)  # noqa: E711 (elementwise)
+    if has.shape[0] == 0:
+        return out
+    text = arr[has].astype(str)
+    if (
+        (np.char.str_len(text) == _STAMP).all()
+        and (np.char.find(text, "T") == 10).all()
+        and np.char.endswith(text, "Z").all()
+    ):
+        try:
+            ms = text.astype(f"U{_STAMP - 1}").astype("datetime64[ms]").astype(np.int64)
+        except ValueError:  # e.g. a leap second: parse_rfc3339 takes it, numpy does not
+            pass
+        else:
+            out[has] = ms / 1000.0
+            return out
+    out[has] = [parse_rfc3339(s) for s in text.tolist()]
+    return out
 
 
 class StoryBuilder:
@@ -157,13 +185,12 @@ class StoryBuilder:
         if self._budget <= 0:
             return
         table, at = live.state.stories, self._terms_at
-        get = table.rows.get
         uids = change.uids.tolist()
-        rows = np.array([get(u, -1) for u in uids], np.int64)
+        rows = table.rows_of(uids)
         known = rows >= 0
         docs = change.docs.copy()
         docs[known] += table.docs[rows[known]]
-        stale = np.array([at.get(u, 0) for u in uids], np.int64)
+        stale = np.fromiter(map(at.get, uids, repeat(0)), np.int64, len(uids))
         due = np.flatnonzero((docs >= TERMS_MIN_DOCS) & (docs >= 2 * stale))
         stats, vocab, n = live.state.stats, live.vocab, self.limits.terms
         for i in due[np.argsort(-docs[due], kind="stable")].tolist():

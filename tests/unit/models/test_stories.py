@@ -199,3 +199,16 @@ def test_each_document_is_timed_by_its_ts_else_its_sources_else_now() -> None:
     files = [SourcePosition(topic="f", offset=i) for i in range(2)]
     assert doc_times(docs, files, 100.0).tolist() == [5.0, 100.0]
     assert doc_times(docs[1:], files[1:], 100.0).tolist() == [100.0]
+
+
+def test_source_times_parse_as_parse_rfc3339_does() -> None:
+    from noveld.daemon.stages.stories import source_times
+    from noveld.schema import format_rfc3339, parse_rfc3339
+
+    rng = np.random.default_rng(3)
+    epochs = [*rng.uniform(0, 4e9, 500).tolist(), 0.001, 1e9 + 0.999, 253402300799.999]
+    kafka = [format_rfc3339(t) for t in epochs]  # the Kafka source's form: numpy parses them
+    want = [round(parse_rfc3339(s), 3) for s in kafka]
+    assert np.round(source_times(kafka, 0.0), 3).tolist() == want
+    other = [None, "1970-01-01T00:00:07+01:00", "2016-12-31T23:59:60.500Z", kafka[0]]
+    assert source_times(other, 9.0).tolist() == [9.0, *(parse_rfc3339(s) for s in other[1:])]
