@@ -69,7 +69,9 @@ def describe_mismatch(stored: dict[str, Any], wanted: dict[str, Any]) -> str:
     diffs = "; ".join(f"{k}: stored={stored.get(k)!r} configured={wanted.get(k)!r}" for k in shown)
     rest = len(differ) - len(shown)
     more = f" (and {rest} setting{'s' if rest > 1 else ''} that come with it)" if rest else ""
-    return diffs + more
+    words = stored.get("likelihood") == "multinomial" and wanted.get("likelihood") == "hybrid"
+    hint = "; a namespace of the words model resumes with --featurizer words" if words else ""
+    return diffs + more + hint
 
 
 def check_offsets(state: NamespaceState, first_offsets: dict[str, int]) -> CommitOutcome | None:

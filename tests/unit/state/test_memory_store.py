@@ -160,3 +160,14 @@ def test_a_fingerprint_mismatch_of_the_model_names_the_model_first() -> None:
     assert describe_mismatch(svi, {**svi, "alpha": 2.0, "kappa": 0.7}) == (
         "alpha: stored=1.0 configured=2.0; kappa: stored=0.8 configured=0.7"
     )
+
+
+def test_a_words_namespace_under_the_hybrid_default_is_told_how_to_resume() -> None:
+    from noveld.state.memory import describe_mismatch
+
+    words = {"kind": "dpmm", "likelihood": "multinomial"}
+    hybrid = {**words, "likelihood": "hybrid", "featurizer": "hybrid"}
+    said = describe_mismatch(words, hybrid)
+    assert said.startswith("likelihood: stored='multinomial' configured='hybrid'")
+    assert said.endswith("resumes with --featurizer words")
+    assert "--featurizer" not in describe_mismatch(words, {**words, "likelihood": "edcm"})
