@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from noveld.models.kernels.multinomial.pool import alloc_entry
+from noveld.models.kernels.multinomial.pool import add_counts_in_order
 
 
 @njit(cache=True, nogil=True)
@@ -65,55 +65,11 @@ def add_word_counts_indexed(
     dimension words (``col_of[w] ≥ 0``: column of word w in ``idx``) looked up in the synced
     index instead of their lists, and the ones allocated recorded there. Entries are taken and
     allocated in the same order, so the pool comes out identical."""
-    n = words.shape[0]
-    if n == 0:
+    if words.shape[0] == 0:
         return
-    order = stable_order(words)
-    kmax = 0
-    for j in range(n):
-        kmax = max(kmax, slots[j] + 1)
-    entry_of = np.full(kmax, -1, dtype=np.int64)
-    wanted = np.zeros(kmax, dtype=np.bool_)
-    start = 0
-    while start < n:
-        w = words[order[start]]
-        c = col_of[w] if w < col_of.shape[0] else -1
-        stop = start
-        distinct = 0
-        while stop < n and words[order[stop]] == w:
-            k = slots[order[stop]]
-            if not wanted[k]:
-                wanted[k] = True
-                distinct += 1
-            stop += 1
-        if c >= 0:
-            for i in range(start, stop):
-                k = slots[order[i]]
-                entry_of[k] = idx[c, k]
-        else:
-            found = 0
-            e = head[w]
-            while e >= 0 and found < distinct:
-                k = pk[e]
-                if k < kmax and wanted[k] and entry_of[k] < 0:
-                    entry_of[k] = e
-                    found += 1
-                e = nxt[e]
-        for i in range(start, stop):
-            j = order[i]
-            k = slots[j]
-            e = entry_of[k]
-            if e < 0:
-                e = alloc_entry(w, k, head, nxt, pk, pc, ictl)
-                entry_of[k] = e
-                if c >= 0:
-                    idx[c, k] = e
-            pc[e] += raw_counts[j]
-        for i in range(start, stop):
-            k = slots[order[i]]
-            wanted[k] = False
-            entry_of[k] = -1
-        start = stop
+    add_counts_in_order(
+        stable_order(words), slots, words, raw_counts, head, nxt, pk, pc, ictl, col_of, idx
+    )
 
 
 @njit(cache=True, nogil=True)

@@ -234,10 +234,26 @@ def add_word_counts(
     every cluster holds, would otherwise cost a walk per entry). Each entry's additions happen
     in input order, so the counts are those of adding one entry at a time.
     """
-    n = words.shape[0]
-    if n == 0:
+    if words.shape[0] == 0:
         return
-    order = np.argsort(words, kind="mergesort")
+    no_index = np.full(0, -1, dtype=np.int64)
+    add_counts_in_order(
+        np.argsort(words, kind="mergesort"), slots, words, raw_counts, head, nxt, pk, pc, ictl,
+        no_index, np.empty((0, 0), dtype=np.int64),
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def add_counts_in_order(
+    order: np.ndarray, slots: np.ndarray, words: np.ndarray, raw_counts: np.ndarray,
+    head: np.ndarray, nxt: np.ndarray, pk: np.ndarray, pc: np.ndarray, ictl: np.ndarray,
+    col_of: np.ndarray, idx: np.ndarray,
+) -> None:  # fmt: skip
+    """:func:`add_word_counts` over the additions in ``order`` (a stable sort by word). A word
+    with ``col_of[w] ≥ 0`` has its entries at column ``col_of[w]`` of the slot index ``idx``
+    (the hybrid's dimension words) instead of in a walk of its list, and records the entries
+    it allocates there; ``col_of`` may be shorter than the vocabulary (empty: no index)."""
+    n = words.shape[0]
     kmax = 0
     for j in range(n):
         kmax = max(kmax, slots[j] + 1)
@@ -246,6 +262,7 @@ def add_word_counts(
     start = 0
     while start < n:
         w = words[order[start]]
+        c = col_of[w] if w < col_of.shape[0] else -1
         stop = start
         distinct = 0
         while stop < n and words[order[stop]] == w:
@@ -254,14 +271,19 @@ def add_word_counts(
                 wanted[k] = True
                 distinct += 1
             stop += 1
-        found = 0
-        e = head[w]
-        while e >= 0 and found < distinct:
-            k = pk[e]
-            if k < kmax and wanted[k] and entry_of[k] < 0:
-                entry_of[k] = e
-                found += 1
-            e = nxt[e]
+        if c >= 0:
+            for i in range(start, stop):
+                k = slots[order[i]]
+                entry_of[k] = idx[c, k]
+        else:
+            found = 0
+            e = head[w]
+            while e >= 0 and found < distinct:
+                k = pk[e]
+                if k < kmax and wanted[k] and entry_of[k] < 0:
+                    entry_of[k] = e
+                    found += 1
+                e = nxt[e]
         for i in range(start, stop):
             j = order[i]
             k = slots[j]
@@ -269,6 +291,8 @@ def add_word_counts(
             if e < 0:
                 e = alloc_entry(w, k, head, nxt, pk, pc, ictl)
                 entry_of[k] = e
+                if c >= 0:
+                    idx[c, k] = e
             pc[e] += raw_counts[j]
         for i in range(start, stop):
             k = slots[order[i]]
