@@ -213,6 +213,7 @@ def test_noveld_ui_beside_the_daemon_needs_its_token(browser: Browser, live: Liv
     assert page.url == ui + "/"
     expect(largest(page)).to_contain_text("volcano", timeout=20_000)
     expect(page.locator(".where")).to_contain_text("state-dir")
+    expect(page.locator(".where")).to_contain_text("dpmm (hybrid)")  # the engine, its likelihood
     page.reload()
     expect(largest(page)).to_contain_text("dockers", timeout=20_000)
     page.close()
@@ -254,7 +255,8 @@ class HostileFeed:
 
     def status(self) -> dict[str, Any]:
         return {
-            "namespace": HOSTILE_TEXT, "model": "dpmm", "source": "test", "docs": 9,
+            "namespace": HOSTILE_TEXT, "model": "dpmm", "likelihood": HOSTILE_ID,
+            "source": "test", "docs": 9,
             "births": 1, "clusters": 1, "docs_per_s": 1.5, "lag_messages": 0,
             "last_commit_age_s": 1.0, "generated_at": "2026-01-02T03:04:05Z",
         }  # fmt: skip

@@ -18,7 +18,8 @@ birth
     time when the documents carry none), and the story's ``recent``, ``sparkline`` and
     ``last_seen``.
 status
-    ``namespace``, ``model``, ``source`` (``daemon``, ``state-dir``, ``redis``), ``docs``,
+    ``namespace``, ``model`` (the engine), ``likelihood`` (or None), ``source`` (``daemon``,
+    ``state-dir``, ``redis``), ``docs``,
     ``births``, ``clusters``, ``docs_per_s`` (over the last minute, None until two samples),
     ``lag_messages`` (Kafka consumer lag, None when unknown), ``last_commit_age_s`` (None when
     unknown), ``recent_window_s`` (the span ``recent`` counts, in document time, or None),

@@ -61,6 +61,7 @@ class PipelineFeed:
         return {
             "namespace": p.settings.namespace,
             "model": p.model.kind,
+            "likelihood": p.settings.model.likelihood,
             "source": "daemon",
             "docs": docs,
             "births": int(counters.get("births", 0)),

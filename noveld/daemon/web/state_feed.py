@@ -89,6 +89,7 @@ class StoredFeed:
         out: Json = {
             "namespace": self.namespace,
             "model": None,
+            "likelihood": None,
             "source": self.source,
             "docs": 0,
             "births": 0,
@@ -107,6 +108,7 @@ class StoredFeed:
         docs = int(state.counters.get("docs", 0))
         out.update(
             model=state.fingerprint.get("kind"),
+            likelihood=state.fingerprint.get("likelihood"),
             docs=docs,
             births=int(state.counters.get("births", 0)),
             clusters=live_clusters(state.stats),

@@ -255,7 +255,8 @@ function drawStatus(st) {
   document.getElementById("recent-head").textContent = w ? `last ${w}` : "recent";
   document.getElementById("growth-head").textContent = per ? `docs per ${per}` : "growth";
   document.getElementById("where").textContent =
-    `namespace ${st.namespace}` + (st.model ? ` · ${st.model}` : "") + ` · from ${st.source}`;
+    `namespace ${st.namespace}` + (st.model ? ` · ${st.model}` : "") +
+    (st.likelihood ? ` (${st.likelihood})` : "") + ` · from ${st.source}`;
   const items = [
     ["documents", fmtInt(st.docs)],
     ["docs / s", st.docs_per_s === null ? "—" : st.docs_per_s.toLocaleString("en-US")],
