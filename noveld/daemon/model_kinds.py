@@ -81,6 +81,15 @@ MODEL_SWITCHES: tuple[Exclusive | Flag, ...] = (
         )
     ),
     flag(
+        "--centre-vectors",
+        setting="model.centre_vectors",
+        dest="centre_vectors",
+        action="store_true",
+        default=None,
+        help="hybrid: score the vectors around the stream's mean vector (for streams of long "
+        "articles, where their shared component makes one cluster take the stream)",
+    ),
+    flag(
         "--use-labels",
         setting="model.use_labels",
         dest="use_labels",
@@ -278,7 +287,13 @@ KINDS: tuple[ModelKind, ...] = (
     ModelKind(
         "dpmm",
         "hybrid",
-        own=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
+        own=(
+            "embedding_dim",
+            "hybrid_cosine",
+            "view_weight",
+            "document_concentration",
+            "centre_vectors",
+        ),
         fingerprint=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
         refuses=_hybrid_views,
         tempering=15.0,

@@ -19,7 +19,8 @@ from noveld.models.base import ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
 from noveld.models.hdp import HDP, HDPConfig, topic_token
-from noveld.models.hybrid import HybridConfig, HybridMixture
+from noveld.models.hybrid import HybridMixture
+from noveld.models.hybrid_config import HybridConfig
 from noveld.models.kernels.edcm import N_BINS as EDCM_LENGTH_BINS
 from noveld.models.svi import SVI, SVIConfig
 from noveld.models.vmf import VMFConfig, VMFMixture, dimension_tokens
@@ -157,6 +158,7 @@ def _build_hybrid(settings: Settings) -> ClusterModel:
             dimension=dense_dimension(m),
             cosine=m.hybrid_cosine,
             view_weight=m.view_weight,
+            centre=m.centre_vectors,
         )
     )
 

@@ -43,6 +43,10 @@ class ModelSettings(Section):
     hybrid_cosine: float = Field(
         0.4, gt=0, lt=1, description="hybrid: typical member-to-mean cosine of the vectors (κ)"
     )
+    centre_vectors: bool = Field(
+        False,
+        description="hybrid: score the vectors around the stream's mean vector (long articles)",
+    )
     view_weight: float | None = Field(
         None, ge=0, description="hybrid: weight of the vector view (None: 64 / p, at most 1)"
     )

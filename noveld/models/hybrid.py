@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from noveld.models.dpmm.reconcile import (
     survivor,
 )
 from noveld.models.hybrid_batch import (
+    Centring,
     MemberFeatures,
     SeatingState,
     births_in_order,
@@ -41,57 +42,14 @@ from noveld.models.hybrid_batch import (
     vector_delta,
     vector_merge_gains,
 )
+from noveld.models.hybrid_config import HybridConfig as HybridConfig  # re-exported
 from noveld.models.hybrid_index import DimensionIndex
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
 from noveld.models.kernels import vmf_table as vtable
-from noveld.models.kernels.tempering import length_tempering
 from noveld.models.suffstats import MultinomialStats
-from noveld.models.vmf import FEATURE_SCALE, VMFConfig, VMFMixture
-
-#: how many independent dimensions the vector view counts as (the default view weight is
-#: this over the vector's dimension, at most 1): measured best on news / news-t at p = 64,
-#: 128 and 256 alike (``benchmarks/quality_hybrid.py``)
-EFFECTIVE_DIMENSION = 64
-
-
-@dataclass(frozen=True)
-class HybridConfig(VMFConfig):
-    """``dpmm`` with both likelihoods: the vmf settings (dimension, typical cosine → κ) plus
-    the weight w of the vector view against the words (None: :data:`EFFECTIVE_DIMENSION` / p,
-    at most 1)."""
-
-    cosine: float | None = 0.4
-    view_weight: float | None = None
-    #: s of the words' length tempering (:func:`~noveld.models.kernels.tempering.
-    #: length_tempering`): a document of n tokens counts as n(1 + s)/(n + s) words; 0: as n
-    document_concentration: float = 15.0
-
-    @property
-    def prior_cosine(self) -> float:
-        """The typical cosine a learned κ starts from (the hybrid's default cosine)."""
-        return 0.4
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.view_weight is not None and not self.view_weight >= 0.0:
-            raise ValueError("the view weight must be >= 0")
-        if not self.document_concentration >= 0.0:
-            raise ValueError("the document concentration must be >= 0 (0: no tempering)")
-
-    def tempering(self, lengths: np.ndarray) -> np.ndarray:
-        """τ of each document (token counts ``lengths``): the power on its words predictive."""
-        return length_tempering(lengths.astype(np.float64), self.document_concentration)
-
-    @property
-    def weight(self) -> float:
-        """w: the vMF factor's exponent. Tempering it by d/p makes the tempered exponent
-        w·κ_p(ρ) ≈ κ_d(ρ): the vector counts as a d-dimensional one with the same typical
-        cosine, whatever dimension it is written in."""
-        if self.view_weight is not None:
-            return self.view_weight
-        return min(1.0, EFFECTIVE_DIMENSION / self.dimension)
+from noveld.models.vmf import FEATURE_SCALE, VMFMixture
 
 
 class HybridMixture(VMFMixture):
@@ -143,7 +101,9 @@ class HybridMixture(VMFMixture):
         stats.fresh[:] = False
         f = decay_factor(cfg.half_life_docs, nb)
         kmax = stats.kmax
-        s = seating_state(stats, self.resultants(stats, f), emb, f)
+        r = self.resultants(stats, f)
+        c, mass = self.centring(stats, r, f, emb)
+        s = seating_state(stats, c.resultants(r, mass), c.vectors(emb), f)
         local, loc = np.unique(batch.words, return_inverse=True)
         sweeps = cfg.rejuvenation_sweeps
         uniforms = rng.random(nb * (1 + sweeps))
@@ -271,7 +231,18 @@ class HybridMixture(VMFMixture):
     def vector_merge_gains(self, stats: MultinomialStats, young: np.ndarray) -> np.ndarray:
         """:func:`~noveld.models.hybrid_batch.vector_merge_gains` of clusters ``young`` with
         every slot, under the κ in use."""
-        return vector_merge_gains(self.resultants(stats), young, self.config.dimension, self.kappa)
+        r = self.resultants(stats)
+        c, mass = self.centring(stats, r)
+        return vector_merge_gains(c.resultants(r, mass), young, self.config.dimension, self.kappa)
+
+    def centring(
+        self, stats: MultinomialStats, r: np.ndarray, f: float = 1.0, emb: np.ndarray | None = None
+    ) -> tuple[Centring, np.ndarray]:
+        """How the vectors are scored (:class:`Centring` around the stream's mean, or not when
+        ``config.centre`` is off) and the live clusters' masses (decayed by ``f`` more)."""
+        kmax = stats.kmax
+        mass = np.where(stats.alive[:kmax], stats.m[:kmax] * stats.scale * f, 0.0)
+        return (Centring.of(r, mass, emb) if self.config.centre else Centring(None)), mass
 
     def member_features(self, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
         """What the novelty tracker keeps of a member for re-founding: its words and counts,
@@ -289,11 +260,13 @@ class HybridMixture(VMFMixture):
         dim_of = np.zeros(sign.shape[0], dtype=np.int64)
         dim_of[pos] = dim_of[neg] = np.arange(pos.shape[0])
         size, n_words = len(batch), batch.n_words
-        cache: list[np.ndarray] = []
+        cache: list[tuple[np.ndarray, Centring]] = []
 
         def fits(uid: int, ids: np.ndarray, values: np.ndarray) -> bool:
             if not cache:
-                cache.append(self.resultants(stats))
+                r = self.resultants(stats)
+                c, mass = self.centring(stats, r)
+                cache.append((c.resultants(r, mass), c))
                 self.learn_concentration(stats)
             is_dim = np.zeros(ids.shape[0], dtype=np.bool_)
             inside = ids < sign.shape[0]
@@ -302,7 +275,9 @@ class HybridMixture(VMFMixture):
             dims = ids[is_dim]
             x[dim_of[dims]] = sign[dims] * values[is_dim] / FEATURE_SCALE
             words, counts = ids[~is_dim], values[~is_dim]
-            return self.still_belongs_both(words, counts, x, uid, stats, cache[0], n_words, size)
+            r, c = cache[0]
+            x = c.vectors(x[None, :])[0]
+            return self.still_belongs_both(words, counts, x, uid, stats, r, n_words, size)
 
         return fits
 
@@ -346,7 +321,9 @@ class HybridMixture(VMFMixture):
         nb = len(batch)
         emb = batch.emb if batch.emb is not None else np.zeros((nb, self.config.dimension))
         self.learn_concentration(stats)
-        s = seating_state(stats, self.resultants(stats), emb, 1.0)
+        r = self.resultants(stats)
+        centring, mass = self.centring(stats, r)
+        s = seating_state(stats, centring.resultants(r, mass), centring.vectors(emb), 1.0)
         kmax = stats.kmax
         out = np.empty(2)
         res = np.empty(nb, dtype=np.int64)

@@ -56,6 +56,46 @@ def seating_state(
     return SeatingState(mass, ntok, rn2, live, tie_uid, dots, emb @ emb.T)
 
 
+@dataclass(frozen=True)
+class Centring:
+    """The vector view scored around the stream's mean vector c̄ (None: not centred).
+
+    Mean-pooled text vectors share a component (function words, register) that grows with a
+    document's length: long articles sit at cosine ~0.5 from the stream's mean, headlines at
+    ~0.15. Left in, it makes every long document look like a member of any large cluster, and
+    the first cluster takes the stream. Taken out — each vector less c̄, back to unit length;
+    each cluster's resultant less its mass × c̄ — the vMF compares what is left."""
+
+    mean: np.ndarray | None
+
+    @classmethod
+    def of(cls, r: np.ndarray, mass: np.ndarray, emb: np.ndarray | None = None) -> Centring:
+        """c̄ from the live clusters' resultants ``r`` and masses (zero for a dead slot) and the
+        batch's unit vectors ``emb`` (zero rows: none): a pure function of the statistics and
+        the batch, so every replica takes the same."""
+        total, count = r[mass > 0.0].sum(axis=0), float(mass.sum())
+        if emb is not None:
+            total = total + emb.sum(axis=0)
+            count += float(np.count_nonzero(np.linalg.norm(emb, axis=1) > 0.0))
+        return cls(total / count if count > 0.0 else None)
+
+    def resultants(self, r: np.ndarray, mass: np.ndarray) -> np.ndarray:
+        """Each cluster's resultant less its mass × c̄."""
+        return r if self.mean is None else r - np.outer(mass, self.mean)
+
+    def vectors(self, emb: np.ndarray) -> np.ndarray:
+        """Each unit vector less c̄, back to unit length; a zero row (no vector) stays zero."""
+        if self.mean is None:
+            return emb
+        has = np.linalg.norm(emb, axis=1) > 0.0
+        out = np.where(has[:, None], emb - self.mean, 0.0)
+        length = np.linalg.norm(out, axis=1)
+        ok = length > 1e-9
+        out[ok] /= length[ok, None]
+        out[~ok] = 0.0
+        return out
+
+
 def vector_delta(
     batch: DocBatch, uids: np.ndarray, ids: np.ndarray, f: float, born: list[tuple[int, int, float]]
 ) -> StatsDelta:

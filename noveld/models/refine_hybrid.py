@@ -15,7 +15,8 @@ from collections.abc import Callable
 import numpy as np
 
 from noveld.models.base import DocBatch
-from noveld.models.hybrid import HybridConfig
+from noveld.models.hybrid_batch import Centring
+from noveld.models.hybrid_config import HybridConfig
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf_table as vtable
@@ -50,6 +51,8 @@ def refine_hybrid_partition(
     emb = np.zeros((n, p)) if batch.emb is None else batch.emb
     if emb.shape != (n, p):
         raise ValueError(f"hybrid refinement: the vectors must be ({n}, {p})")
+    if config.centre:  # scored as the stream scores them: around the archive's mean vector
+        emb = Centring.of(emb[:0], np.zeros(0), emb).vectors(emb)
     stats, slots = partition_stats(batch, uids, next_uid)
     res = np.zeros((stats.m.shape[0], p))
     np.add.at(res, slots, emb)

@@ -225,3 +225,17 @@ def test_hybrid_read_only_scoring_keeps_a_document_with_a_vector() -> None:
     assert empty == [] and len(batch) == 1 and batch.lengths.tolist() == [0]
     batch, empty = f.featurize([DecodedDocument(id="f", text="#zzz unseen")], grow=False)
     assert empty == [0]
+
+
+def test_centre_vectors_reaches_the_hybrid_and_leaves_the_fingerprint_alone() -> None:
+    """Centring changes how vectors are scored, not what the statistics hold: a namespace
+    resumes with it on or off."""
+    from noveld.daemon.cli import _overrides, build_parser
+    from noveld.daemon.model_registry import make_model
+
+    ns = build_parser().parse_args(["run", "--centre-vectors"])
+    on = load_settings(None, _overrides(ns))
+    off = load_settings(None, {})
+    assert on.model.centre_vectors and not off.model.centre_vectors
+    assert make_model(on).config.centre and not make_model(off).config.centre  # type: ignore[attr-defined]
+    assert model_fingerprint(on) == model_fingerprint(off)

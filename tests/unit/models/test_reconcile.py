@@ -202,7 +202,7 @@ def test_without_reconciliation_concurrent_births_stay_apart(hybrid: bool) -> No
     apart = len(set(resolved_clusters(a.stats, {**a.assigned, **b.assigned}).values()))
     _, a, b, _, _ = run_two_replicas(seed=7, hybrid=hybrid)
     together = len(set(resolved_clusters(a.stats, {**a.assigned, **b.assigned}).values()))
-    assert together <= 13 and apart >= 22  # 12 stories
+    assert together <= 13 and apart >= together + 5  # 12 stories
 
 
 def add(uid: int, word: int, born: bool, n_docs: int = 1) -> StatsDelta:

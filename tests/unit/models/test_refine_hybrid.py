@@ -5,6 +5,8 @@ the fitted statistics carry each cluster's resultant on the dimension entries.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from helpers.hybrid_oracle import P, V, hybrid, make_batch, oracle_weights
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from noveld.models.base import DocBatch
 from noveld.models.hybrid import HybridConfig
+from noveld.models.hybrid_batch import Centring
 from noveld.models.kernels import multinomial as kern
 from noveld.models.refine import partition_stats
 from noveld.models.refine_hybrid import refine_hybrid_partition, with_vector_entries
@@ -106,7 +109,7 @@ def test_blocks_of_one_are_per_document_gibbs_as_the_oracle(
 ) -> None:
     rng = np.random.default_rng(seed)
     batch = make_batch(rng, 24, with_words=0.9, with_vectors=0.9)
-    model = hybrid(w, document_concentration=3.0)
+    model = hybrid(w, document_concentration=3.0, centre=True)
     uids = {
         "one": np.zeros(24, dtype=np.int64),
         "each": np.arange(24, dtype=np.int64),
@@ -117,7 +120,12 @@ def test_blocks_of_one_are_per_document_gibbs_as_the_oracle(
     got = refine_hybrid_partition(
         batch, uids, model.config, log_alpha, 4, fixed, 100, np.random.default_rng(0), block=1
     )
-    want, moved = oracle_refine(batch, uids, model.config, log_alpha, 4, fixed, 100)
+    # the oracle sees the vectors as the refinement scores them: around the archive's mean
+    assert batch.emb is not None
+    centred = Centring.of(batch.emb[:0], np.zeros(0), batch.emb).vectors(batch.emb)
+    want, moved = oracle_refine(
+        replace(batch, emb=centred), uids, model.config, log_alpha, 4, fixed, 100
+    )
     assert got.uids.tolist() == want
     assert got.moved == moved
     assert (got.uids[fixed] == uids[fixed]).all()
