@@ -1,20 +1,26 @@
 """Scale-out in one process: N model replicas over a 4-partition split of a labelled stream,
 each seating its own batches and taking in the others' deltas when it commits, in commit order
-(as the Redis commit does), without Kafka or Redis — seconds instead of minutes, to find where
-N replicas lose quality against one.
+(as the Redis commit does), without Kafka or Redis — seconds instead of bench_scaleout's
+minutes — to find where N replicas lose quality against one.
 
     python benchmarks/sim_scaleout.py [--data FILE] [--replicas 1 4] [--batch-size 256]
-                                      [--rate 1000] [--step-ms 150] [--lag-free]
+                                      [--rate 1000] [--step-ms 50] [--doc-ms 5]
+                                      [--whole-batches] [--lag-free] [--count-foreign]
+                                      [--young-docs N]
 
 Documents are keyed by line number onto 4 partitions (Kafka's murmur2 partitioner, as
-``bench_scaleout`` produces them); replica r of N holds partitions r, r+N, ... A batch closes
-when it holds ``--batch-size`` documents (or at the end), at the time its last document is
-produced at ``--rate``, and commits ``--step-ms`` later; commits happen in that order, each
-applying the other replicas' entries appended since the replica's previous commit.
-``--lag-free`` makes every replica apply every earlier commit before it seats a batch (what
-exchanging deltas before each batch would give). Scored like ``bench_scaleout``: each
-document's emitted cluster with every merge applied; plus the diagnosis: documents of a story
-outside its main cluster, split by cause.
+``bench_scaleout`` produces them); replica r of N holds partitions r, r+N, ... A replica polls
+once its previous batch committed: what has arrived by then (at least one document) up to its
+share of ``--batch-size`` (``batch.share``; ``--whole-batches``: all of it), produced at
+``--rate``, and commits ``--step-ms`` + ``--doc-ms`` per document later. ``--lag-free``: every
+replica applies every earlier commit before it seats a batch. Each replica's novelty tracker
+confirms births from the documents it seats (``--count-foreign``: other writers' documents,
+from their deltas, count too).
+
+Scored like ``bench_scaleout``: each document's emitted cluster with every merge applied; the
+announcements one per final cluster. The diagnosis sorts the documents outside their story's
+main cluster by cause (:func:`diagnose`) and gives the NMI with the merges that joined two
+stories undone and with every story's duplicate clusters merged.
 """
 
 from __future__ import annotations
@@ -39,10 +45,12 @@ from noveld.daemon.model_registry import make_model, variant_of
 from noveld.daemon.settings import Settings
 from noveld.daemon.stages.featurize import text_encoder
 from noveld.eval.metrics import clustering_scores
+from noveld.eval.novelty import novelty_scores
 from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
 from noveld.models.lineage import UID_SLOT_BITS
+from noveld.models.novelty import NoveltyTracker
 from noveld.models.vocabulary import Vocabulary
 from noveld.schema import DecodedDocument
 
@@ -96,6 +104,8 @@ class Replica:
         self.uid_next = 0
         self.last_seq = 0
         self.stats.lineage.own_slots = frozenset(parts)
+        nov = settings.novelty
+        self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within)
 
 
 def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, Any]:
@@ -137,6 +147,7 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
     emitted = np.full(len(rows), -1, dtype=np.int64)
     into: dict[int, int] = {}
     born: list[tuple[int, int]] = []  # (uid, founding doc)
+    announced: list[tuple[int, int, int]] = []  # (uid, founding doc, confirming doc)
     sizes: list[int] = []
     while heap:
         t, r, idx = heapq.heappop(heap)
@@ -145,7 +156,7 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
         sizes.append(len(idx))
         rep = replicas[r]
         if a.lag_free:
-            catch_up(rep, log, r)
+            announced += catch_up(rep, log, r, a.count_foreign)
         docs = [DecodedDocument(id=str(rows[i]["id"]), text=str(rows[i]["text"])) for i in idx]
         batch, empty = feat.featurize(docs)
         keep = [i for j, i in enumerate(idx) if j not in set(empty)]
@@ -154,7 +165,14 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
             offsets[part[i]] += 1
         rep.stats.ictl[kern.NEXT_UID] = (min(first) << UID_SLOT_BITS) + rep.uid_next
         rng = np.random.default_rng([m.seed, *sorted(first.values())])
+        first_index = int(rep.stats.ictl[kern.DOCS_SEEN])
         res = rep.model.partial_fit(batch, rep.stats, rng)
+        gone = [u for u, _, _ in res.retired] + [u for u, _, _ in res.merged]
+        for c in rep.tracker.observe(res.born, res.assignments.tolist(), [str(i) for i in keep],
+                                     [{"i": i} for i in keep], first_index, gone):  # fmt: skip
+            announced.append(
+                (c.candidate.uid, int(c.candidate.founding_doc_id), c.confirmed_at["i"])
+            )
         rep.uid_next = int(rep.stats.ictl[kern.NEXT_UID]) & ((1 << UID_SLOT_BITS) - 1)
         emitted[keep] = res.assignments
         for src, dst, _ in res.merged:
@@ -162,18 +180,37 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
         born += [(u, keep[d]) for u, d, _ in res.born]
         log.append((r, res.delta, idx))
         if not a.lag_free:
-            catch_up(rep, log, r)
-    return {"emitted": emitted, "into": into, "born": born, "batch": float(np.median(sizes))}
+            announced += catch_up(rep, log, r, a.count_foreign)
+    return {"emitted": emitted, "into": into, "born": born, "announced": announced,
+            "batch": float(np.median(sizes))}  # fmt: skip
 
 
-def catch_up(rep: Replica, log: list[tuple[int, Any, list[int]]], r: int) -> None:
-    """Apply the other replicas' entries this replica has not read."""
+def catch_up(
+    rep: Replica, log: list[tuple[int, Any, list[int]]], r: int, count_foreign: bool
+) -> list[tuple[int, int, int]]:
+    """Apply the other replicas' entries this replica has not read. With ``count_foreign``
+    their documents count towards this replica's candidates too (the births they confirm:
+    uid, founding doc, confirming doc)."""
     upto = len(log)
-    for writer, d, _ in log[rep.last_seq : upto]:
-        if writer != r:
-            replay_delta(rep.stats, d, rep.model.config.half_life_docs,
-                         uncounted=rep.model.uncounted_words)  # fmt: skip
+    out: list[tuple[int, int, int]] = []
+    tracker = rep.tracker
+    for writer, d, idx in log[rep.last_seq : upto]:
+        if writer == r:
+            continue
+        replay_delta(rep.stats, d, rep.model.config.half_life_docs,
+                     uncounted=rep.model.uncounted_words)  # fmt: skip
+        if not count_foreign:
+            continue
+        for uid, dm in zip(d.cluster_uids.tolist(), d.dm.tolist(), strict=True):
+            cand = tracker.candidates.get(rep.stats.lineage.resolve(uid))
+            if cand is None:
+                continue
+            cand.size += round(dm)
+            if cand.size >= tracker.min_size:
+                out.append((cand.uid, int(cand.founding_doc_id), max(idx)))
+                del tracker.candidates[cand.uid]
     rep.last_seq = upto
+    return out
 
 
 def final_of(into: dict[int, int]) -> Callable[[int], int]:
@@ -251,6 +288,25 @@ def diagnose(labels: list[str], out: dict[str, Any], horizon: int) -> dict[str, 
         "nmi_bad_undone": clustering_scores(labels, [good(c) for c in emitted])["nmi"],
         "nmi_dups_merged": clustering_scores(labels, dups_merged)["nmi"],
         "batch": out["batch"],
+        **announcements(labels, out["announced"], final),
+    }
+
+
+def announcements(
+    labels: list[str], announced: list[tuple[int, int, int]], final: Callable[[int], int]
+) -> dict[str, float]:
+    """Births confirmed by the replicas' novelty trackers, one per cluster after the merges
+    (the earliest founding document), and their novelty precision / recall (W = 5)."""
+    first: dict[int, tuple[int, int]] = {}
+    for uid, founding, confirmed in announced:
+        c = final(uid)
+        at = (founding, max(founding, confirmed))
+        first[c] = min(first.get(c, at), at)
+    nov = novelty_scores(labels, list(first.values()))
+    return {
+        "announced": len(first),
+        "precision": nov["novelty_precision"],
+        "recall": nov["novelty_recall"],
     }
 
 
@@ -265,6 +321,8 @@ def main() -> None:
     p.add_argument("--whole-batches", action="store_true",
                    help="each replica polls a whole batch, not its share of one")  # fmt: skip
     p.add_argument("--lag-free", action="store_true", help="apply all commits before seating")
+    p.add_argument("--count-foreign", action="store_true",
+                   help="others' documents count for a replica's novelty candidates")  # fmt: skip
     p.add_argument("--young-docs", type=int, help="the models' young_docs (merge horizon)")
     a = p.parse_args()
     rows = load_texts(a.data)
@@ -278,7 +336,8 @@ def main() -> None:
         f"{a.step_ms:g} ms + {a.doc_ms:g} ms/doc{', lag-free' if a.lag_free else ''}"
     )
     print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merges':>6} {'bad':>4} "
-          f"{'batch':>5} {'bad undone':>10} {'dups merged':>11}  "
+          f"{'batch':>5} {'bad undone':>10} {'dups merged':>11} {'announced':>9} {'nov P':>5} "
+          f"{'nov R':>5}  "
           "off their story's main cluster")  # fmt: skip
     for n in a.replicas:
         d = diagnose(labels, run(rows, n, a), 2048)
@@ -286,7 +345,8 @@ def main() -> None:
         print(
             f"{n:>2} {d['nmi']:6.4f} {d['clusters']:>8} {d['births']:>6} {d['merges']:>6} "
             f"{d['bad_merges']:>4} {d['batch']:>5.0f} {d['nmi_bad_undone']:>10.4f} "
-            f"{d['nmi_dups_merged']:>11.4f}  {why}",
+            f"{d['nmi_dups_merged']:>11.4f} {d['announced']:>9} {d['precision']:5.3f} "
+            f"{d['recall']:5.3f}  {why}",
             flush=True,
         )
 
