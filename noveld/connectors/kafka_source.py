@@ -35,10 +35,11 @@ log = logging.getLogger("noveld.kafka")
 
 def batch_share(max_docs: int, held: int, partitions: int) -> int:
     """A replica's batch: ``max_docs`` times its share of the topic's partitions, rounded up
-    (all of it when it holds every partition or the topic's size is unknown). Replicas
-    exchange deltas once per batch, so N replicas each seating a whole batch would seat N
-    batches of the stream blind to one another's; their shares seat about one."""
-    if partitions <= 0 or held >= partitions:
+    (all of it when it holds every partition or none yet — the poll that joins the group — or
+    the topic's size is unknown). Replicas exchange deltas once per batch, so N replicas each
+    seating a whole batch would seat N batches of the stream blind to one another's; their
+    shares seat about one."""
+    if partitions <= 0 or held <= 0 or held >= partitions:
         return max_docs
     return max(1, -(-max_docs * held // partitions))
 

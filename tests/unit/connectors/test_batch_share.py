@@ -19,9 +19,18 @@ PARTS = [TopicPartition("docs", p) for p in range(4)]
 
 @pytest.mark.parametrize(
     ("held", "parts", "want"),
-    [(4, 4, 256), (1, 4, 64), (2, 4, 128), (3, 4, 192), (1, 3, 86), (5, 4, 256), (0, 0, 256)],
+    [
+        (4, 4, 256),
+        (1, 4, 64),
+        (2, 4, 128),
+        (3, 4, 192),
+        (1, 3, 86),
+        (5, 4, 256),
+        (0, 4, 256),
+        (0, 0, 256),
+    ],
 )
-def test_the_share_is_rounded_up_and_never_more_than_the_batch(
+def test_the_share_is_rounded_up_and_whole_without_a_share_to_take(
     held: int, parts: int, want: int
 ) -> None:
     assert batch_share(256, held, parts) == want
