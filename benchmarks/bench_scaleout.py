@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scaleout.py [--data FILE] [--replicas 1 2 4] [--batch-size 256]
                                         [--rate 1000] [--tail 2048] [--hold-docs N]
+                                        [--whole-batches] [--save-events DIR]
                                         [--cost-rounds 4]
 
 Starts a private tansu broker and Redis-protocol server (tests/servers/) and for each N runs N
@@ -16,6 +17,10 @@ one count once, by their earliest founding document) and novelty precision / rec
 (noveld.eval.novelty, window 5, over those merged announcements). After the stream come
 ``--tail`` unscored documents (its first ones again, under new ids), so that the births the
 replicas hold before announcing them (``novelty.hold_docs``) are let out at its end too.
+
+*batch*: the median documents of a ``documents.assigned`` event (a batch's documents of one
+partition). ``--whole-batches`` turns ``batch.share`` off (each replica reads whole batches, not
+its share of the partitions); ``--save-events DIR`` keeps each N's events as JSON.
 
 ``--cost-rounds R`` also times one replica's model step with reconciliation on and off
 (``young_docs`` 2048 vs 0), in alternation, R rounds each, and prints the medians.
@@ -118,6 +123,8 @@ def run_replicas(
     env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": str(a.max_wait_ms)}
     if a.hold_docs is not None:
         env["NOVELD_NOVELTY__HOLD_DOCS"] = str(a.hold_docs)
+    if a.whole_batches:
+        env["NOVELD_BATCH__SHARE"] = "false"
     procs = [
         subprocess.Popen(
             [
@@ -186,8 +193,10 @@ def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str,
     at: dict[tuple[int, int], int] = {}
     into: dict[str, str] = {}
     born: list[dict[str, Any]] = []
+    sizes: list[int] = []  # documents per documents.assigned event (batch and partition)
     for e in events:
         if e["type"] == "documents.assigned":
+            sizes.append(len(e["assignments"]))
             for a in e["assignments"]:
                 if a["doc_id"] not in index:
                     continue  # the unscored tail
@@ -230,6 +239,7 @@ def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str,
         "dup": sum(1 for c in settled.values() if c >= 2),
         "precision": nov["novelty_precision"],
         "recall": nov["novelty_recall"],
+        "per_event": statistics.median(sizes),
     }
 
 
@@ -286,6 +296,9 @@ def main() -> None:
     p.add_argument("--max-wait-ms", type=int, default=2000, help="the replicas' batch.max_wait_ms")
     p.add_argument("--tail", type=int, default=2048, help="unscored documents after the stream")
     p.add_argument("--hold-docs", type=int, help="the replicas' novelty.hold_docs")
+    p.add_argument("--whole-batches", action="store_true",
+                   help="each replica reads whole batches (batch.share off)")  # fmt: skip
+    p.add_argument("--save-events", type=Path, help="write each N's events to DIR/events-N.json")
     p.add_argument("--cost-rounds", type=int, default=0, help="time reconciliation on/off")
     a = p.parse_args()
     rows = load_texts(a.data)
@@ -296,17 +309,23 @@ def main() -> None:
     stories = len({r["label"] for r in rows})
     print(
         f"data: {a.data} ({len(rows):,} docs, {stories} stories), {PARTITIONS} partitions, "
-        f"batch {a.batch_size}, produced at {a.rate:,.0f} docs/s"
+        f"batch {a.batch_size} ({'whole' if a.whole_batches else 'shared'}), produced at "
+        f"{a.rate:,.0f} docs/s"
     )
     with KafkaBroker() as broker, RedisServer() as server:
         print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merged':>6} "
-              f"{'dup raw':>7} {'dup':>4} {'nov P':>6} {'nov R':>6}  docs per replica")  # fmt: skip
+              f"{'dup raw':>7} {'dup':>4} {'nov P':>6} {'nov R':>6} {'batch':>5}  "
+              "docs per replica")  # fmt: skip
         for n in a.replicas:
             events, done = run_replicas(broker, server, n, lines, a)
+            if a.save_events is not None:
+                a.save_events.mkdir(parents=True, exist_ok=True)
+                (a.save_events / f"events-{n}.json").write_text(json.dumps(events))
             s = score(rows, events)
             print(
                 f"{n:>2} {s['nmi']:6.3f} {s['clusters']:>8} {s['births']:>6} {s['merged']:>6} "
-                f"{s['dup_raw']:>7} {s['dup']:>4} {s['precision']:6.3f} {s['recall']:6.3f}  "
+                f"{s['dup_raw']:>7} {s['dup']:>4} {s['precision']:6.3f} {s['recall']:6.3f} "
+                f"{s['per_event']:>5.0f}  "
                 + " ".join(f"{d:,.0f}" for d in done),
                 flush=True,
             )

@@ -33,6 +33,17 @@ from noveld.schema import SourcePosition, format_rfc3339
 log = logging.getLogger("noveld.kafka")
 
 
+def batch_share(max_docs: int, held: int, partitions: int) -> int:
+    """A replica's batch: ``max_docs`` times its share of the topic's partitions, rounded up
+    (all of it when it holds every partition or none yet — the poll that joins the group — or
+    the topic's size is unknown). Replicas exchange deltas once per batch, so N replicas each
+    seating a whole batch would seat N batches of the stream blind to one another's; their
+    shares seat about one."""
+    if partitions <= 0 or held <= 0 or held >= partitions:
+        return max_docs
+    return max(1, -(-max_docs * held // partitions))
+
+
 class KafkaSource:
     """Batches of records from a topic; remembers where each partition's next batch starts."""
 
@@ -49,10 +60,15 @@ class KafkaSource:
         client_options: Mapping[str, Any] | None = None,
         say: Callable[[str], None] | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
+        share_batches: bool = True,
     ) -> None:
         """``say``: where to report assignments and revocations (a line each, for the
-        operator; None: not reported). ``start_timeout_s`` bounds the consumer's start."""
+        operator; None: not reported). ``start_timeout_s`` bounds the consumer's start.
+        ``share_batches``: a batch is ``max_docs`` times the share of the topic's partitions
+        this consumer holds (:func:`batch_share`)."""
         self.topic = topic
+        self.share_batches = share_batches
+        self._topic_size = (-1, 0)  # (rebalances when counted, the topic's partitions)
         self._stored_offset = stored_offset
         self._on_assign = on_assign
         self._on_revoke = on_revoke
@@ -191,7 +207,7 @@ class KafkaSource:
     def read_batch(self, max_docs: int, max_wait_ms: int) -> list[Record]:
         """Up to ``max_docs`` records (possibly none) within ``max_wait_ms``. Partitions whose
         stored offset is past the log end are held, not read (:class:`PastEndHolds`)."""
-        polled = self.consumer.poll(timeout_ms=max_wait_ms, max_records=max_docs)
+        polled = self.consumer.poll(timeout_ms=max_wait_ms, max_records=self.batch_limit(max_docs))
         out: list[Record] = []
         behind: list[TopicPartition] = []
         for tp, msgs in polled.items():
@@ -213,6 +229,19 @@ class KafkaSource:
                 out.append(Record(value, pos, msg.key, headers))
         self.holds.check(behind)
         return out
+
+    def batch_limit(self, max_docs: int) -> int:
+        """Records the next batch may hold: ``max_docs``, or this consumer's share of it
+        (:func:`batch_share`; the topic's size is asked again after each rebalance)."""
+        if not self.share_batches:
+            return max_docs
+        if self._topic_size[0] != self.rebalances:
+            try:
+                size = len(self.consumer.partitions_for_topic(self.topic))
+            except KafkaError:
+                return max_docs  # asked again at the next batch
+            self._topic_size = (self.rebalances, size)
+        return batch_share(max_docs, len(self.consumer.assignment()), self._topic_size[1])
 
     def group_progress(self, timeout_ms: int = 10_000) -> dict[str, int] | None:
         """What this consumer group has read of the input topic: its committed offsets (the

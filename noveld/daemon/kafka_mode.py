@@ -310,6 +310,7 @@ def run_kafka(
             client_options=client,
             say=None if report.silent else report.say_now,
             start_timeout_s=k.startup_timeout_s,
+            share_batches=settings.batch.share,
         )
     except Exception as exc:  # as for the producers above
         close_clients()

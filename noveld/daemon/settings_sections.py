@@ -33,6 +33,13 @@ class BatchSettings(Section):
 
     max_docs: int = Field(256, ge=1, le=100_000)
     max_wait_ms: int = Field(500, ge=0)
+    share: bool = Field(
+        True,
+        description=(
+            "Kafka: a replica's batch is max_docs times its share of the input partitions, so "
+            "the replicas together seat about one batch between two exchanges of deltas"
+        ),
+    )
     prefetch: bool = Field(
         False,
         description=(

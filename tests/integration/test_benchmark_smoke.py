@@ -157,6 +157,12 @@ CASES = [
         marks=SLOW,  # a consumer-group join of two replicas
     ),
     pytest.param(
+        "sim_scaleout",
+        ["--data", DATA, "--replicas", "1", "2", "--batch-size", "50", "--doc-ms", "1"],
+        r"\n 2 +\d\.\d{4} +\d+ +\d+ +\d+ +\d+ +25 ",
+        id="sim_scaleout",
+    ),
+    pytest.param(
         "bench_vmf",
         ["--docs", "500", "--dim", "16", "--stories", "5", "--repeat", "1"],
         r"model step: [\d,]+ docs/s",

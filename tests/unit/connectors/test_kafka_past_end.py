@@ -39,6 +39,9 @@ class ResettingConsumer:
     def assignment(self) -> set[TopicPartition]:
         return {TP}
 
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {TP.partition}
+
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.position = offset
 

@@ -1,0 +1,355 @@
+"""Scale-out in one process: N model replicas over a 4-partition split of a labelled stream,
+each seating its own batches and taking in the others' deltas when it commits, in commit order
+(as the Redis commit does), without Kafka or Redis — seconds instead of bench_scaleout's
+minutes — to find where N replicas lose quality against one.
+
+    python benchmarks/sim_scaleout.py [--data FILE] [--replicas 1 4] [--batch-size 256]
+                                      [--rate 1000] [--step-ms 50] [--doc-ms 5]
+                                      [--whole-batches] [--lag-free] [--count-foreign]
+                                      [--young-docs N]
+
+Documents are keyed by line number onto 4 partitions (Kafka's murmur2 partitioner, as
+``bench_scaleout`` produces them); replica r of N holds partitions r, r+N, ... A replica polls
+once its previous batch committed: what has arrived by then (at least one document) up to its
+share of ``--batch-size`` (``batch.share``; ``--whole-batches``: all of it), produced at
+``--rate``, and commits ``--step-ms`` + ``--doc-ms`` per document later. ``--lag-free``: every
+replica applies every earlier commit before it seats a batch. Each replica's novelty tracker
+confirms births from the documents it seats (``--count-foreign``: other writers' documents,
+from their deltas, count too).
+
+Scored like ``bench_scaleout``: each document's emitted cluster with every merge applied; the
+announcements one per final cluster. The diagnosis sorts the documents outside their story's
+main cluster by cause (:func:`diagnose`) and gives the NMI with the merges that joined two
+stories undone and with every story's duplicate clusters merged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import add_data_option, load_texts, machine
+
+from noveld.connectors.kafka_source import batch_share
+from noveld.daemon.model_kinds import dense_dimension
+from noveld.daemon.model_registry import make_model, variant_of
+from noveld.daemon.settings import Settings
+from noveld.daemon.stages.featurize import text_encoder
+from noveld.eval.metrics import clustering_scores
+from noveld.eval.novelty import novelty_scores
+from noveld.featurize import Featurizer, Tokenizer
+from noveld.models.dpmm import replay_delta
+from noveld.models.kernels import multinomial as kern
+from noveld.models.lineage import UID_SLOT_BITS
+from noveld.models.novelty import NoveltyTracker
+from noveld.models.vocabulary import Vocabulary
+from noveld.schema import DecodedDocument
+
+PARTITIONS = 4
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash (the Java client's, which kafka-python's partitioner copies)."""
+    length, seed, m, r = len(data), 0x9747B28C, 0x5BD1E995, 24
+    h = (seed ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    rest = length % 4
+    tail = data[length - rest :]
+    if rest >= 3:
+        h ^= tail[2] << 16
+    if rest >= 2:
+        h ^= tail[1] << 8
+    if rest >= 1:
+        h ^= tail[0]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def partition_of(i: int) -> int:
+    """The partition Kafka's default partitioner gives key ``str(i)``."""
+    return (murmur2(str(i).encode()) & 0x7FFFFFFF) % PARTITIONS
+
+
+class Replica:
+    """One writer: its model, statistics, partitions and how far it has read the log."""
+
+    def __init__(self, settings: Settings, vocab: Vocabulary, parts: list[int]) -> None:
+        self.model = make_model(settings)
+
+        def reserve(wanted: list[str]) -> list[int]:
+            vocab.extend([w for w in wanted if w not in vocab])
+            return [int(i) for w in wanted if (i := vocab.get(w)) is not None]
+
+        variant_of(settings.model).bind_reserved(self.model, vocab.to_list, reserve)
+        self.stats = self.model.new_state()
+        self.parts = parts
+        self.slot = min(parts)
+        self.uid_next = 0
+        self.last_seq = 0
+        self.stats.lineage.own_slots = frozenset(parts)
+        nov = settings.novelty
+        self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within)
+
+
+def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, Any]:
+    """Seat the stream on ``n`` replicas; the emitted clusters, merges and births."""
+    settings = Settings()
+    m = settings.model
+    vocab = Vocabulary()
+    feat = Featurizer(
+        Tokenizer(), vocab, embedding_dim=dense_dimension(m), encoder=text_encoder(m),
+        words_view=True,
+    )  # fmt: skip
+    parts_of = [[p for p in range(PARTITIONS) if p % n == r] for r in range(n)]
+    replicas = [Replica(settings, vocab, ps) for ps in parts_of]
+    for rep in replicas:
+        if a.young_docs is not None:
+            rep.model.config = replace(rep.model.config, young_docs=a.young_docs)
+    part = [partition_of(i) for i in range(len(rows))]
+    mine = [[i for i in range(len(rows)) if part[i] in ps] for ps in parts_of]
+    read = [0] * n  # how many of its documents each replica has read
+    cap = [a.batch_size if a.whole_batches else batch_share(a.batch_size, len(ps), PARTITIONS)
+           for ps in parts_of]  # fmt: skip
+
+    def next_batch(r: int, free: float) -> tuple[float, int, list[int]]:
+        """Replica r's next poll once it is free at ``free``: what has arrived (at least one
+        document: the poll waits for it), up to a batch; with its commit time."""
+        docs = mine[r]
+        start = max(free, (docs[read[r]] + 1) / a.rate)
+        end = read[r] + 1
+        while end < len(docs) and end - read[r] < cap[r] and (docs[end] + 1) / a.rate <= start:
+            end += 1
+        idx = docs[read[r] : end]
+        read[r] = end
+        return start + (a.step_ms + a.doc_ms * len(idx)) / 1e3, r, idx
+
+    heap = [next_batch(r, 0.0) for r in range(n) if mine[r]]
+    heapq.heapify(heap)
+    log: list[tuple[int, Any]] = []
+    offsets = [0] * PARTITIONS
+    emitted = np.full(len(rows), -1, dtype=np.int64)
+    into: dict[int, int] = {}
+    born: list[tuple[int, int]] = []  # (uid, founding doc)
+    announced: list[tuple[int, int, int]] = []  # (uid, founding doc, confirming doc)
+    sizes: list[int] = []
+    while heap:
+        t, r, idx = heapq.heappop(heap)
+        if read[r] < len(mine[r]):
+            heapq.heappush(heap, next_batch(r, t))
+        sizes.append(len(idx))
+        rep = replicas[r]
+        if a.lag_free:
+            announced += catch_up(rep, log, r, a.count_foreign)
+        docs = [DecodedDocument(id=str(rows[i]["id"]), text=str(rows[i]["text"])) for i in idx]
+        batch, empty = feat.featurize(docs)
+        keep = [i for j, i in enumerate(idx) if j not in set(empty)]
+        first = {p: offsets[p] for p in rep.parts if any(part[i] == p for i in idx)}
+        for i in idx:
+            offsets[part[i]] += 1
+        rep.stats.ictl[kern.NEXT_UID] = (min(first) << UID_SLOT_BITS) + rep.uid_next
+        rng = np.random.default_rng([m.seed, *sorted(first.values())])
+        first_index = int(rep.stats.ictl[kern.DOCS_SEEN])
+        res = rep.model.partial_fit(batch, rep.stats, rng)
+        gone = [u for u, _, _ in res.retired] + [u for u, _, _ in res.merged]
+        for c in rep.tracker.observe(res.born, res.assignments.tolist(), [str(i) for i in keep],
+                                     [{"i": i} for i in keep], first_index, gone):  # fmt: skip
+            announced.append(
+                (c.candidate.uid, int(c.candidate.founding_doc_id), c.confirmed_at["i"])
+            )
+        rep.uid_next = int(rep.stats.ictl[kern.NEXT_UID]) & ((1 << UID_SLOT_BITS) - 1)
+        emitted[keep] = res.assignments
+        for src, dst, _ in res.merged:
+            into[src] = dst
+        born += [(u, keep[d]) for u, d, _ in res.born]
+        log.append((r, res.delta, idx))
+        if not a.lag_free:
+            announced += catch_up(rep, log, r, a.count_foreign)
+    return {"emitted": emitted, "into": into, "born": born, "announced": announced,
+            "batch": float(np.median(sizes))}  # fmt: skip
+
+
+def catch_up(
+    rep: Replica, log: list[tuple[int, Any, list[int]]], r: int, count_foreign: bool
+) -> list[tuple[int, int, int]]:
+    """Apply the other replicas' entries this replica has not read. With ``count_foreign``
+    their documents count towards this replica's candidates too (the births they confirm:
+    uid, founding doc, confirming doc)."""
+    upto = len(log)
+    out: list[tuple[int, int, int]] = []
+    tracker = rep.tracker
+    for writer, d, idx in log[rep.last_seq : upto]:
+        if writer == r:
+            continue
+        replay_delta(rep.stats, d, rep.model.config.half_life_docs,
+                     uncounted=rep.model.uncounted_words)  # fmt: skip
+        if not count_foreign:
+            continue
+        for uid, dm in zip(d.cluster_uids.tolist(), d.dm.tolist(), strict=True):
+            cand = tracker.candidates.get(rep.stats.lineage.resolve(uid))
+            if cand is None:
+                continue
+            cand.size += round(dm)
+            if cand.size >= tracker.min_size:
+                out.append((cand.uid, int(cand.founding_doc_id), max(idx)))
+                del tracker.candidates[cand.uid]
+    rep.last_seq = upto
+    return out
+
+
+def final_of(into: dict[int, int]) -> Callable[[int], int]:
+    """Where a cluster ended after the merges (what a consumer applying them sees)."""
+
+    def final(c: int) -> int:
+        for _ in range(1000):
+            if c not in into:
+                break
+            c = into[c]
+        return c
+
+    return final
+
+
+def majority(counts: dict[int, Counter[str]]) -> dict[int, str]:
+    """Each cluster's commonest story."""
+    return {c: cnt.most_common(1)[0][0] for c, cnt in counts.items() if cnt}
+
+
+def tally(labels: list[str], clusters: list[int]) -> dict[int, Counter[str]]:
+    """Stories per cluster."""
+    out: dict[int, Counter[str]] = defaultdict(Counter)
+    for lab, c in zip(labels, clusters, strict=True):
+        out[c][lab] += 1
+    return out
+
+
+def diagnose(labels: list[str], out: dict[str, Any], horizon: int) -> dict[str, Any]:
+    """NMI and where the documents outside their story's main cluster (the cluster holding
+    most of it) are: in a duplicate cluster of their story (opened by the same writer or
+    another one), or in a cluster of another story — put there by a merge that joined two
+    stories, seated there while their story's main cluster lived on another writer (born
+    within ``horizon`` documents before them) or otherwise; with the NMI those would give
+    fixed (bad merges undone, duplicates merged)."""
+    final = final_of(out["into"])
+    emitted = [int(c) for c in out["emitted"]]
+    pred = [final(c) for c in emitted]
+    by_story: dict[str, Counter[int]] = defaultdict(Counter)
+    for lab, c in zip(labels, pred, strict=True):
+        by_story[lab][c] += 1
+    main = {s: c.most_common(1)[0][0] for s, c in by_story.items()}
+    owner, direct = majority(tally(labels, pred)), majority(tally(labels, emitted))
+    founded = {final(u): d for u, d in reversed(out["born"])}  # cluster → its first founder
+    bad = {
+        (s, d) for s, d in out["into"].items()
+        if s in direct and d in direct and direct[s] != direct[d]
+    }  # fmt: skip
+    why: Counter[str] = Counter()
+    for i, (lab, c) in enumerate(zip(labels, pred, strict=True)):
+        mc = main[lab]
+        if c == mc:
+            continue
+        other = c >> UID_SLOT_BITS != mc >> UID_SLOT_BITS
+        if owner[c] == lab:
+            why["dup_other_writer" if other else "dup_same_writer"] += 1
+        elif direct.get(emitted[i]) == lab:
+            why["wrong_by_merge"] += 1
+        elif (f := founded.get(mc)) is None or f >= i:
+            why["wrong_before_story"] += 1
+        elif other and i - f < horizon:
+            why["wrong_story_elsewhere"] += 1
+        else:
+            why["wrong_other"] += 1
+    good = final_of({s: d for s, d in out["into"].items() if (s, d) not in bad})
+    dups_merged = [main[owner[c]] if owner[c] == lab else c
+                   for lab, c in zip(labels, pred, strict=True)]  # fmt: skip
+    return {
+        "nmi": clustering_scores(labels, pred)["nmi"],
+        "clusters": len(set(pred)),
+        "births": len({final(u) for u, _ in out["born"]}),
+        "merges": len(out["into"]),
+        "bad_merges": len(bad),
+        "why": why,
+        "nmi_bad_undone": clustering_scores(labels, [good(c) for c in emitted])["nmi"],
+        "nmi_dups_merged": clustering_scores(labels, dups_merged)["nmi"],
+        "batch": out["batch"],
+        **announcements(labels, out["announced"], final),
+    }
+
+
+def announcements(
+    labels: list[str], announced: list[tuple[int, int, int]], final: Callable[[int], int]
+) -> dict[str, float]:
+    """Births confirmed by the replicas' novelty trackers, one per cluster after the merges
+    (the earliest founding document), and their novelty precision / recall (W = 5)."""
+    first: dict[int, tuple[int, int]] = {}
+    for uid, founding, confirmed in announced:
+        c = final(uid)
+        at = (founding, max(founding, confirmed))
+        first[c] = min(first.get(c, at), at)
+    nov = novelty_scores(labels, list(first.values()))
+    return {
+        "announced": len(first),
+        "precision": nov["novelty_precision"],
+        "recall": nov["novelty_recall"],
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    add_data_option(p)
+    p.add_argument("--replicas", type=int, nargs="+", default=[1, 4])
+    p.add_argument("--batch-size", type=int, default=256, help="the replicas' batch.max_docs")
+    p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
+    p.add_argument("--step-ms", type=float, default=50, help="a step's fixed time until commit")
+    p.add_argument("--doc-ms", type=float, default=5.0, help="a step's time per document")
+    p.add_argument("--whole-batches", action="store_true",
+                   help="each replica polls a whole batch, not its share of one")  # fmt: skip
+    p.add_argument("--lag-free", action="store_true", help="apply all commits before seating")
+    p.add_argument("--count-foreign", action="store_true",
+                   help="others' documents count for a replica's novelty candidates")  # fmt: skip
+    p.add_argument("--young-docs", type=int, help="the models' young_docs (merge horizon)")
+    a = p.parse_args()
+    rows = load_texts(a.data)
+    if any("label" not in r for r in rows):
+        raise SystemExit(f"{a.data}: every document needs a label to score against")
+    labels = [str(r["label"]) for r in rows]
+    print(f"machine: {machine()}")
+    print(
+        f"data: {a.data} ({len(rows):,} docs), {PARTITIONS} partitions, batch {a.batch_size}"
+        f"{' whole' if a.whole_batches else ' shared'} at {a.rate:,.0f} docs/s, step "
+        f"{a.step_ms:g} ms + {a.doc_ms:g} ms/doc{', lag-free' if a.lag_free else ''}"
+    )
+    print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merges':>6} {'bad':>4} "
+          f"{'batch':>5} {'bad undone':>10} {'dups merged':>11} {'announced':>9} {'nov P':>5} "
+          f"{'nov R':>5}  "
+          "off their story's main cluster")  # fmt: skip
+    for n in a.replicas:
+        d = diagnose(labels, run(rows, n, a), 2048)
+        why = " ".join(f"{k} {v}" for k, v in sorted(d["why"].items()))
+        print(
+            f"{n:>2} {d['nmi']:6.4f} {d['clusters']:>8} {d['births']:>6} {d['merges']:>6} "
+            f"{d['bad_merges']:>4} {d['batch']:>5.0f} {d['nmi_bad_undone']:>10.4f} "
+            f"{d['nmi_dups_merged']:>11.4f} {d['announced']:>9} {d['precision']:5.3f} "
+            f"{d['recall']:5.3f}  {why}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
