@@ -18,14 +18,14 @@ import numpy as np
 
 from noveld.models.dpmm.merges import absorption_gains
 from noveld.models.dpmm.reconcile import (
-    FOREIGN,
     NOW,
     allowed_pairs,
+    greedy_merges,
     merge_candidates,
-    survivor,
 )
 from noveld.models.hdp.absorb import expected_word_stats
 from noveld.models.hdp.topics import is_topic
+from noveld.models.lineage import UID_SLOT_BITS
 from noveld.models.suffstats import MultinomialStats
 
 
@@ -44,15 +44,17 @@ def reconcile_births(
 ) -> list[tuple[int, int]]:
     """(merged-away uid, survivor uid) pairs: this writer's young categories (the uids
     ``born`` in this batch and its births of the namespace's last ``young_docs`` documents)
-    merged with another writer's young ones when the collapsed posterior of their expected
+    merged with young ones of another uid slot (another writer's, or this writer's from
+    batches of its other input partitions) when the collapsed posterior of their expected
     word counts rises (:func:`~noveld.models.kernels.multinomial.merge_gains`, the tables'
     Pitman–Yor prior with concentration ``gamma``); greedy, best gain first, each category in
     one merge at most. ``pinned`` (known) and ``fading`` (retired by this batch) categories
     are never merged.
 
-    Empty unless another writer's category is young: pairs of this writer's own births were
-    decided by the batch kernel, so a lone writer merges exactly as without replicas. Read-only;
-    the caller applies the merges through the delta, as a replica replays them."""
+    Empty while every young category is of one slot: pairs of a batch's own births were
+    decided by the batch kernel, so a writer of one input merges exactly as without
+    reconciliation. Read-only; the caller applies the merges through the delta, as a replica
+    replays them."""
     kmax = stats.kmax
     uids = stats.uid[:kmax]
     category = stats.alive[:kmax] & ~is_topic(uids)
@@ -62,8 +64,8 @@ def reconcile_births(
     kind_of[~category] = -1
     if pinned:  # known categories belong to no writer
         kind_of[np.isin(uids, np.fromiter(pinned, dtype=np.int64))] = -1
-    if not np.any(kind_of == FOREIGN):
-        return []
+    if np.unique(uids[kind_of >= 0] >> UID_SLOT_BITS).shape[0] < 2:
+        return []  # one slot's births only: the kernel's
     cats = np.flatnonzero(kind_of >= 0)  # row j of the expected counts is slot cats[j]
     kinds = kind_of[cats]
     expected = expected_word_stats(stats, kind_of >= 0, vocab_size, topic_words)
@@ -76,20 +78,10 @@ def reconcile_births(
     )  # fmt: skip
     gains[~allowed_pairs(rows, kinds, uids[cats], "births")] = -np.inf
     gains[(kinds == NOW)[:, None] & (kinds == NOW)[None, :]] = -np.inf  # the kernel's
-    keep = set(fading)
-    best = gains.argmax(axis=1)
-    order = np.argsort(-gains[rows, best], kind="stable")
-    used: set[int] = set()
-    out: list[tuple[int, int]] = []
-    for i in order.tolist():
-        j = int(best[i])
-        if gains[i, j] <= 0.0:
-            break
-        if i in used or j in used:
-            continue
-        src, dst = survivor(stats, int(cats[i]), int(cats[j]), int(kinds[i]), int(kinds[j]))
-        if int(uids[src]) in keep or int(uids[dst]) in keep:
-            continue
-        out.append((int(uids[src]), int(uids[dst])))
-        used.update((i, j))
-    return out
+    gone = np.isin(uids[cats], np.fromiter(fading, dtype=np.int64))
+    gains[gone] = -np.inf
+    gains[:, gone] = -np.inf
+    by_slot = np.full((cats.shape[0], kmax), -np.inf)  # columns: pool slots
+    by_slot[:, cats] = gains
+    pairs = greedy_merges(by_slot, cats, kind_of, stats, ())
+    return [(int(uids[src]), int(uids[dst])) for src, dst in pairs]

@@ -136,3 +136,24 @@ def test_writers_of_other_uid_slots_claim_other_topics() -> None:
             if is_topic(replica.stats.uid[k : k + 1])[0]
         }
         assert min(topics) == offset
+
+
+def test_one_writer_of_two_partitions_joins_their_concurrent_births() -> None:
+    """One writer holding two input partitions (uid slots 0 and 1, both its own) seats each
+    round's documents in two batches, one per partition: the second batch sees the first's
+    births, so fewer stories open twice than on two replicas, and those are joined as two
+    replicas' are (17 categories against 18)."""
+    counts = []
+    for young in (2048, 0):
+        model = hdp(young)
+        p0, p1 = Replica(model, 0), Replica(model, 1)
+        p1.stats = p0.stats
+        p0.stats.lineage.own_slots = frozenset({0, 1})
+        rng = np.random.default_rng(7)
+        for docs_0, docs_1 in story_stream(7, VOCAB):
+            p0.fit(batch(docs_0), [i for i, _, _ in docs_0], rng)
+            p1.fit(batch(docs_1), [i for i, _, _ in docs_1], rng)
+        if young:
+            assert p1.merges and all(s >> SLOT_BITS == 1 for s, _ in p1.merges)
+        counts.append(len(set(resolved_clusters(p0, {**p0.assigned, **p1.assigned}).values())))
+    assert counts[0] < counts[1]
