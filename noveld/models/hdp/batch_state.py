@@ -15,10 +15,6 @@ from noveld.models.kernels import multinomial as mkern
 from noveld.models.lineage import UID_SLOT_BITS
 from noveld.models.suffstats import MultinomialStats
 
-TOPIC_SPACING = 0.381966
-"""Offset between the topic rotations of consecutive uid slots, as a share of L (1 − 1/φ:
-any number of slots spread around the topics without meeting soon)."""
-
 
 @dataclass
 class BatchState:
@@ -125,10 +121,16 @@ class BatchState:
 
 def topic_offset(next_uid: int, n_topics: int) -> int:
     """Where a writer's batches start looking for unused topics: a rotation of the topic
-    numbers by the uid slot of the batch's writer (0 for slot 0). Writers opening categories at
-    once then claim different topics, so no topic holds two stories' words; a lone writer of
-    slot 0 claims them in order."""
-    return (next_uid >> UID_SLOT_BITS) * round(n_topics * TOPIC_SPACING) % n_topics
+    numbers by the uid slot s of the batch's writer, ``L · r(s)`` with r the base-2 radical
+    inverse (0, 1/2, 1/4, 3/4, 1/8, …: P slots split the topics into P nearly equal stretches,
+    equal for P a power of two). Writers opening categories at once then claim different
+    topics, so no topic holds two stories' words; a lone writer of slot 0 claims them in
+    order."""
+    slot, share, unit = next_uid >> UID_SLOT_BITS, 0.0, 0.5
+    while slot:
+        share += unit * (slot & 1)
+        slot, unit = slot >> 1, unit / 2
+    return int(n_topics * share) % n_topics
 
 
 def context_counts(
