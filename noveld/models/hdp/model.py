@@ -243,7 +243,7 @@ class HDP:
         batch: DocBatch,
     ) -> list[tuple[int, int]]:
         """This writer's young categories merged with other writers' (:func:`reconcile_births`);
-        nothing without ``merge`` or while no other writer's category is young."""
+        nothing without ``merge`` or while the young categories are of one uid slot."""
         cfg = self.config
         if not cfg.merge or self.topic_words is None:
             return []
