@@ -1,8 +1,9 @@
-"""Scale-out quality: N ``dpmm`` replicas in one consumer group and one Redis namespace.
+"""Scale-out quality: N replicas of one model (``--model``, ``dpmm`` or ``hdp``) in one consumer
+group and one Redis namespace.
 
-    python benchmarks/bench_scaleout.py [--data FILE] [--replicas 1 2 4] [--batch-size 256]
-                                        [--rate 1000] [--tail 2048] [--hold-docs N]
-                                        [--whole-batches] [--save-events DIR]
+    python benchmarks/bench_scaleout.py [--data FILE] [--model dpmm] [--replicas 1 2 4]
+                                        [--batch-size 256] [--rate 1000] [--tail 2048]
+                                        [--hold-docs N] [--whole-batches] [--save-events DIR]
                                         [--cost-rounds 4]
 
 Starts a private tansu broker and Redis-protocol server (tests/servers/) and for each N runs N
@@ -147,6 +148,8 @@ def run_replicas(
                 server.url,
                 "--namespace",
                 ns,
+                "--model",
+                a.model,
                 "--batch-size",
                 str(a.batch_size),
                 "--emit-assignment-batches",
@@ -243,25 +246,49 @@ def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str,
     }
 
 
-def model_cost(
-    rows: list[dict[str, Any]], batch_size: int, rounds: int
-) -> tuple[float, float, float, float]:
-    """Median docs/s of one replica's model step with reconciliation on and off, ABAB; then
-    the model step's and a replay's median time per batch (ms): what a replica spends on a
-    batch of its own and on each batch another replica committed."""
+def make_model(kind: str, young: int) -> Any:
+    """The model ``kind`` with defaults and reconciliation horizon ``young`` (hdp: its topics
+    are the vocabulary's first entries, as :func:`batches_for` lays them out)."""
+    from noveld.models.dpmm import DPMM, DPMMConfig
+    from noveld.models.hdp import HDP, HDPConfig
+
+    if kind == "dpmm":
+        return DPMM(DPMMConfig(young_docs=young))
+    model = HDP(HDPConfig(young_docs=young))
+    model.bind_topic_words(list(range(model.config.topics)))
+    return model
+
+
+def batches_for(kind: str, rows: list[dict[str, Any]], batch_size: int) -> list[Any]:
+    """The stream featurized in batches (hdp: the topic entries first in the vocabulary)."""
     from noveld.featurize import Featurizer, Tokenizer
-    from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
+    from noveld.models.hdp import HDPConfig, topic_token
     from noveld.models.vocabulary import Vocabulary
     from noveld.schema import DecodedDocument
 
     docs = [DecodedDocument(id=str(r["id"]), text=str(r["text"])) for r in rows]
-    feat = Featurizer(Tokenizer(), Vocabulary())
-    batches = [feat.featurize(docs[i : i + batch_size])[0] for i in range(0, len(docs), batch_size)]
+    vocab = Vocabulary()
+    if kind == "hdp":
+        vocab.extend(topic_token(t) for t in range(HDPConfig.topics))
+    feat = Featurizer(Tokenizer(), vocab)
+    return [feat.featurize(docs[i : i + batch_size])[0] for i in range(0, len(docs), batch_size)]
+
+
+def model_cost(
+    kind: str, rows: list[dict[str, Any]], batch_size: int, rounds: int
+) -> tuple[float, float, float, float]:
+    """Median docs/s of one replica's model step with reconciliation on and off, ABAB; then
+    the model step's and a replay's median time per batch (ms): what a replica spends on a
+    batch of its own and on each batch another replica committed."""
+    from noveld.models.dpmm import replay_delta
+
+    batches = batches_for(kind, rows, batch_size)
+    n_docs = sum(len(b) for b in batches)
     steps: list[float] = []
     deltas = []
 
     def once(young: int) -> float:
-        model = DPMM(DPMMConfig(young_docs=young))
+        model = make_model(kind, young)
         stats = model.new_state()
         steps.clear()
         deltas.clear()
@@ -270,14 +297,14 @@ def model_cost(
             t = time.perf_counter()
             deltas.append(model.partial_fit(b, stats, np.random.default_rng(i)).delta)
             steps.append(time.perf_counter() - t)
-        return len(docs) / (time.perf_counter() - t0)
+        return n_docs / (time.perf_counter() - t0)
 
     once(2048)  # JIT warm-up
     on, off = [], []
     for _ in range(rounds):
         off.append(once(0))
         on.append(once(2048))
-    replica = DPMM(DPMMConfig()).new_state()
+    replica = make_model(kind, 0).new_state()
     replays = []
     for d in deltas:
         t = time.perf_counter()
@@ -290,6 +317,7 @@ def model_cost(
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     add_data_option(p)
+    p.add_argument("--model", choices=["dpmm", "hdp"], default="dpmm", help="the replicas' model")
     p.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
@@ -308,9 +336,9 @@ def main() -> None:
     print(f"machine: {machine()}")
     stories = len({r["label"] for r in rows})
     print(
-        f"data: {a.data} ({len(rows):,} docs, {stories} stories), {PARTITIONS} partitions, "
-        f"batch {a.batch_size} ({'whole' if a.whole_batches else 'shared'}), produced at "
-        f"{a.rate:,.0f} docs/s"
+        f"data: {a.data} ({len(rows):,} docs, {stories} stories), model {a.model}, "
+        f"{PARTITIONS} partitions, batch {a.batch_size} "
+        f"({'whole' if a.whole_batches else 'shared'}), produced at {a.rate:,.0f} docs/s"
     )
     with KafkaBroker() as broker, RedisServer() as server:
         print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merged':>6} "
@@ -325,12 +353,11 @@ def main() -> None:
             print(
                 f"{n:>2} {s['nmi']:6.3f} {s['clusters']:>8} {s['births']:>6} {s['merged']:>6} "
                 f"{s['dup_raw']:>7} {s['dup']:>4} {s['precision']:6.3f} {s['recall']:6.3f} "
-                f"{s['per_event']:>5.0f}  "
-                + " ".join(f"{d:,.0f}" for d in done),
+                f"{s['per_event']:>5.0f}  " + " ".join(f"{d:,.0f}" for d in done),
                 flush=True,
             )
     if a.cost_rounds:
-        on, off, step_ms, replay_ms = model_cost(rows, a.batch_size, a.cost_rounds)
+        on, off, step_ms, replay_ms = model_cost(a.model, rows, a.batch_size, a.cost_rounds)
         print(
             f"one replica's model step: reconciliation on {on:,.0f} docs/s, off {off:,.0f} "
             f"docs/s (median of {a.cost_rounds}, alternating; {on / off - 1:+.1%})"

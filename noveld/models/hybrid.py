@@ -29,9 +29,9 @@ from noveld.models.dpmm import (
 )
 from noveld.models.dpmm.reconcile import (
     allowed_pairs,
+    greedy_merges,
     merge_candidates,
     scan_words,
-    survivor,
 )
 from noveld.models.hybrid_batch import (
     Centring,
@@ -180,25 +180,13 @@ class HybridMixture(VMFMixture):
         if cfg.weight:
             gains += cfg.weight * self.vector_merge_gains(stats, young)
         gains[~allowed_pairs(young, kind_of, stats.uid, cfg.merge_scope)] = -np.inf
-        best = gains.argmax(axis=1)
-        order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
-        used: set[int] = set()
         pairs: list[tuple[int, int]] = []
-        for i in order.tolist():
-            y, k = int(young[i]), int(best[i])
-            if gains[i, k] <= 0.0:
-                break
-            if y in used or k in used:
-                continue
-            src, dst = survivor(stats, y, k, int(kind_of[y]), int(kind_of[k]))
-            if kind_of[src] < 0 or int(stats.uid[src]) in self._pinned:
-                continue
+        for src, dst in greedy_merges(gains, young, kind_of, stats, self._pinned):
             move_counts(stats, src, dst)
             stats.retire(np.array([src], dtype=np.int64))
             stats.fresh[src] = False
             pairs.append((int(stats.uid[src]), int(stats.uid[dst])))
             stats.lineage.record(*pairs[-1], int(stats.ictl[kern.STEPS]))
-            used.update((y, k))
         if cfg.young_docs > 0:
             seen = int(stats.ictl[kern.DOCS_SEEN])
             for k in now.tolist():

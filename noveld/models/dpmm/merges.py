@@ -13,9 +13,9 @@ from noveld.models.dpmm.clusters import Move, move_counts
 from noveld.models.dpmm.config import DPMMConfig
 from noveld.models.dpmm.reconcile import (
     allowed_pairs,
+    greedy_merges,
     merge_candidates,
     scan_words,
-    survivor,
 )
 from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
@@ -100,26 +100,14 @@ def merge_births(
         cfg.discount, gains,
     )  # fmt: skip
     gains[~allowed_pairs(young, kind_of, stats.uid, cfg.merge_scope)] = -np.inf
-    best = gains.argmax(axis=1)
-    order = np.argsort(-gains[np.arange(young.shape[0]), best], kind="stable")
-    used: set[int] = set()
     moves: list[Move] = []
-    for i in order.tolist():
-        y, k = int(young[i]), int(best[i])
-        if gains[i, k] <= 0.0:
-            break
-        if y in used or k in used:
-            continue
-        src, dst = survivor(stats, y, k, int(kind_of[y]), int(kind_of[k]))
-        if kind_of[src] < 0 or int(stats.uid[src]) in pinned:
-            continue  # an older cluster is never merged away into a birth
+    for src, dst in greedy_merges(gains, young, kind_of, stats, pinned):
         m_raw, n_raw, moved_w, moved_c = move_counts(stats, src, dst)
         stats.retire(np.array([src], dtype=np.int64))
         stats.fresh[src] = False
         assign[assign == src] = dst
         lineage.record(int(stats.uid[src]), int(stats.uid[dst]), int(stats.ictl[kern.STEPS]))
         moves.append((src, dst, m_raw, n_raw, moved_w, moved_c))
-        used.update((y, k))
     if cfg.young_docs > 0:
         seen = int(stats.ictl[kern.DOCS_SEEN])
         for k in now.tolist():

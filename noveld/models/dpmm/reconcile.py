@@ -4,6 +4,8 @@ lets replicas agree on a merge."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 
 from noveld.models.kernels import multinomial as kern
@@ -72,6 +74,37 @@ def survivor(stats: MultinomialStats, a: int, b: int, kind_a: int, kind_b: int) 
         return (a, b) if stats.uid[a] > stats.uid[b] else (b, a)
     heavier_b = (stats.m[a], -stats.uid[a]) <= (stats.m[b], -stats.uid[b])
     return (a, b) if heavier_b else (b, a)
+
+
+def greedy_merges(
+    gains: np.ndarray,
+    rows: np.ndarray,
+    kind_of: np.ndarray,
+    stats: MultinomialStats,
+    keep: Collection[int],
+) -> list[tuple[int, int]]:
+    """(merged-away slot, survivor slot) of the merges ``gains[i, k] > 0`` of candidate
+    ``rows[i]`` with slot k: each row's best partner, best gain first, each cluster in one
+    merge at most, the pair ordered by :func:`survivor`; a pair that would merge away a
+    cluster that is no candidate, or one of the uids ``keep``, is passed over. The moves do not
+    change the choice (no cluster is in two), so the caller applies them afterwards."""
+    n = rows.shape[0]
+    best = gains.argmax(axis=1)
+    order = np.argsort(-gains[np.arange(n), best], kind="stable")
+    used: set[int] = set()
+    out: list[tuple[int, int]] = []
+    for i in order.tolist():
+        y, k = int(rows[i]), int(best[i])
+        if gains[i, k] <= 0.0:
+            break
+        if y in used or k in used:
+            continue
+        src, dst = survivor(stats, y, k, int(kind_of[y]), int(kind_of[k]))
+        if kind_of[src] < 0 or int(stats.uid[src]) in keep:
+            continue  # an older cluster is never merged away into a birth
+        out.append((src, dst))
+        used.update((y, k))
+    return out
 
 
 def scan_words(stats: MultinomialStats, slots: np.ndarray, batch_words: np.ndarray) -> np.ndarray:

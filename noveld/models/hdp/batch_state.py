@@ -12,6 +12,7 @@ from noveld.models.hdp.topics import is_topic
 from noveld.models.kernels import hdp as kern
 from noveld.models.kernels import hdp_scores as scores
 from noveld.models.kernels import multinomial as mkern
+from noveld.models.lineage import UID_SLOT_BITS
 from noveld.models.suffstats import MultinomialStats
 
 
@@ -55,10 +56,12 @@ class BatchState:
         room: int,
         n_docs: int,
         batch: DocBatch,
+        topic_offset: int = 0,
     ) -> BatchState:
         """Densify what the batch needs (statistics decayed by ``decay``), with ``room`` more
         categories than exist; ``word_tokens[j]`` is how many tokens batch word j has. The
-        categories' counts of the batch's context entries are columns of ``cx[4]``."""
+        categories' counts of the batch's context entries are columns of ``cx[4]``. Local
+        topic y is topic ``(y + topic_offset) mod L`` (:func:`topic_offset`)."""
         g = stats.scale * decay
         kmax = stats.kmax
         uids = stats.uid[:kmax]
@@ -66,7 +69,8 @@ class BatchState:
         topic_mask = is_topic(uids)
         topic_of_slot = np.full(kmax, -1, dtype=np.int64)
         topic_slots = np.flatnonzero(alive & topic_mask)
-        topic_numbers = uids[topic_slots] & ((1 << 40) - 1)
+        topic_numbers = ((uids[topic_slots] & ((1 << 40) - 1)) - topic_offset) % n_topics
+        topic_words = np.roll(topic_words, -topic_offset)
         topic_of_slot[topic_slots] = topic_numbers
         nl = np.zeros(n_topics)
         nl[topic_numbers] = stats.ntok[topic_slots] * g
@@ -113,6 +117,20 @@ class BatchState:
             n_existing,
             context_counts(batch, stats, g, cat_of_slot, cap, n_docs),
         )
+
+
+def topic_offset(next_uid: int, n_topics: int) -> int:
+    """Where a writer's batches start looking for unused topics: a rotation of the topic
+    numbers by the uid slot s of the batch's writer, ``L · r(s)`` with r the base-2 radical
+    inverse (0, 1/2, 1/4, 3/4, 1/8, …: P slots split the topics into P nearly equal stretches,
+    equal for P a power of two). Writers opening categories at once then claim different
+    topics, so no topic holds two stories' words; a lone writer of slot 0 claims them in
+    order."""
+    slot, share, unit = next_uid >> UID_SLOT_BITS, 0.0, 0.5
+    while slot:
+        share += unit * (slot & 1)
+        slot, unit = slot >> 1, unit / 2
+    return int(n_topics * share) % n_topics
 
 
 def context_counts(

@@ -17,7 +17,7 @@ from noveld.models.dpmm.replay import (
     no_uncounted_words,
 )
 from noveld.models.hdp.absorb import absorb_into_known
-from noveld.models.hdp.batch_state import BatchState
+from noveld.models.hdp.batch_state import BatchState, topic_offset
 from noveld.models.hdp.concentrations import (
     CONCENTRATION_ITERS,
     resample_group_concentration,
@@ -25,10 +25,12 @@ from noveld.models.hdp.concentrations import (
 )
 from noveld.models.hdp.config import HDPConfig
 from noveld.models.hdp.delta import batch_births, batch_delta
+from noveld.models.hdp.reconcile import reconcile_births
 from noveld.models.hdp.topics import is_topic, topic_uid
 from noveld.models.kernels import hdp_moves as moves
 from noveld.models.kernels import hdp_sampler as smp
 from noveld.models.kernels import hdp_scores as scores
+from noveld.models.kernels import multinomial as mkern
 from noveld.models.suffstats import MultinomialStats
 
 
@@ -86,10 +88,11 @@ class HDP:
         tabs = tuple(np.zeros(n_tok * (1 + cfg.sweeps) + nb, dtype=np.int64) for _ in range(3))
         log_pred = np.full(nb, np.nan)  # each unlabelled document's first-pass log predictive
         room = nb + 64
+        offset = topic_offset(int(stats.ictl[mkern.NEXT_UID]), cfg.topics)
         while True:
             loc = BatchState.gather(self.topic_words, stats, f, bwords, word_tokens, known,
-                                     cfg.topics, vocab_size * cfg.beta, room, nb,
-                                     batch)  # fmt: skip
+                                     cfg.topics, vocab_size * cfg.beta, room, nb, batch,
+                                     offset)  # fmt: skip
             if cfg.resample_concentrations:  # γ | categories and tables so far
                 gamma = resample_top_concentration(
                     cfg.gamma, cfg.discount, loc.n_existing, float(loc.mk.sum()), rng
@@ -126,23 +129,28 @@ class HDP:
         born_local = [k for k in range(n_existing, int(ctl[scores.CATS])) if k in serving]
         born = batch_births(born_local, assign_local, tab_doc, tab_k, open_tables, cat_uid)
         ctx_uids = cat_uid[tab_k[loc.cx[5]]]  # the category carrying each document's context
-        delta = self._delta(batch, tokens, tok_y, cat_uid[tok_cat], tab_uids, f, born, nb, ctx_uids)
+        topics = (tok_y + offset) % cfg.topics  # local topics → topic numbers
+        delta = self._delta(batch, tokens, topics, cat_uid[tok_cat], tab_uids, f, born, nb,
+                            ctx_uids)  # fmt: skip
         apply_additions(stats, delta)
         retired = self._retire(stats, pinned)
         gone = [u for u, _, _ in retired]
-        absorbed = absorb_into_known(
-            stats, assignments, pinned, gamma, set(gone), batch, cfg, self.topic_words
-        )
         born_here = {b[0] for b in born}
+        joined = self._reconcile(stats, born_here, pinned, gamma, gone, batch)
+        absorbed = joined + absorb_into_known(
+            stats, assignments, pinned, gamma, {*gone, *(a for a, _ in joined)}, batch, cfg,
+            self.topic_words,
+        )  # fmt: skip
         if absorbed:
             into = dict(absorbed)
-            assignments = np.array([into.get(u, u) for u in assignments.tolist()], np.int64)
+            for _ in range(2):  # a category joined to another writer's, then absorbed
+                assignments = np.array([into.get(u, u) for u in assignments.tolist()], np.int64)
             born = [b for b in born if b[0] not in into]
         delta = replace(
             delta,
             retired_uids=np.array(gone + [a for a, _ in absorbed], np.int64),
             merges=np.array(absorbed, dtype=np.int64).reshape(-1, 2),
-        )  # born_uids keep absorbed births, so a replica's uid counter passes them too
+        )  # born_uids keep merged births, so a replica's uid counter passes them too
         finish_delta(stats, delta, cfg.half_life_docs, cfg.prune_below, self.uncounted_words)
         seated = ~np.isnan(log_pred)  # the unlabelled documents
         tokens_seated = float(batch.lengths[seated].sum())
@@ -225,6 +233,25 @@ class HDP:
         return int(chosen) == k
 
     # ---- internals ------------------------------------------------------------------------
+    def _reconcile(
+        self,
+        stats: MultinomialStats,
+        born: set[int],
+        pinned: Collection[int],
+        gamma: float,
+        gone: list[int],
+        batch: DocBatch,
+    ) -> list[tuple[int, int]]:
+        """This writer's young categories merged with other writers' (:func:`reconcile_births`);
+        nothing without ``merge`` or while the young categories are of one uid slot."""
+        cfg = self.config
+        if not cfg.merge or self.topic_words is None:
+            return []
+        return reconcile_births(
+            stats, born, pinned, gamma, gone, batch.vocab_size, cfg.beta,
+            batch.n_words * cfg.beta, cfg.discount, cfg.young_docs, self.topic_words,
+        )  # fmt: skip
+
     def _group_moves(
         self,
         loc: BatchState,
