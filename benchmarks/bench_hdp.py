@@ -2,7 +2,7 @@
 
     python benchmarks/bench_hdp.py [--data FILE] [--topics 2000] [--zeta 5e-4] [--gamma 10]
                                    [--discount 0.5] [--table-alpha 1] [--sweeps 2] [--sampled]
-                                   [--repeat 3]
+                                   [--document-concentration S] [--repeat 3]
 
 Featurizes the labelled file up front (not timed), runs ``HDP.partial_fit`` over batches of 256
 in stream order and prints NMI of the document categories, categories, model-only docs/s (best
@@ -40,6 +40,12 @@ def main() -> None:
     p.add_argument("--table-alpha", type=float, default=HDPConfig.table_alpha)
     p.add_argument("--sweeps", type=int, default=HDPConfig.sweeps)
     p.add_argument("--sampled", action="store_true", help="sample instead of MAP")
+    p.add_argument(
+        "--document-concentration",
+        type=float,
+        default=HDPConfig.document_concentration,
+        help="s of the length tempering of a table's words (docs/model.md)",
+    )
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
     rows = load_texts(a.data)
@@ -60,6 +66,7 @@ def main() -> None:
         table_alpha=a.table_alpha,
         sweeps=a.sweeps,
         deterministic=not a.sampled,
+        document_concentration=a.document_concentration,
     )
     model = HDP(cfg)
     model.bind_topic_words(list(range(a.topics)))

@@ -100,9 +100,19 @@ CASES = [
     ),
     pytest.param(
         "bench_hdp",
-        ["--data", DATA, "--repeat", "1", "--topics", "100", "--sweeps", "1"],
+        [
+            *("--data", DATA, "--repeat", "1", "--topics", "100", "--sweeps", "1"),
+            *("--document-concentration", "50"),
+        ],
         r"NMI \d\.\d+, categories \d+, [\d,]+ docs/s",
         id="hdp",
+        marks=SLOW,  # compiles the HDP kernels when their cache is cold
+    ),
+    pytest.param(
+        "quality_hdp_long",
+        ["--data", DATA, "--seeds", "0", "--set", "model.topics=100", "--per-label"],
+        r"seed 0: NMI \d\.\d+ .* clusters +\d+(?s:.*)in largest \d\.\d\d(?s:.*)median NMI",
+        id="quality_hdp_long",
         marks=SLOW,  # compiles the HDP kernels when their cache is cold
     ),
     pytest.param(
