@@ -5,6 +5,7 @@ stories whose births reach both writers at once."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -87,3 +88,28 @@ def story_stream(
 def resolved_clusters(replica: Replica, assigned: dict[int, int]) -> dict[int, int]:
     """Each document's cluster as ``replica`` sees it now (merged-away uids followed)."""
     return {d: replica.stats.lineage.resolve(u) for d, u in assigned.items()}
+
+
+Docs = list[tuple[int, list[int], int]]
+
+
+def run_rounds(
+    model: Any, seed: int, vocab: int, batch_of: Callable[[Docs, int], DocBatch]
+) -> tuple[Replica, Replica, Log, dict[int, int]]:
+    """Two replicas of ``model`` over :func:`story_stream`: per round both seat their batch
+    (``batch_of(docs, round)``) before either sees the other's, then commit, in alternating
+    order; both catch up at the end. Returns them, the log and each document's story."""
+    a, b = Replica(model, 0), Replica(model, 1)
+    log: Log = []
+    story_of: dict[int, int] = {}
+    rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed + 1)
+    for r, (docs_a, docs_b) in enumerate(story_stream(seed, vocab)):
+        story_of.update({i: s for i, _, s in docs_a + docs_b})
+        da = a.fit(batch_of(docs_a, r), [i for i, _, _ in docs_a], rng_a)
+        db = b.fit(batch_of(docs_b, -r), [i for i, _, _ in docs_b], rng_b)
+        first, second = ((a, da), (b, db)) if r % 2 == 0 else ((b, db), (a, da))
+        first[0].commit(log, first[1])
+        second[0].commit(log, second[1])
+    a.catch_up(log)
+    b.catch_up(log)
+    return a, b, log, story_of

@@ -5,10 +5,10 @@ opened it; both end with identical statistics; a lone writer merges exactly as b
 from __future__ import annotations
 
 import numpy as np
-from helpers.replicas import SLOT_BITS, Replica, resolved_clusters, story_stream
+from helpers.replicas import SLOT_BITS, Replica, resolved_clusters, run_rounds, story_stream
 
 from noveld.eval.metrics import clustering_scores
-from noveld.models.base import DocBatch, StatsDelta
+from noveld.models.base import DocBatch
 from noveld.models.dpmm import replay_delta
 from noveld.models.hdp import HDP, HDPConfig, is_topic
 from noveld.models.hdp.batch_state import topic_offset
@@ -32,20 +32,7 @@ def batch(docs: list[tuple[int, list[int], int]]) -> DocBatch:
 
 def run_two_replicas(seed: int, young_docs: int = 2048):
     model = hdp(young_docs)
-    a, b = Replica(model, 0), Replica(model, 1)
-    log: list[tuple[int, StatsDelta]] = []
-    story_of: dict[int, int] = {}
-    rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed + 1)
-    for r, (docs_a, docs_b) in enumerate(story_stream(seed, VOCAB)):
-        story_of.update({i: s for i, _, s in docs_a + docs_b})
-        # both seat before either sees the other's batch of this round
-        da = a.fit(batch(docs_a), [i for i, _, _ in docs_a], rng_a)
-        db = b.fit(batch(docs_b), [i for i, _, _ in docs_b], rng_b)
-        first, second = ((a, da), (b, db)) if r % 2 == 0 else ((b, db), (a, da))
-        first[0].commit(log, first[1])
-        second[0].commit(log, second[1])
-    a.catch_up(log)
-    b.catch_up(log)
+    a, b, log, story_of = run_rounds(model, seed, VOCAB, lambda docs, _: batch(docs))
     return model, a, b, log, story_of
 
 

@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers.replicas import SLOT_BITS, Replica, resolved_clusters, story_stream
+from helpers.replicas import SLOT_BITS, resolved_clusters, run_rounds
 
 from noveld.models.base import DocBatch, StatsDelta
 from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
@@ -73,10 +73,6 @@ def run_two_replicas(seed: int, young_docs: int = 2048, hybrid: bool = False):
         model = hybrid_model(young_docs)
     else:
         model = DPMM(DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_docs=young_docs))
-    a, b = Replica(model, 0), Replica(model, 1)
-    log: list[tuple[int, StatsDelta]] = []
-    story_of: dict[int, int] = {}
-    rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed + 1)
 
     def batch(docs: list[tuple[int, list[int], int]], emb_seed: int) -> DocBatch:
         words = [d for _, d, _ in docs]
@@ -87,16 +83,7 @@ def run_two_replicas(seed: int, young_docs: int = 2048, hybrid: bool = False):
         emb = story_vectors(emb_seed, docs)
         return DocBatch(b.ptr, b.words, b.counts, b.lengths, 2 * P + VOCAB, 2 * P, emb=emb)
 
-    for r, (docs_a, docs_b) in enumerate(story_stream(seed, VOCAB)):
-        story_of.update({i: s for i, _, s in docs_a + docs_b})
-        # both seat before either sees the other's batch of this round
-        da = a.fit(batch(docs_a, seed + r), [i for i, _, _ in docs_a], rng_a)
-        db = b.fit(batch(docs_b, seed - r), [i for i, _, _ in docs_b], rng_b)
-        first, second = ((a, da), (b, db)) if r % 2 == 0 else ((b, db), (a, da))
-        first[0].commit(log, first[1])
-        second[0].commit(log, second[1])
-    a.catch_up(log)
-    b.catch_up(log)
+    a, b, log, story_of = run_rounds(model, seed, VOCAB, lambda docs, r: batch(docs, seed + r))
     return model, a, b, log, story_of
 
 
