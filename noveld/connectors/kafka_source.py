@@ -237,10 +237,12 @@ class KafkaSource:
             return max_docs
         if self._topic_size[0] != self.rebalances:
             try:
-                size = len(self.consumer.partitions_for_topic(self.topic))
+                parts = self.consumer.partitions_for_topic(self.topic)
             except KafkaError:
-                return max_docs  # asked again at the next batch
-            self._topic_size = (self.rebalances, size)
+                parts = None
+            if not parts:
+                return max_docs  # the topic's metadata is not known yet: asked again next batch
+            self._topic_size = (self.rebalances, len(parts))
         return batch_share(max_docs, len(self.consumer.assignment()), self._topic_size[1])
 
     def group_progress(self, timeout_ms: int = 10_000) -> dict[str, int] | None:

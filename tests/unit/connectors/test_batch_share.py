@@ -47,6 +47,7 @@ class FourPartitions:
     def __init__(self, **config: Any) -> None:
         self.held = list(PARTS)
         self.lookups = 0
+        self.unknown = False  # metadata of the topic not fetched yet: kafka-python says None
 
     def subscribe(self, topics: Sequence[str], listener: Any) -> None:
         pass
@@ -54,9 +55,9 @@ class FourPartitions:
     def assignment(self) -> set[TopicPartition]:
         return set(self.held)
 
-    def partitions_for_topic(self, topic: str) -> set[int]:
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
         self.lookups += 1
-        return {tp.partition for tp in PARTS}
+        return None if self.unknown else {tp.partition for tp in PARTS}
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         pass
@@ -99,3 +100,16 @@ def test_sharing_off_reads_whole_batches(monkeypatch: pytest.MonkeyPatch) -> Non
     src.revoked(PARTS[1:])
     src.consumer.held = PARTS[:1]
     assert len(src.read_batch(256, 10)) == 256
+
+
+def test_a_topic_of_unknown_size_reads_whole_batches_until_it_is_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    src = source(monkeypatch)
+    src.revoked(PARTS[1:])
+    src.consumer.held = PARTS[:1]
+    src.consumer.unknown = True
+    assert len(src.read_batch(256, 10)) == 256
+    src.consumer.unknown = False
+    assert len(src.read_batch(256, 10)) == 64  # asked again, and now known
+    assert src.consumer.lookups == 2
