@@ -51,13 +51,26 @@ def partition_stats(
     stats.ictl[kern.NEXT_UID] = next_uid
     slots = np.array([slot_of[int(u)] for u in uids.tolist()], dtype=np.int64)
     w = np.ones(len(batch)) if weights is None else weights
-    for d in range(len(batch)):
+    add_documents(stats, batch, np.arange(len(batch)), slots, w)
+    return stats, slots
+
+
+def add_documents(
+    stats: MultinomialStats,
+    batch: DocBatch,
+    docs: np.ndarray,
+    slots: np.ndarray,
+    weights: np.ndarray | float,
+) -> None:
+    """Add the words of documents ``docs`` at their ``slots``, document d with weight
+    ``weights[d]`` (or one weight for all: −1 takes them out)."""
+    w = np.broadcast_to(np.asarray(weights, dtype=np.float64), (len(batch),))
+    for d in docs.tolist():
         words, counts = batch.doc(d)
         kern.add_document(
             int(slots[d]), words, counts, int(batch.lengths[d]), float(w[d]), stats.m,
             stats.ntok, stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl,
         )  # fmt: skip
-    return stats, slots
 
 
 def refine_partition(

@@ -20,7 +20,7 @@ from noveld.models.hybrid_config import HybridConfig
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf_table as vtable
-from noveld.models.refine import Refinement, partition_stats
+from noveld.models.refine import Refinement, add_documents, partition_key, partition_stats
 from noveld.models.suffstats import MultinomialStats
 
 #: documents reseated together: the kernel's gram matrix is block × block
@@ -60,7 +60,7 @@ def refine_hybrid_partition(
     tau = config.tempering(batch.lengths)
     free = np.flatnonzero(~fixed)
     per_sweep: list[int] = []
-    seen = {_partition_key(slots)}
+    seen = {partition_key(slots)}
     for i in range(sweeps):
         moved = 0
         for start in range(0, free.shape[0], block):
@@ -72,7 +72,7 @@ def refine_hybrid_partition(
         per_sweep.append(moved)
         if on_sweep is not None:
             on_sweep(i, moved, int(np.count_nonzero(stats.m[: stats.kmax] > 0.5)))
-        key = _partition_key(slots)
+        key = partition_key(slots)
         if config.deterministic and (moved == 0 or key in seen):
             break  # a fixed point, or a cycle of MAP block moves: the next would repeat it
         seen.add(key)
@@ -81,26 +81,6 @@ def refine_hybrid_partition(
         moved=per_sweep,
         next_uid=int(stats.ictl[kern.NEXT_UID]),
     )
-
-
-def _partition_key(slots: np.ndarray) -> bytes:
-    """The partition, whatever its clusters' uids: clusters numbered by first document."""
-    _, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
-    rank = np.empty(first.shape[0], dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(first.shape[0])
-    return bytes(rank[inverse].tobytes())
-
-
-def _add(
-    stats: MultinomialStats, batch: DocBatch, docs: np.ndarray, slots: np.ndarray, w: float
-) -> None:
-    """Add (``w`` = 1) or take out (−1) the words of documents ``docs`` at their ``slots``."""
-    for d in docs.tolist():
-        words, counts = batch.doc(d)
-        kern.add_document(
-            int(slots[d]), words, counts, int(batch.lengths[d]), w, stats.m, stats.ntok,
-            stats.head, stats.nxt, stats.pk, stats.pc, stats.ictl,
-        )  # fmt: skip
 
 
 def _reseat_block(
@@ -120,7 +100,7 @@ def _reseat_block(
     updates ``slots`` and ``stats`` in place, returns the resultants and how many moved."""
     nb = idx.shape[0]
     old = slots[idx].copy()
-    _add(stats, batch, idx, slots, -1.0)
+    add_documents(stats, batch, idx, slots, -1.0)
     np.subtract.at(res, old, emb[idx])
     kmax = stats.kmax
     live = np.zeros(kmax + nb, dtype=np.bool_)
@@ -164,7 +144,7 @@ def _reseat_block(
     if stats.kmax > res.shape[0]:
         res = np.concatenate([res, np.zeros((stats.m.shape[0] - res.shape[0], res.shape[1]))])
     stats.reserve(0, int(ptr[-1]), batch.vocab_size)
-    _add(stats, batch, idx, slots, 1.0)
+    add_documents(stats, batch, idx, slots, 1.0)
     np.add.at(res, new, x)
     return res, int(np.count_nonzero(stats.uid[new] != stats.uid[old]))
 
