@@ -227,10 +227,13 @@ class HybridMixture(VMFMixture):
         self, stats: MultinomialStats, r: np.ndarray, f: float = 1.0, emb: np.ndarray | None = None
     ) -> tuple[Centring, np.ndarray]:
         """How the vectors are scored (:class:`Centring` around the stream's mean, or not when
-        ``config.centre`` is off) and the live clusters' masses (decayed by ``f`` more)."""
+        ``config.centre`` is off) and the live clusters' masses (decayed by ``f`` more; not
+        computed when off, since uncentred scores do not read them)."""
+        if not self.config.centre:
+            return Centring(None), r[:0, 0]
         kmax = stats.kmax
         mass = np.where(stats.alive[:kmax], stats.m[:kmax] * stats.scale * f, 0.0)
-        return (Centring.of(r, mass, emb) if self.config.centre else Centring(None)), mass
+        return Centring.of(r, mass, emb), mass
 
     def member_features(self, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
         """What the novelty tracker keeps of a member for re-founding: its words and counts,
