@@ -34,7 +34,6 @@ from noveld.models.dpmm.reconcile import (
     scan_words,
 )
 from noveld.models.hybrid_batch import (
-    Centring,
     MemberFeatures,
     SeatingState,
     births_in_order,
@@ -44,6 +43,7 @@ from noveld.models.hybrid_batch import (
 )
 from noveld.models.hybrid_config import HybridConfig as HybridConfig  # re-exported
 from noveld.models.hybrid_index import DimensionIndex
+from noveld.models.hybrid_prior import VectorFrame
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
@@ -102,8 +102,9 @@ class HybridMixture(VMFMixture):
         f = decay_factor(cfg.half_life_docs, nb)
         kmax = stats.kmax
         r = self.resultants(stats, f)
-        c, mass = self.centring(stats, r, f, emb)
-        s = seating_state(stats, c.resultants(r, mass), c.vectors(emb), f)
+        frame = self.vector_frame(stats, r, f, emb)
+        s = seating_state(stats, frame.resultants, frame.vectors(emb), f)
+        prior_rn2, prior_dots = frame.prior.new_slot(frame.vectors(emb))
         local, loc = np.unique(batch.words, return_inverse=True)
         sweeps = cfg.rejuvenation_sweeps
         uniforms = rng.random(nb * (1 + sweeps))
@@ -116,7 +117,7 @@ class HybridMixture(VMFMixture):
             stats.head, stats.nxt, stats.pk, stats.pc, stats.scale * f, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, self.log_alpha(nb), cfg.dimension,
             self.kappa, self.table, cfg.weight, cfg.deterministic, False, uniforms, sweeps,
-            forced, assign, log_norm, margin, cfg.tempering(batch.lengths),
+            forced, assign, log_norm, margin, cfg.tempering(batch.lengths), prior_rn2, prior_dots,
         )  # fmt: skip
         uids, born = births_in_order(assign, kmax, margin, stats)
         delta = vector_delta(replace(batch, emb=emb), uids, np.concatenate([pos, neg]), f, born)
@@ -218,22 +219,21 @@ class HybridMixture(VMFMixture):
 
     def vector_merge_gains(self, stats: MultinomialStats, young: np.ndarray) -> np.ndarray:
         """:func:`~noveld.models.hybrid_batch.vector_merge_gains` of clusters ``young`` with
-        every slot, under the κ in use."""
-        r = self.resultants(stats)
-        c, mass = self.centring(stats, r)
-        return vector_merge_gains(c.resultants(r, mass), young, self.config.dimension, self.kappa)
+        every slot, under the κ and the vector frame in use."""
+        frame = self.vector_frame(stats, self.resultants(stats))
+        return vector_merge_gains(
+            frame.resultants, young, self.config.dimension, self.kappa, frame.prior.pseudo
+        )
 
-    def centring(
+    def vector_frame(
         self, stats: MultinomialStats, r: np.ndarray, f: float = 1.0, emb: np.ndarray | None = None
-    ) -> tuple[Centring, np.ndarray]:
-        """How the vectors are scored (:class:`Centring` around the stream's mean, or not when
-        ``config.centre`` is off) and the live clusters' masses (decayed by ``f`` more; not
-        computed when off, since uncentred scores do not read them)."""
-        if not self.config.centre:
-            return Centring(None), r[:0, 0]
-        kmax = stats.kmax
-        mass = np.where(stats.alive[:kmax], stats.m[:kmax] * stats.scale * f, 0.0)
-        return Centring.of(r, mass, emb), mass
+    ) -> VectorFrame:
+        """How the vectors are scored (:class:`VectorFrame`: centred when ``config.centre``,
+        else under the fitted direction prior unless it is off), for the resultants ``r`` and
+        the batch's vectors ``emb``, decayed by ``f`` more."""
+        cfg = self.config
+        prior = cfg.prior_cosine if cfg.direction_prior else None
+        return VectorFrame.of(stats, r, cfg.centre, prior, f, emb)
 
     def member_features(self, batch: DocBatch) -> Sequence[tuple[np.ndarray, np.ndarray]]:
         """What the novelty tracker keeps of a member for re-founding: its words and counts,
@@ -251,13 +251,11 @@ class HybridMixture(VMFMixture):
         dim_of = np.zeros(sign.shape[0], dtype=np.int64)
         dim_of[pos] = dim_of[neg] = np.arange(pos.shape[0])
         size, n_words = len(batch), batch.n_words
-        cache: list[tuple[np.ndarray, Centring]] = []
+        cache: list[VectorFrame] = []
 
         def fits(uid: int, ids: np.ndarray, values: np.ndarray) -> bool:
             if not cache:
-                r = self.resultants(stats)
-                c, mass = self.centring(stats, r)
-                cache.append((c.resultants(r, mass), c))
+                cache.append(self.vector_frame(stats, self.resultants(stats)))
                 self.learn_concentration(stats)
             is_dim = np.zeros(ids.shape[0], dtype=np.bool_)
             inside = ids < sign.shape[0]
@@ -266,9 +264,9 @@ class HybridMixture(VMFMixture):
             dims = ids[is_dim]
             x[dim_of[dims]] = sign[dims] * values[is_dim] / FEATURE_SCALE
             words, counts = ids[~is_dim], values[~is_dim]
-            r, c = cache[0]
-            x = c.vectors(x[None, :])[0]
-            return self.still_belongs_both(words, counts, x, uid, stats, r, n_words, size)
+            frame = cache[0]
+            x = frame.vectors(x[None, :])[0]
+            return self.still_belongs_both(words, counts, x, frame, uid, stats, n_words, size)
 
         return fits
 
@@ -277,9 +275,9 @@ class HybridMixture(VMFMixture):
         words: np.ndarray,
         counts: np.ndarray,
         x: np.ndarray,
+        frame: VectorFrame,
         uid: int,
         stats: MultinomialStats,
-        resultants: np.ndarray,
         n_words: int,
         batch_size: int = 1,
     ) -> bool:
@@ -292,7 +290,7 @@ class HybridMixture(VMFMixture):
         if stats.m[k] * stats.scale - 1.0 <= 0.0:
             return True  # its only member
         x = x.reshape(1, -1)
-        s = seating_state(stats, resultants, x, 1.0)
+        s = seating_state(stats, frame.resultants, x, 1.0)
         nd = int(counts.sum())
         # the member taken out of slot k: its mass, tokens, vector, and its words (a negative
         # overlay on the pool's counts)
@@ -302,7 +300,7 @@ class HybridMixture(VMFMixture):
             s.dots[k, 0] -= 1.0
             s.rn2[k] = max(s.rn2[k] - 2.0 * s.dots[k, 0] - 1.0, 0.0)
         lp, lp_new = self._document_scores(
-            s, 0, words, counts, stats, n_words, batch_size, bool(x.any()), out_of=k
+            s, 0, words, counts, stats, n_words, batch_size, bool(x.any()), frame, x[0], out_of=k
         )
         return kern.keeps_its_seat(lp, stats.kmax, k, float(lp[k]), lp_new, stats.uid)
 
@@ -312,16 +310,16 @@ class HybridMixture(VMFMixture):
         nb = len(batch)
         emb = batch.emb if batch.emb is not None else np.zeros((nb, self.config.dimension))
         self.learn_concentration(stats)
-        r = self.resultants(stats)
-        centring, mass = self.centring(stats, r)
-        s = seating_state(stats, centring.resultants(r, mass), centring.vectors(emb), 1.0)
+        frame = self.vector_frame(stats, self.resultants(stats))
+        emb = frame.vectors(emb)
+        s = seating_state(stats, frame.resultants, emb, 1.0)
         kmax = stats.kmax
         out = np.empty(2)
         res = np.empty(nb, dtype=np.int64)
         for d in range(nb):
             w, c = batch.doc(d)
             lp, lp_new = self._document_scores(
-                s, d, w, c, stats, batch.n_words, nb, s.gram[d, d] > 0
+                s, d, w, c, stats, batch.n_words, nb, s.gram[d, d] > 0, frame, emb[d]
             )
             k = kern.choose(lp, kmax, lp_new, 0.0, True, out, stats.uid)
             res[d] = -1 if k < 0 else stats.uid[k]
@@ -337,10 +335,13 @@ class HybridMixture(VMFMixture):
         n_words: int,
         batch_size: int,
         has_vector: bool,
+        frame: VectorFrame,
+        x: np.ndarray,
         out_of: int = -1,
     ) -> tuple[np.ndarray, float]:
         """The seating kernel's log weights of one document (row ``d`` of the working copy
-        ``s``) into the existing clusters, and the new cluster's; ``out_of``: the slot its words
+        ``s``, its vector ``x`` as ``frame`` scores it) into the existing clusters, and the
+        new cluster's; ``out_of``: the slot its words
         are counted in and must be taken out of (a negative overlay on the pool's counts)."""
         cfg = self.config
         n = words.shape[0]
@@ -360,8 +361,9 @@ class HybridMixture(VMFMixture):
         if has_vector and cfg.weight:
             p, kappa = cfg.dimension, self.kappa
             logc_r = vtable.log_normalizers_sq(s.rn2, self.table, p, kappa)
+            prior_rn2, prior_dot = frame.prior.new_slot(x[None, :])
             lp_new += hkern.add_vector_scores(
                 d, kmax, s.live, s.rn2, logc_r, s.dots, p, kappa, self.table,
-                vkern.log_vmf_normalizer(p, kappa), cfg.weight, lp,
+                vkern.log_vmf_normalizer(p, kappa), cfg.weight, lp, prior_rn2, prior_dot[0],
             )  # fmt: skip
         return lp, lp_new

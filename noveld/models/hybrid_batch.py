@@ -4,6 +4,7 @@ the novelty tracker keeps."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -168,18 +169,24 @@ class MemberFeatures(Sequence[tuple[np.ndarray, np.ndarray]]):
         return np.concatenate([w, ids]), np.concatenate([c.astype(np.int64), values])
 
 
-def vector_merge_gains(r: np.ndarray, young: np.ndarray, p: int, kappa: float) -> np.ndarray:
+def vector_merge_gains(
+    r: np.ndarray, young: np.ndarray, p: int, kappa: float, pseudo: np.ndarray | None = None
+) -> np.ndarray:
     """``out[i, k]``: the log ratio of the vectors' collapsed marginal (concentration κ, rows of
-    the kmax × p resultants ``r``) with clusters ``young[i]`` and k together over apart. Under a
-    uniform prior on the mean direction a cluster of resultant r has marginal
-    ``C_p(κ)^n · C_p(0) / C_p(κ‖r‖)``, so the ratio is
-    ``log C_p(κ‖r_a‖) + log C_p(κ‖r_b‖) − log C_p(κ‖r_a + r_b‖) − log C_p(0)``."""
+    the kmax × p resultants ``r``, each live one with the prior's pseudo-resultant a·μ₀ in it)
+    with clusters ``young[i]`` and k together over apart. A cluster of resultant r has marginal
+    ``C_p(κ)^n · C_p(κa) / C_p(κ‖r + aμ₀‖)``, so the ratio is
+    ``log C_p(κ‖r_a + aμ₀‖) + log C_p(κ‖r_b + aμ₀‖) − log C_p(κ‖r_a + r_b + aμ₀‖) − log C_p(κa)``
+    (a = 0, ``pseudo`` None: the uniform prior, C_p(0))."""
     rn2 = np.einsum("kj,kj->k", r, r)
     logc = vtable.log_normalizers(p, kappa * np.sqrt(rn2))
     both = rn2[young, None] + rn2[None, :] + 2.0 * (r[young] @ r.T)
+    log_empty = vkern.log_sphere_density_at_zero(p)
+    if pseudo is not None:  # one pseudo-resultant in the union, not two
+        along = r @ pseudo
+        a2 = float(pseudo @ pseudo)
+        both += a2 - 2.0 * along[young, None] - 2.0 * along[None, :]
+        log_empty = vkern.log_vmf_normalizer(p, kappa * math.sqrt(a2))
     logc_both = vtable.log_normalizers(p, kappa * np.sqrt(np.maximum(both, 0.0)).ravel())
-    out: np.ndarray = (
-        logc[young, None] + logc[None, :] - logc_both.reshape(both.shape)
-        - vkern.log_sphere_density_at_zero(p)
-    )  # fmt: skip
+    out: np.ndarray = logc[young, None] + logc[None, :] - logc_both.reshape(both.shape) - log_empty
     return out

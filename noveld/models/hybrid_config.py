@@ -27,6 +27,9 @@ class HybridConfig(VMFConfig):
     #: score the vectors around the stream's mean vector
     #: (:class:`~noveld.models.hybrid_batch.Centring`)
     centre: bool = False
+    #: the vectors' base measure: a vMF around the stream's mean direction fitted to the
+    #: stream (:class:`~noveld.models.hybrid_prior.DirectionPrior`), else the uniform density
+    direction_prior: bool = True
     #: s of the words' length tempering (:func:`~noveld.models.kernels.tempering.
     #: length_tempering`): a document of n tokens counts as n(1 + s)/(n + s) words; 0: as n
     document_concentration: float = 15.0

@@ -17,6 +17,7 @@ import numpy as np
 from noveld.models.base import DocBatch
 from noveld.models.hybrid_batch import Centring
 from noveld.models.hybrid_config import HybridConfig
+from noveld.models.hybrid_prior import DirectionPrior
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf_table as vtable
@@ -58,6 +59,10 @@ def refine_hybrid_partition(
     np.add.at(res, slots, emb)
     table = vtable.normalizer_table(p, config.kappa)
     tau = config.tempering(batch.lengths)
+    prior = DirectionPrior(None)
+    if config.direction_prior and not config.centre:  # the stream's, from the pass's partition
+        kmax = stats.kmax
+        prior = DirectionPrior.fitted(res[:kmax], stats.m[:kmax], None, config.prior_cosine)
     free = np.flatnonzero(~fixed)
     per_sweep: list[int] = []
     seen = {partition_key(slots)}
@@ -66,7 +71,7 @@ def refine_hybrid_partition(
         for start in range(0, free.shape[0], block):
             idx = free[start : start + block]
             res, moved_here = _reseat_block(
-                batch, emb, idx, slots, stats, res, config, log_alpha, table, tau, rng
+                batch, emb, idx, slots, stats, res, config, log_alpha, table, tau, prior, rng
             )
             moved += moved_here
         per_sweep.append(moved)
@@ -94,6 +99,7 @@ def _reseat_block(
     log_alpha: float,
     table: np.ndarray,
     tau: np.ndarray,
+    prior: DirectionPrior,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, int]:
     """Take documents ``idx`` out, seat them again against all the others, put them back;
@@ -109,7 +115,7 @@ def _reseat_block(
     mass[:kmax] = np.where(live[:kmax], stats.m[:kmax], 0.0)
     ntok = np.zeros(kmax + nb)
     ntok[:kmax] = np.where(live[:kmax], stats.ntok[:kmax], 0.0)
-    r = np.where(live[:kmax, None], res[:kmax], 0.0)
+    r = prior.resultants(np.where(live[:kmax, None], res[:kmax], 0.0), mass[:kmax])
     rn2 = np.zeros(kmax + nb)
     rn2[:kmax] = np.einsum("kj,kj->k", r, r)
     tie_uid = np.zeros(kmax + nb, dtype=np.int64)
@@ -126,7 +132,7 @@ def _reseat_block(
         ntok, rn2, live, tie_uid, kmax, stats.head, stats.nxt, stats.pk, stats.pc, 1.0,
         config.beta, batch.n_words * config.beta, config.discount, log_alpha, config.dimension,
         config.kappa, table, config.weight, config.deterministic, False, rng.random(2 * nb), 1,
-        np.full(nb, -1, dtype=np.int64), assign, log_norm, margin, tau[idx],
+        np.full(nb, -1, dtype=np.int64), assign, log_norm, margin, tau[idx], *prior.new_slot(x),
     )  # fmt: skip
     # new slots become clusters in order of their first document: the cluster that document
     # left when the block emptied it (its uid kept), else a new one

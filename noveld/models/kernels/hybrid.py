@@ -33,6 +33,7 @@ __all__ = [
     "add_vector_scores",
     "log_masses",
     "map_scores",
+    "new_vector_score",
     "seat_batch",
     "vector_bound",
     "word_scores",
@@ -64,10 +65,11 @@ def _map_choice(
 def add_vector_scores(
     i: int, n_slots: int, live: np.ndarray, rn2: np.ndarray, logc_r: np.ndarray,
     dots: np.ndarray, p: int, kappa: float, table: np.ndarray, logc_kappa: float,
-    weight: float, lp: np.ndarray,
+    weight: float, lp: np.ndarray, prior_rn2: float, prior_dot: float,
 ) -> float:  # fmt: skip
     """Add ``weight`` × the collapsed vMF log predictive of document ``i``'s unit vector to
-    ``lp[:n_slots]``; returns what the new cluster gets (``weight · log C_p(0)``)::
+    ``lp[:n_slots]``; returns what the new cluster gets (``weight ·``
+    :func:`new_vector_score`)::
 
         existing: log C_p(κ) + log C_p(κ‖r_k‖) − log C_p(κ‖r_k + x‖)
     """
@@ -75,7 +77,25 @@ def add_vector_scores(
         if live[k]:
             q = max(rn2[k] + 2.0 * dots[k, i] + 1.0, 0.0)
             lp[k] += weight * (logc_kappa + logc_r[k] - log_normalizer_sq(q, table, p, kappa))
-    return weight * log_sphere_density_at_zero(p)
+    return weight * new_vector_score(prior_rn2, prior_dot, table, p, kappa, logc_kappa)
+
+
+@njit(cache=True)
+def new_vector_score(
+    prior_rn2: float, prior_dot: float, table: np.ndarray, p: int, kappa: float,
+    logc_kappa: float,
+) -> float:  # fmt: skip
+    """The new cluster's vMF log predictive of a unit vector x under the base measure whose
+    pseudo-resultant is a·μ₀ (``prior_rn2`` = a², ``prior_dot`` = a·μ₀·x): an empty cluster
+    scored as one whose resultant is a·μ₀, log C_p(κ) + log C_p(κa) − log C_p(κ‖a·μ₀ + x‖);
+    the uniform density log C_p(0) when a = 0."""
+    if prior_rn2 <= 0.0:
+        return log_sphere_density_at_zero(p)
+    q = max(prior_rn2 + 2.0 * prior_dot + 1.0, 0.0)
+    return (
+        logc_kappa + log_normalizer_sq(prior_rn2, table, p, kappa)
+        - log_normalizer_sq(q, table, p, kappa)
+    )  # fmt: skip
 
 
 #: a MAP seating leaves out a slot whose score's upper bound falls this far below the best
@@ -188,7 +208,7 @@ def seat_batch(
     vbeta: float, discount: float, log_alpha: float, p: int, kappa: float, table: np.ndarray,
     weight: float, deterministic: bool, want_norm: bool, uniforms: np.ndarray, sweeps: int,
     forced: np.ndarray, assign: np.ndarray, log_norm: np.ndarray, margin: np.ndarray,
-    tau: np.ndarray,
+    tau: np.ndarray, prior_rn2: float, prior_dots: np.ndarray,
 ) -> int:  # fmt: skip
     """Sequential CRP seating of a batch under both views, then ``sweeps`` collapsed Gibbs
     sweeps over it (remove, reseat); returns the number of slots used.
@@ -204,7 +224,10 @@ def seat_batch(
     Writes ``assign`` (slot), ``log_norm`` and ``margin`` (first pass) as the words kernel does;
     ``uniforms`` holds ``nb · (1 + sweeps)`` draws, document i of sweep s using ``s·nb + i``.
     ``tau[i]`` tempers document i's words predictive
-    (:func:`~noveld.models.kernels.tempering.length_tempering`).
+    (:func:`~noveld.models.kernels.tempering.length_tempering`). The vectors' base measure has
+    the pseudo-resultant a·μ₀ (:func:`new_vector_score`; ``prior_rn2`` = a², ``prior_dots`` =
+    a·μ₀·Xᵀ, zeros when a = 0): the existing slots' ``rn2`` and ``dots`` include it, and a
+    new slot opens with it.
     A MAP seating (``deterministic``) scores only the slots that could win
     (:func:`map_scores`) in the sweeps, and in the first pass too unless
     ``want_norm``: ``log_norm`` (NaN then) needs every slot's weight, the seats and margins
@@ -280,10 +303,12 @@ def seat_batch(
                 if has_vector:
                     add_vector_scores(
                         i, n_slots, live, rn2, logc_r, dots, p, kappa, table, logc_kappa,
-                        weight, lp,
+                        weight, lp, prior_rn2, prior_dots[i],
                     )  # fmt: skip
             if has_vector:
-                lp_new += weight * log_sphere_density_at_zero(p)
+                lp_new += weight * new_vector_score(
+                    prior_rn2, prior_dots[i], table, p, kappa, logc_kappa
+                )
             if map_only:
                 k = _map_choice(lp, cand, n_cand, lp_new, tie_uid)
                 out[0] = np.nan
@@ -314,11 +339,11 @@ def seat_batch(
                 mass[k] = 0.0
                 log_mass[k] = math.log(max(-discount, 1e-3))
                 ntok[k] = 0.0
-                rn2[k] = 0.0
-                logc_r[k] = log_vmf_normalizer(p, 0.0)
-                bound[k] = vector_bound(logc_kappa, logc_r[k], 0.0, xmax, table, p, kappa)
+                rn2[k] = prior_rn2
+                logc_r[k] = log_normalizer_sq(prior_rn2, table, p, kappa)
+                bound[k] = vector_bound(logc_kappa, logc_r[k], prior_rn2, xmax, table, p, kappa)
                 for j in range(nb):
-                    dots[k, j] = 0.0
+                    dots[k, j] = prior_dots[j]
             assign[i] = k
             _move(
                 i, k, 1.0, doc_ptr, doc_counts, doc_loc, nd, mass, log_mass, discount, ntok,

@@ -8,124 +8,19 @@ import math
 
 import numpy as np
 import pytest
-from helpers.hybrid_oracle import P, V, hybrid, make_batch, oracle_weights
+from helpers.hybrid_oracle import P, V, hybrid, make_batch, oracle_seat, oracle_weights, run_kernel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
-from noveld.models.hybrid import HybridConfig, HybridMixture
+from noveld.models.hybrid import HybridConfig
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
 from noveld.models.kernels import vmf_table as vtable
-from noveld.models.suffstats import MultinomialStats
 from noveld.models.vmf import VMFConfig, VMFMixture
 from noveld.state.base import NamespaceState, state_digest
-
-
-def oracle_seat(
-    model: HybridMixture, stats: MultinomialStats, batch: DocBatch, sweeps: int
-) -> tuple[list[int], list[float], list[float], int]:
-    """MAP sequential seating + sweeps with every weight recomputed from dense statistics;
-    ties within ``TIE_TOL`` go to a new cluster, then to the oldest. Returns slots (existing
-    clusters first, then new ones in opening order), log normalisers, margins, the old count."""
-    cfg = model.config
-    kmax = stats.kmax
-    res = model.resultants(stats)
-    m = [float(stats.m[k] * stats.scale) if stats.alive[k] else 0.0 for k in range(kmax)]
-    live = [bool(stats.alive[k]) for k in range(kmax)]
-    n: list[np.ndarray] = []
-    for k in range(kmax):
-        counts = np.zeros(V)
-        if live[k]:
-            ws, cs = model.term_weights(stats, int(stats.uid[k]))
-            counts[ws - 2 * P] = cs
-        n.append(counts)
-    r = [res[k].copy() for k in range(kmax)]
-    order = [int(stats.uid[k]) if live[k] else -1 for k in range(kmax)]
-    vbeta = batch.n_words * cfg.beta
-    log_alpha = model.log_alpha(len(batch))
-    docs = []
-    for d in range(len(batch)):
-        w, c = batch.doc(d)
-        xw = np.zeros(V)
-        xw[w - 2 * P] = c
-        vec = batch.emb[d] if batch.emb is not None and batch.emb[d].any() else None
-        docs.append((xw, vec))
-    assign = [-1] * len(batch)
-    norms, margins = [0.0] * len(batch), [0.0] * len(batch)
-    next_order = max(order, default=-1) + 1
-    for sweep in range(sweeps + 1):
-        for d, (xw, vec) in enumerate(docs):
-            if sweep:
-                k = assign[d]
-                m[k] -= 1
-                n[k] -= xw
-                if vec is not None:
-                    r[k] -= vec
-                if k >= kmax and m[k] < 0.5:
-                    live[k] = False
-            s, new = oracle_weights(xw, vec, m, n, r, live, cfg, vbeta, log_alpha)
-            finite = s[np.isfinite(s)]
-            if sweep == 0:
-                norms[d] = float(np.logaddexp.reduce(np.append(finite, new)))
-                margins[d] = min(new - (finite.max() if finite.size else -np.inf), 1000.0)
-            top = max(new, finite.max() if finite.size else -np.inf)
-            tied = [k for k in range(len(m)) if live[k] and s[k] >= top - kern.TIE_TOL]
-            if new >= top - kern.TIE_TOL:
-                k_old = assign[d] if sweep else -1
-                if k_old >= kmax and not live[k_old]:
-                    best = k_old
-                else:
-                    free = [j for j in range(kmax, len(m)) if not live[j]]
-                    best = free[0] if free else len(m)
-                    if best == len(m):
-                        m.append(0.0)
-                        n.append(np.zeros(V))
-                        r.append(np.zeros(P))
-                        live.append(False)
-                        order.append(0)
-                    m[best], n[best], r[best] = 0.0, np.zeros(V), np.zeros(P)
-                    order[best] = next_order
-                    next_order += 1
-                live[best] = True
-            else:
-                best = min(tied, key=lambda k: order[k])
-            m[best] += 1
-            n[best] += xw
-            if vec is not None:
-                r[best] += vec
-            assign[d] = best
-    return assign, norms, margins, kmax
-
-
-def run_kernel(
-    model: HybridMixture,
-    stats: MultinomialStats,
-    batch: DocBatch,
-    sweeps: int,
-    want_norm: bool = True,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel on the same state (read-only), as ``partial_fit`` calls it (which asks for
-    no log normalisers: ``want_norm`` False)."""
-    from noveld.models.hybrid_batch import seating_state
-
-    cfg = model.config
-    nb = len(batch)
-    assert batch.emb is not None
-    s = seating_state(stats, model.resultants(stats), batch.emb, 1.0)
-    local, loc = np.unique(batch.words, return_inverse=True)
-    assign, log_norm, margin = np.empty(nb, dtype=np.int64), np.empty(nb), np.empty(nb)
-    hkern.seat_batch(
-        batch.ptr, batch.words, batch.counts, batch.lengths, loc.astype(np.int64),
-        local.shape[0], s.gram, s.dots, s.mass, s.ntok, s.rn2, s.live, s.tie_uid, stats.kmax,
-        stats.head, stats.nxt, stats.pk, stats.pc, stats.scale, cfg.beta,
-        batch.n_words * cfg.beta, cfg.discount, model.log_alpha(nb), cfg.dimension, cfg.kappa,
-        model.table, cfg.weight, True, want_norm, np.zeros(nb * (1 + sweeps)), sweeps,
-        np.full(nb, -1), assign, log_norm, margin, cfg.tempering(batch.lengths),
-    )  # fmt: skip
-    return assign, log_norm, margin
 
 
 @pytest.mark.parametrize(("p", "cosine"), [(P, 0.6), (2, 0.5), (3, 0.9), (64, 0.4), (256, 0.4),
@@ -282,7 +177,7 @@ def test_without_words_it_seats_as_the_vmf_model(seed: int, sweeps: int, discoun
                discount=discount, rejuvenation_sweeps=sweeps, dimension=P, cosine=0.6)  # fmt: skip
     vmf = VMFMixture(VMFConfig(**cfg))  # type: ignore[arg-type]
     vmf.bind_dimension_words(list(range(0, 2 * P, 2)), list(range(1, 2 * P, 2)))
-    both = hybrid(1.0, **cfg)  # type: ignore[arg-type]
+    both = hybrid(1.0, direction_prior=False, **cfg)  # type: ignore[arg-type]
     s_vmf, s_both = vmf.new_state(), both.new_state()
     for i, b in enumerate(batches):
         r_vmf = vmf.partial_fit(b, s_vmf, np.random.default_rng(i))
@@ -294,8 +189,9 @@ def test_without_words_it_seats_as_the_vmf_model(seed: int, sweeps: int, discoun
 
 
 def test_a_document_without_a_vector_is_seated_by_its_words() -> None:
-    """Two clusters the words cannot tell apart: the vector decides, unless there is none."""
-    model = hybrid(1.0, cosine=0.9, rejuvenation_sweeps=0)
+    """Two clusters the words cannot tell apart: the vector decides, unless there is none
+    (under the uniform prior: three vectors give no stream direction to speak of)."""
+    model = hybrid(1.0, cosine=0.9, rejuvenation_sweeps=0, direction_prior=False)
     stats = model.new_state()
     w = 2 * P
     emb = np.zeros((2, P))
@@ -382,6 +278,7 @@ def test_refound_test_equals_the_oracle_with_the_member_taken_out(seed: int, w: 
     feats = model.member_features(batch)
     cfg = model.config
     res_k = model.resultants(stats)
+    pseudo = model.vector_frame(stats, res_k).prior.pseudo  # the base measure's, if any
     kmax = stats.kmax
     for d, uid in enumerate(res.assignments.tolist()):
         ids, values = feats[d]
@@ -396,7 +293,7 @@ def test_refound_test_equals_the_oracle_with_the_member_taken_out(seed: int, w: 
                 ws, cs = model.term_weights(stats, int(stats.uid[j]))
                 counts[ws - 2 * P] = cs
             n.append(counts)
-        r = [res_k[j].copy() for j in range(kmax)]
+        r = [res_k[j] + pseudo if live[j] and pseudo is not None else res_k[j] for j in range(kmax)]
         words, cw = batch.doc(d)
         xw = np.zeros(V)
         xw[words - 2 * P] = cw
@@ -412,7 +309,7 @@ def test_refound_test_equals_the_oracle_with_the_member_taken_out(seed: int, w: 
         if vec is not None:
             r[k] = r[k] - vec
         s, new = oracle_weights(xw, vec, m, n, r, live, cfg, batch.n_words * cfg.beta,
-                                model.log_alpha(len(batch)))  # fmt: skip
+                                model.log_alpha(len(batch)), pseudo)  # fmt: skip
         others = [j for j in range(kmax) if live[j] and j != k]
         expected = s[k] > new + kern.TIE_TOL and all(
             s[j] < s[k] - kern.TIE_TOL or (s[j] <= s[k] + kern.TIE_TOL and stats.uid[j] > uid)
@@ -450,7 +347,7 @@ def test_vector_merge_gain_is_the_chain_rule_of_the_predictive(seed: int) -> Non
     """log p(X_a ∪ X_b) − log p(X_a) − log p(X_b), each marginal the product of the collapsed
     predictive of its vectors one at a time (from the uniform density for the first)."""
     rng = np.random.default_rng(seed)
-    model = hybrid(1.0, rejuvenation_sweeps=0)
+    model = hybrid(1.0, rejuvenation_sweeps=0, direction_prior=False)
     stats = model.new_state()
     batch = make_batch(rng, 12, 0.0, 1.0)
     known = np.arange(12) % 3
@@ -489,12 +386,13 @@ def test_predict_is_the_first_seating_of_each_document_alone(seed: int, w: float
         model.partial_fit(make_batch(rng, 12, 0.9, 0.8), stats, rng)
     batch = make_batch(rng, 6, 0.8, 0.7)
     got = model.predict(batch, stats)
+    frame = model.vector_frame(stats, model.resultants(stats))  # what predict scores under
     assert batch.emb is not None
     for d in range(len(batch)):
         w_d, c_d = batch.doc(d)
         one = DocBatch(np.array([0, w_d.shape[0]]), w_d, c_d, batch.lengths[d : d + 1],
                        batch.vocab_size, batch.reserved, emb=batch.emb[d : d + 1])  # fmt: skip
-        assign, _, _ = run_kernel(model, stats, one, 0)
+        assign, _, _ = run_kernel(model, stats, one, 0, prior=frame.prior)
         k = int(assign[0])
         assert got[d] == (int(stats.uid[k]) if k < stats.kmax else -1)
 
@@ -517,11 +415,12 @@ def _batch(parts: list[tuple[list[list[int]], np.ndarray]]) -> DocBatch:
 def test_an_unlabelled_twin_is_absorbed_into_its_known_category(margin: float) -> None:
     """Story A's first documents come unlabelled and open a twin; once its labelled documents
     fill the known category the twin is absorbed (both views agree), story B never is; with an
-    enormous margin nothing is. The writer equals a replay of its deltas."""
+    enormous margin nothing is. The writer equals a replay of its deltas. (Under the uniform
+    prior: the 20-nat margin is set for its gains.)"""
     from noveld.daemon.pipeline import label_uid
 
     rng = np.random.default_rng(5)
-    model = hybrid(1.0, absorb_margin=margin, split=False, alpha=0.3)
+    model = hybrid(1.0, absorb_margin=margin, split=False, alpha=0.3, direction_prior=False)
     stats, replica = model.new_state(), model.new_state()
     known_a = label_uid("a")
     pinned = frozenset({known_a})

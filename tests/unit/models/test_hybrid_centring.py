@@ -4,14 +4,12 @@ documents share a large component, and left in it seats them all in one cluster.
 from __future__ import annotations
 
 import numpy as np
+from helpers.long_vectors import long_documents, seat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from noveld.eval.metrics import clustering_scores
-from noveld.models.base import DocBatch
-from noveld.models.hybrid import HybridMixture
 from noveld.models.hybrid_batch import Centring
-from noveld.models.hybrid_config import HybridConfig
 
 P = 32
 
@@ -46,37 +44,6 @@ def test_the_mean_counts_live_clusters_by_their_mass_and_the_batch() -> None:
     assert Centring.of(np.zeros((0, 3)), np.zeros(0)).mean is None
     none = Centring(None)
     assert none.vectors(r) is r and none.resultants(r, mass) is r
-
-
-def long_documents(rng: np.random.Generator, stories: int, docs: int) -> tuple[DocBatch, list]:
-    """Vectors of ``stories`` stories that all share one large component, as mean-pooled vectors
-    of long articles do (every pair at cosine ~0.7), in bursts of the same story; no words."""
-    shared = np.zeros(P)
-    shared[0] = 1.6
-    labels = np.repeat(np.arange(stories), docs // stories)
-    rng.shuffle(labels[len(labels) // 2 :])  # bursts first, then mixed
-    emb = np.zeros((labels.shape[0], P))
-    for d, s in enumerate(labels.tolist()):
-        x = shared + np.eye(P)[1 + s] + 0.15 * rng.standard_normal(P)
-        emb[d] = x / np.linalg.norm(x)
-    batch = DocBatch.from_docs([[] for _ in labels], 2 * P)
-    batch = DocBatch(batch.ptr, batch.words, batch.counts, batch.lengths, 2 * P, 2 * P, emb=emb)
-    return batch, labels.tolist()
-
-
-def seat(batch: DocBatch, centre: bool) -> list[int]:
-    model = HybridMixture(HybridConfig(dimension=P, view_weight=1.0, cosine=0.4, centre=centre,
-                                       alpha=0.3, alpha_scaling="none"))  # fmt: skip
-    model.bind_dimension_words(list(range(0, 2 * P, 2)), list(range(1, 2 * P, 2)))
-    model.uncounted_words = lambda: np.arange(2 * P)
-    stats, rng, out = model.new_state(), np.random.default_rng(0), []
-    for start in range(0, len(batch), 40):
-        idx = np.arange(start, min(start + 40, len(batch)))
-        part = DocBatch(np.zeros(idx.shape[0] + 1, dtype=np.int64), batch.words[:0],
-                        batch.counts[:0], np.zeros(idx.shape[0], dtype=np.int64), 2 * P, 2 * P,
-                        emb=batch.emb[idx])  # fmt: skip
-        out += model.partial_fit(part, stats, rng).assignments.tolist()
-    return out
 
 
 def test_centring_keeps_documents_that_share_a_direction_in_their_stories() -> None:
