@@ -15,6 +15,7 @@ from scipy.special import gammaln
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMMConfig
+from noveld.models.kernels.multinomial import TIE_TOL
 from noveld.models.refine import forgetting_weights, partition_stats, refine_partition
 
 ALPHA, BETA = 0.8, 0.2
@@ -29,9 +30,9 @@ def config(discount: float, deterministic: bool = True) -> DPMMConfig:
 def slow_sweeps(
     docs: list[list[int]], start: list[int], vocab: int, discount: float, sweeps: int
 ) -> list[int]:
-    """Numpy oracle of MAP sweeps from a partition given as uids (ties: the new cluster, then
-    the oldest uid); a document alone that is best alone keeps its uid, a new one takes the
-    next uid."""
+    """Numpy oracle of MAP sweeps from a partition given as uids (ties within the kernel's
+    ``TIE_TOL``: the new cluster, then the oldest uid); a document alone that is best alone
+    keeps its uid, a new one takes the next uid."""
     assign = list(start)
     next_uid = max(start) + 1
     for _ in range(sweeps):
@@ -40,7 +41,9 @@ def slow_sweeps(
             others = [u for i, u in enumerate(assign) if i != d]
             m, n = dense_counts([x for i, x in enumerate(docs) if i != d], others, vocab)
             w = oracle_log_weights(doc, m, n, vocab, ALPHA, BETA, discount)
-            best = max(w, key=lambda u: (w[u], u == -1, -u))
+            top = max(w.values())
+            tied = [u for u in w if w[u] >= top - TIE_TOL]  # as the kernel ties them
+            best = -1 if -1 in tied else min(tied)
             if best == -1:
                 if own in m:  # its cluster has other members: a new cluster
                     best, next_uid = next_uid, next_uid + 1
