@@ -86,8 +86,8 @@ MODEL_SWITCHES: tuple[Exclusive | Flag, ...] = (
         dest="centre_vectors",
         action="store_true",
         default=None,
-        help="hybrid: score the vectors around the stream's mean vector (for streams of long "
-        "articles, where their shared component makes one cluster take the stream)",
+        help="hybrid: score the vectors around the stream's mean vector instead of under the "
+        "prior fitted to its direction (opens more clusters)",
     ),
     flag(
         "--use-labels",

@@ -45,7 +45,8 @@ class ModelSettings(Section):
     )
     centre_vectors: bool = Field(
         False,
-        description="hybrid: score the vectors around the stream's mean vector (long articles)",
+        description="hybrid: score the vectors around the stream's mean vector, not under the "
+        "prior fitted to its direction",
     )
     view_weight: float | None = Field(
         None, ge=0, description="hybrid: weight of the vector view (None: 64 / p, at most 1)"
