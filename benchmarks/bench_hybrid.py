@@ -1,13 +1,14 @@
 """Speed of the ``dpmm`` model step: the words model against the hybrid (words × vectors), both
 at their defaults, one pass of ``partial_fit`` over a labelled stream in batches of 256.
 
-    python benchmarks/bench_hybrid.py [--data FILE] [--rounds 5] [--dim 256]
+    python benchmarks/bench_hybrid.py [--data FILE] [--rounds 5] [--dim 256] [--uniform-prior]
 
 Texts are featurized and encoded up front (not timed). The two models run A/B in alternation,
 a warm-up pass each first (numba compiles), so a busy machine slows both alike; it prints each
 round's docs/s (by the wall clock, and by the process's CPU time, steadier when others load
-the machine) and the medians. One BLAS thread, as ``noveld run`` should be measured on a
-shared machine.
+the machine) and the medians; ``--uniform-prior`` adds the hybrid under the uniform prior on a
+cluster's direction (what the fitted prior costs). One BLAS thread, as ``noveld run`` should be
+measured on a shared machine.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def main() -> None:
     add_data_option(p)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--uniform-prior", action="store_true", help="also the hybrid, uniform prior")
     a = p.parse_args()
     base = model_config(load_settings(None, {}))
     batches, labels, pos, neg, _ = featurized(Path(a.data), a.dim)
@@ -61,7 +63,11 @@ def main() -> None:
     both = HybridMixture(HybridConfig(**replace(base, merge=False, split=False).__dict__,
                                       dimension=a.dim))  # fmt: skip
     both.bind_dimension_words(pos, neg)
-    models = {"words": words, "hybrid": both}
+    models: dict[str, DPMM] = {"words": words, "hybrid": both}
+    if a.uniform_prior:
+        flat = HybridMixture(replace(both.config, direction_prior=False))
+        flat.bind_dimension_words(pos, neg)
+        models["uniform"] = flat
     print(f"machine: {machine()}")
     print(f"{Path(a.data).name}: {len(labels):,} documents, batches of 256, p = {a.dim}")
     for m in models.values():

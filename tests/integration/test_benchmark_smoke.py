@@ -43,8 +43,8 @@ CASES = [
     ),
     pytest.param(
         "bench_hybrid",
-        ["--data", DATA, "--rounds", "1", "--dim", "64"],
-        r"hybrid: median +[\d,]+ docs/s",
+        ["--data", DATA, "--rounds", "1", "--dim", "64", "--uniform-prior"],
+        r"hybrid: median +[\d,]+ docs/s.*\n.*uniform: median +[\d,]+ docs/s",
         id="hybrid",
     ),
     pytest.param(
