@@ -196,6 +196,15 @@ def _hybrid_views(model: Any) -> str | None:
     return None
 
 
+def _hdp_views(model: Any) -> str | None:
+    if model.featurizer == "semantic":
+        return (
+            "--model hdp reads words too (its vectors are a vMF term per category beside "
+            "them): use --featurizer hybrid"
+        )
+    return _hybrid_views(model)
+
+
 def _svi_forgets_by_step_size(model: Any) -> str | None:
     if model.half_life_docs > 0:
         return (
