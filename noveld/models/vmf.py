@@ -40,6 +40,7 @@ from noveld.models.dpmm import (
 )
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
+from noveld.models.kernels import vmf_table as vtable
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vocabulary import DIMENSION_PREFIX
 
@@ -358,14 +359,17 @@ class VMFMixture(DPMM):
         out = np.full(mass.shape[0], -np.inf)
         c_kappa = logc(p, kappa)
         pseudo = None if prior is None else prior.pseudo
-        for k in np.flatnonzero(live).tolist():
-            r = resultants[k] if pseudo is None else resultants[k] + pseudo
-            out[k] = (
-                math.log(max(mass[k] - cfg.discount, 1e-3))
-                + c_kappa
-                + logc(p, kappa * float(np.linalg.norm(r)))
-                - logc(p, kappa * float(np.linalg.norm(r + x)))
-            )
+        idx = np.flatnonzero(live)
+        r = resultants[idx] if pseudo is None else resultants[idx] + pseudo
+        rx = r + x
+        norms = np.sqrt(
+            np.concatenate([np.einsum("kj,kj->k", r, r), np.einsum("kj,kj->k", rx, rx)])
+        )
+        logc_r = vtable.log_normalizers(p, kappa * norms)
+        n = idx.shape[0]
+        out[idx] = (
+            np.log(np.maximum(mass[idx] - cfg.discount, 1e-3)) + c_kappa + logc_r[:n] - logc_r[n:]
+        )
         n_live = int(live.sum())
         if pseudo is None:
             log_new = vkern.log_sphere_density_at_zero(p)
