@@ -171,8 +171,8 @@ def test_with_view_weight_zero_it_seats_as_the_words_model(
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000), st.sampled_from([0, 2]), st.sampled_from([0.0, 0.5]))
 def test_without_words_it_seats_as_the_vmf_model(seed: int, sweeps: int, discount: float) -> None:
-    """Both under the uniform prior on the mean direction (their fitted priors start from
-    different typical cosines, 0.4 and 0.5)."""
+    """Both under the uniform prior on the mean direction (their fitted priors differ: the vmf
+    model's counts each cluster once, and they start from typical cosines 0.5 and 0.4)."""
     rng = np.random.default_rng(seed)
     batches = [make_batch(rng, 15, 0.0, 1.0) for _ in range(4)]
     cfg = dict(alpha=0.5, alpha_scaling="none", retire_min_mass=0.0, deterministic=True,
