@@ -20,16 +20,14 @@ EFFECTIVE_DIMENSION = 64
 class HybridConfig(VMFConfig):
     """``dpmm`` with both likelihoods: the vmf settings (dimension, typical cosine → κ) plus
     the weight w of the vector view against the words (None: :data:`EFFECTIVE_DIMENSION` / p,
-    at most 1)."""
+    at most 1). ``direction_prior`` (the vectors' base measure) is the vmf one, replaced by
+    ``centre``."""
 
     cosine: float | None = 0.4
     view_weight: float | None = None
     #: score the vectors around the stream's mean vector
     #: (:class:`~noveld.models.hybrid_batch.Centring`)
     centre: bool = False
-    #: the vectors' base measure: a vMF around the stream's mean direction fitted to the
-    #: stream (:class:`~noveld.models.hybrid_prior.DirectionPrior`), else the uniform density
-    direction_prior: bool = True
     #: s of the words' length tempering (:func:`~noveld.models.kernels.tempering.
     #: length_tempering`): a document of n tokens counts as n(1 + s)/(n + s) words; 0: as n
     document_concentration: float = 15.0

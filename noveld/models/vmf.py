@@ -6,7 +6,11 @@ Pitman–Yor CRP of :class:`~noveld.models.dpmm.DPMM` with the collapsed vMF pre
 :mod:`noveld.models.kernels.vmf` in place of the Dirichlet–multinomial one, then rejuvenation
 sweeps over the batch. The concentration κ is shared and set from a typical member-to-mean
 cosine through paper 003's eq. 10, a configured one or one learned from the clusters
-(:mod:`noveld.models.concentration`).
+(:mod:`noveld.models.concentration`). The base measure on a cluster's mean direction is a vMF
+around the stream's mean direction, fitted to the stream
+(:class:`~noveld.models.direction_prior.DirectionPrior`; the uniform density when
+``direction_prior`` is off): embeddings sit in a narrow cone, and under the uniform one the
+first cluster takes the stream.
 
 Storage reuses the count store unchanged: dimension j of a resultant is two non-negative
 reserved vocabulary entries, ``Σ max(x_j, 0)`` and ``Σ max(−x_j, 0)`` (:func:`dimension_tokens`),
@@ -25,6 +29,7 @@ import numpy as np
 
 from noveld.models.base import BatchResult, DocBatch, FitTest, StatsDelta
 from noveld.models.concentration import learned_cosine
+from noveld.models.direction_prior import DirectionPrior
 from noveld.models.dpmm import (
     DPMM,
     DPMMConfig,
@@ -35,6 +40,7 @@ from noveld.models.dpmm import (
 )
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern
+from noveld.models.kernels import vmf_table as vtable
 from noveld.models.suffstats import MultinomialStats
 from noveld.models.vocabulary import DIMENSION_PREFIX
 
@@ -58,6 +64,10 @@ class VMFConfig(DPMMConfig):
     cosine: float | None = 0.5
     merge: bool = False  # merges and burst splits are multinomial moves (not for vMF yet)
     split: bool = False
+    #: the base measure on a cluster's mean direction: a vMF around the stream's mean direction
+    #: fitted to the stream (:class:`~noveld.models.direction_prior.DirectionPrior`), else the
+    #: uniform density
+    direction_prior: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -127,6 +137,17 @@ class VMFMixture(DPMM):
             self.cosine = learned_cosine(self.resultants(stats), mass, self.config.prior_cosine)
         return self.cosine
 
+    def direction_prior(
+        self, r: np.ndarray, mass: np.ndarray, emb: np.ndarray | None = None
+    ) -> DirectionPrior:
+        """The base measure on a cluster's mean direction: fitted to the live clusters
+        (resultants ``r``, rows of positive ``mass``; :meth:`DirectionPrior.of_clusters`, with
+        the batch's vectors ``emb`` while there is one cluster), or the uniform one when
+        ``config.direction_prior`` is off."""
+        if not self.config.direction_prior:
+            return DirectionPrior(None)
+        return DirectionPrior.of_clusters(r, mass, emb, self.config.prior_cosine)
+
     def bind_dimension_words(self, pos_ids: list[int], neg_ids: list[int]) -> None:
         """Vocabulary ids of the reserved entries of :func:`dimension_tokens` (j < dimension)."""
         p = self.config.dimension
@@ -177,9 +198,12 @@ class VMFMixture(DPMM):
         stats.fresh[:] = False
         f = decay_factor(cfg.half_life_docs, nb)
         kmax = stats.kmax
-        r_old = self.resultants(stats, f)
         mass = np.zeros(kmax + nb)
         mass[:kmax] = np.where(stats.alive[:kmax], stats.m[:kmax] * stats.scale * f, 0.0)
+        r_old = self.resultants(stats, f)
+        prior = self.direction_prior(r_old, mass[:kmax], emb)
+        r_old = prior.resultants(r_old, mass[:kmax])
+        prior_rn2, prior_dots = prior.new_slot(emb)
         rn2 = np.zeros(kmax + nb)
         rn2[:kmax] = np.einsum("kj,kj->k", r_old, r_old)
         dots = np.zeros((nb, kmax + nb))
@@ -193,7 +217,7 @@ class VMFMixture(DPMM):
         vkern.seat_batch(
             gram, dots, mass, rn2, kmax, cfg.dimension, self.kappa, cfg.discount,
             self.log_alpha(nb), cfg.deterministic, uniforms, sweeps, forced, assign, log_norm,
-            margin,
+            margin, prior_rn2, prior_dots,
         )  # fmt: skip
         # new slots become uids in order of their first document
         next_uid = int(stats.ictl[kern.NEXT_UID])
@@ -275,15 +299,17 @@ class VMFMixture(DPMM):
         """:meth:`still_belongs` on the live statistics; the resultants are gathered once, at
         the first question of the batch."""
         size = len(batch)
-        cache: list[np.ndarray] = []
+        cache: list[tuple[np.ndarray, DirectionPrior]] = []
 
         def fits(uid: int, dims: np.ndarray, values: np.ndarray) -> bool:
             if not cache:
-                cache.append(self.resultants(stats))
+                r = self.resultants(stats)
+                cache.append((r, self.direction_prior(r, self._live_mass(stats))))
                 self.learn_concentration(stats)
             x = np.zeros(self.config.dimension)
             x[dims] = values / FEATURE_SCALE
-            return self.still_belongs_embedding(x, uid, stats, cache[0], size)
+            r, prior = cache[0]
+            return self.still_belongs_embedding(x, uid, stats, r, size, prior)
 
         return fits
 
@@ -294,44 +320,69 @@ class VMFMixture(DPMM):
         stats: MultinomialStats,
         resultants: np.ndarray,
         batch_size: int = 1,
+        prior: DirectionPrior | None = None,
     ) -> bool:
         """Would member x of cluster ``uid`` be seated there again, taken out of it (one MAP
-        collapsed Gibbs step under the vMF predictive)? Read-only."""
-        kmax = stats.kmax
+        collapsed Gibbs step under the vMF predictive)? Read-only. ``prior``: the base measure
+        (None: :meth:`direction_prior` of the statistics)."""
         k = stats.slot_of(uid)
         if k < 0:
             return False
-        mass = np.where(stats.alive[:kmax], stats.m[:kmax] * stats.scale, 0.0)
+        mass = self._live_mass(stats)
         if mass[k] - 1.0 <= 0.0:
             return True  # its only member
+        if prior is None:
+            prior = self.direction_prior(resultants, mass)
         r = resultants.copy()
         r[k] -= x
         mass[k] -= 1.0
-        scores, lp_new = self.scores(x, mass, r, batch_size)
+        scores, lp_new = self.scores(x, mass, r, batch_size, prior)
         best = int(np.argmax(scores))
         return bool(scores[k] > lp_new and scores[k] >= scores[best])
 
     def scores(
-        self, x: np.ndarray, mass: np.ndarray, resultants: np.ndarray, batch_size: int
+        self,
+        x: np.ndarray,
+        mass: np.ndarray,
+        resultants: np.ndarray,
+        batch_size: int,
+        prior: DirectionPrior | None = None,
     ) -> tuple[np.ndarray, float]:
         """Log seating weights of unit vector x into clusters (mass, resultants) and the
-        new-cluster weight (numpy; the kernel's formula, for checks and read-only questions)."""
+        new-cluster weight under the base measure ``prior`` (None: uniform), whose
+        pseudo-resultant a·μ₀ every live cluster carries and an empty one is (numpy; the
+        kernel's formula, for checks and read-only questions)."""
         cfg = self.config
         p, kappa = cfg.dimension, self.kappa
         logc = vkern.log_vmf_normalizer
         live = mass > 0.0
         out = np.full(mass.shape[0], -np.inf)
         c_kappa = logc(p, kappa)
-        for k in np.flatnonzero(live).tolist():
-            r = resultants[k]
-            out[k] = (
-                math.log(max(mass[k] - cfg.discount, 1e-3))
-                + c_kappa
-                + logc(p, kappa * float(np.linalg.norm(r)))
-                - logc(p, kappa * float(np.linalg.norm(r + x)))
-            )
+        pseudo = None if prior is None else prior.pseudo
+        idx = np.flatnonzero(live)
+        r = resultants[idx] if pseudo is None else resultants[idx] + pseudo
+        rx = r + x
+        norms = np.sqrt(
+            np.concatenate([np.einsum("kj,kj->k", r, r), np.einsum("kj,kj->k", rx, rx)])
+        )
+        logc_r = vtable.log_normalizers(p, kappa * norms)
+        n = idx.shape[0]
+        out[idx] = (
+            np.log(np.maximum(mass[idx] - cfg.discount, 1e-3)) + c_kappa + logc_r[:n] - logc_r[n:]
+        )
         n_live = int(live.sum())
-        lp_new = math.log(
-            math.exp(self.log_alpha(batch_size)) + cfg.discount * n_live
-        ) + vkern.log_sphere_density_at_zero(p)
+        if pseudo is None:
+            log_new = vkern.log_sphere_density_at_zero(p)
+        else:
+            a = float(np.linalg.norm(pseudo))
+            log_new = (
+                c_kappa + logc(p, kappa * a) - logc(p, kappa * float(np.linalg.norm(pseudo + x)))
+            )
+        lp_new = math.log(math.exp(self.log_alpha(batch_size)) + cfg.discount * n_live) + log_new
         return out, lp_new
+
+    @staticmethod
+    def _live_mass(stats: MultinomialStats) -> np.ndarray:
+        """Each slot's mass in true units (0 for dead slots)."""
+        kmax = stats.kmax
+        return np.where(stats.alive[:kmax], stats.m[:kmax] * stats.scale, 0.0)

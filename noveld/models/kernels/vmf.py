@@ -7,9 +7,11 @@ collapsed predictive of a new unit vector x is then exact::
     p(x | r) = C_p(κ) · C_p(κ‖r‖) / C_p(κ‖r + x‖)        (C_p(0) = 1 / area of the sphere)
 
 with paper 003's normaliser ``C_p(κ) = κ^{p/2−1} / ((2π)^{p/2} I_{p/2−1}(κ))`` (eq. 5's
-``c_d(κ)``). An empty cluster predicts the uniform density ``C_p(0)``, so seating compares
-densities on the same sphere. κ is set from a typical member-to-mean cosine by paper 003's
-eq. 10 (:func:`kappa_from_cosine`).
+``c_d(κ)``). Under the uniform prior an empty cluster predicts the uniform density ``C_p(0)``;
+under a vMF prior on μ around μ₀ (:mod:`noveld.models.direction_prior`) every cluster's
+resultant carries the pseudo-resultant a·μ₀ and an empty cluster is one whose resultant is a·μ₀
+(:func:`new_cluster_score`). Either way seating compares densities on the same sphere. κ is set
+from a typical member-to-mean cosine by paper 003's eq. 10 (:func:`kappa_from_cosine`).
 """
 
 from __future__ import annotations
@@ -137,6 +139,24 @@ def kappa_from_cosine(cosine: float, p: int) -> float:
 
 
 @njit(cache=True)
+def new_cluster_score(
+    prior_rn2: float, prior_dot: float, p: int, kappa: float, logc_kappa: float
+) -> float:
+    """The new cluster's log predictive of a unit vector x under the base measure whose
+    pseudo-resultant is a·μ₀ (``prior_rn2`` = a², ``prior_dot`` = a·μ₀·x): an empty cluster
+    scored as one whose resultant is a·μ₀, log C_p(κ) + log C_p(κa) − log C_p(κ‖aμ₀ + x‖);
+    the uniform density log C_p(0) when a = 0."""
+    if prior_rn2 <= 0.0:
+        return log_sphere_density_at_zero(p)
+    q = max(prior_rn2 + 2.0 * prior_dot + 1.0, 0.0)
+    return (
+        logc_kappa
+        + log_vmf_normalizer(p, kappa * math.sqrt(prior_rn2))
+        - log_vmf_normalizer(p, kappa * math.sqrt(q))
+    )
+
+
+@njit(cache=True)
 def _score(
     i: int,
     n_slots: int,
@@ -150,12 +170,14 @@ def _score(
     discount: float,
     log_new: float,
     out: np.ndarray,
+    prior_rn2: float,
+    prior_dot: float,
 ) -> float:
     """Log seating weights of batch document ``i`` into ``out[:n_slots]`` (−inf for empty
     slots); returns the new-cluster weight. ``dots[i, k] = r_k · x_i``::
 
         existing: log(m_k − d) + log C_p(κ) + log C_p(κ‖r_k‖) − log C_p(κ‖r_k + x‖)
-        new:      log(α + d·K) + log C_p(0)
+        new:      log(α + d·K) + new_cluster_score  (log C_p(0) under the uniform prior)
     """
     live = 0
     for k in range(n_slots):
@@ -170,7 +192,9 @@ def _score(
             + logc_r[k]
             - log_vmf_normalizer(p, kappa * r_new)
         )
-    return math.log(math.exp(log_new) + discount * live) + log_sphere_density_at_zero(p)
+    return math.log(math.exp(log_new) + discount * live) + new_cluster_score(
+        prior_rn2, prior_dot, p, kappa, logc_kappa
+    )
 
 
 @njit(cache=True)
@@ -208,6 +232,8 @@ def seat_batch(
     assign: np.ndarray,
     log_norm: np.ndarray,
     margin: np.ndarray,
+    prior_rn2: float,
+    prior_dots: np.ndarray,
 ) -> None:
     """Sequential CRP seating of a batch of unit vectors, then ``sweeps`` collapsed Gibbs
     sweeps over it (remove, reseat), under the vMF predictive above.
@@ -217,6 +243,9 @@ def seat_batch(
     and ``dots[:, k]`` starts as X·r_k; both stay current as documents move. ``forced[i] ≥ 0``
     seats document i there and never moves it. Writes ``assign`` (slot), ``log_norm`` (log of the
     seating weights' sum at the first pass) and ``margin`` (``new − best existing``).
+    The base measure has the pseudo-resultant a·μ₀ (:func:`new_cluster_score`; ``prior_rn2`` =
+    a², ``prior_dots`` = X·aμ₀, zeros under the uniform prior): the existing slots' ``rn2`` and
+    ``dots`` include it, and a new slot opens with it.
     """
     nb = gram.shape[0]
     n_slots = n_old
@@ -238,8 +267,9 @@ def seat_batch(
             if sweep > 0:
                 _move(i, assign[i], -1.0, mass, rn2, logc_r, dots, gram, p, kappa)
             lp_new = _score(
-                i, n_slots, mass, rn2, logc_r, dots, p, kappa, logc_kappa, discount, log_new, out
-            )
+                i, n_slots, mass, rn2, logc_r, dots, p, kappa, logc_kappa, discount, log_new, out,
+                prior_rn2, prior_dots[i],
+            )  # fmt: skip
             best = -np.inf
             best_k = -1
             for k in range(n_slots):
@@ -274,9 +304,9 @@ def seat_batch(
                 if choice == n_slots:
                     n_slots += 1
                 mass[choice] = 0.0
-                rn2[choice] = 0.0
+                rn2[choice] = prior_rn2
                 for j in range(nb):
-                    dots[j, choice] = 0.0
+                    dots[j, choice] = prior_dots[j]
             if sweep == 0:
                 log_norm[i] = top + math.log(total)
                 margin[i] = lp_new - best

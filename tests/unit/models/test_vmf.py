@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 import pytest
+from helpers.vmf_oracle import oracle_scores, oracle_seat, run_kernel, unit_rows
 from helpers.vmf_streams import emb_batch, model_and_batches, synthetic
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.special import ive as sp_ive
-from scipy.special import logsumexp
 
 from noveld.eval.metrics import clustering_scores
 from noveld.models.base import DocBatch
@@ -91,82 +91,6 @@ def test_the_collapsed_predictive_is_a_density(p: int, n_members: int) -> None:
 
 
 # ---- seating kernel ------------------------------------------------------------------------
-
-
-def unit_rows(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
-    x = rng.standard_normal((n, p))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def oracle_scores(
-    x: np.ndarray, mass: np.ndarray, r: np.ndarray, p: int, kappa: float, d: float, log_a: float
-) -> tuple[np.ndarray, float]:
-    logc = vkern.log_vmf_normalizer
-    out = np.full(mass.shape[0], -np.inf)
-    for k in range(mass.shape[0]):
-        if mass[k] > 0:
-            out[k] = (
-                math.log(max(mass[k] - d, 1e-3))
-                + logc(p, kappa)
-                + logc(p, kappa * float(np.linalg.norm(r[k])))
-                - logc(p, kappa * float(np.linalg.norm(r[k] + x)))
-            )
-    live = int((mass > 0).sum())
-    return out, math.log(math.exp(log_a) + d * live) + vkern.log_sphere_density_at_zero(p)
-
-
-def oracle_seat(
-    x: np.ndarray, mass0: np.ndarray, r0: np.ndarray, kappa: float, d: float, log_a: float,
-    sweeps: int,
-) -> tuple[list[int], list[float], list[float]]:  # fmt: skip
-    """MAP sequential seating + sweeps, every score recomputed from the dense resultants."""
-    nb, p = x.shape
-    mass = np.concatenate([mass0, np.zeros(nb)])
-    r = np.concatenate([r0, np.zeros((nb, p))])
-    n_slots = mass0.shape[0]
-    assign = [-1] * nb
-    norms, margins = [0.0] * nb, [0.0] * nb
-    for sweep in range(sweeps + 1):
-        for i in range(nb):
-            if sweep:
-                mass[assign[i]] -= 1
-                r[assign[i]] -= x[i]
-            s, new = oracle_scores(x[i], mass[:n_slots], r[:n_slots], p, kappa, d, log_a)
-            best = int(np.argmax(s)) if n_slots else -1
-            best_s = s[best] if n_slots else -np.inf
-            if sweep == 0:
-                norms[i] = float(logsumexp(np.append(s[np.isfinite(s)], new)))
-                margins[i] = new - best_s
-            if best_s > new:
-                k = best
-            else:
-                empty = [j for j in range(mass0.shape[0], n_slots) if mass[j] <= 1e-9]
-                k = empty[0] if empty else n_slots
-                if k == n_slots:
-                    n_slots += 1
-                mass[k], r[k] = 0.0, 0.0
-            assign[i] = k
-            mass[k] += 1
-            r[k] += x[i]
-    return assign, norms, margins
-
-
-def run_kernel(
-    x: np.ndarray, mass0: np.ndarray, r0: np.ndarray, kappa: float, d: float, log_a: float,
-    sweeps: int, forced: np.ndarray | None = None, deterministic: bool = True,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    nb, p = x.shape
-    k0 = mass0.shape[0]
-    mass = np.concatenate([mass0, np.zeros(nb)])
-    rn2 = np.concatenate([(r0 * r0).sum(1), np.zeros(nb)])
-    dots = np.zeros((nb, k0 + nb))
-    dots[:, :k0] = x @ r0.T
-    assign, log_norm, margin = np.empty(nb, dtype=np.int64), np.empty(nb), np.empty(nb)
-    forced = np.full(nb, -1, dtype=np.int64) if forced is None else forced
-    uniforms = np.random.default_rng(0).random(nb * (sweeps + 1))
-    vkern.seat_batch(x @ x.T, dots, mass, rn2, k0, p, kappa, d, log_a, deterministic, uniforms,
-                     sweeps, forced, assign, log_norm, margin)  # fmt: skip
-    return assign, log_norm, margin, mass, rn2
 
 
 @settings(max_examples=40, deadline=None)
@@ -266,6 +190,9 @@ def test_gather_resultants_reads_both_signs() -> None:
 
 
 def test_clusters_a_synthetic_embedding_stream() -> None:
+    """Under the fitted prior on the mean direction (the default): the generator's stories'
+    directions are uniform on the sphere and its stream opens with one story that keeps half
+    the documents, which the prior counts as one cluster's direction, not a shared one."""
     embs, labels = synthetic(1500, 64, 0.6)
     model, batches = model_and_batches(embs, cosine=0.5, deterministic=True)
     stats = model.new_state()
