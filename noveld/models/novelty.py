@@ -14,7 +14,7 @@ Its whole state is JSON-serialisable so it survives restarts with the model stat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +88,7 @@ class NoveltyTracker:
         resolve: Callable[[int], int | None] | None = None,
         now: int | None = None,
         hold: bool = True,
+        moved: Mapping[int, int] | None = None,
     ) -> list[Confirmation]:
         """Register births, count members in stream order, confirm or expire candidates.
 
@@ -102,10 +103,22 @@ class NoveltyTracker:
         document count after this batch and every other writer's applied so far (default: the
         batch's end). The held confirmations due (:meth:`_release`) come first in the list;
         ``hold`` False: this batch's confirmations are not held (no other writer is active).
+
+        ``moved`` (replicas): candidates this step merged into another writer's cluster, source
+        uid → survivor uid. Such a candidate lives on as the survivor (:meth:`_move`), where
+        dropping it would lose the story when the survivor is no candidate of its writer.
+        Candidates that reached ``min_size`` with other writers' documents
+        (:meth:`count_foreign`) are confirmed at the batch's first document.
         """
         end = first_index + len(assignments)
         clock = end if now is None else now
         confirmed = self._release(clock, resolve or _unchanged)
+        if moved:
+            self._move(moved)
+        grown = [c for c in self.candidates.values() if c.release_at < 0]
+        for grown_cand in grown:  # grown to min_size by other writers' documents
+            if grown_cand.size >= self.min_size and positions:
+                confirmed += self._confirm(grown_cand, positions[0], first_index, clock, fits, hold)
         for uid, d, score in births:
             self.candidates[uid] = Candidate(
                 uid=uid,
@@ -137,22 +150,64 @@ class NoveltyTracker:
                     }
                 )
             if cand.size >= self.min_size:
-                if fits is not None:
-                    self._refound(cand, fits)
-                if self.hold_docs and hold:
-                    cand.confirmed_at, cand.confirmed_index = positions[i], first_index + i
-                    cand.release_at = clock + self.hold_docs
-                    continue
-                confirmed.append(Confirmation(cand, positions[i], first_index + i))
-                del self.candidates[cand.uid]
+                confirmed += self._confirm(cand, positions[i], first_index + i, clock, fits, hold)
+        gone = set(retired) - set(moved or ())
         for uid in list(self.candidates):
             cand = self.candidates[uid]
             if cand.release_at >= 0:
                 continue  # held: released (or dropped) by _release
-            if uid in retired or end - cand.born_index >= self.confirm_within:
+            if uid in gone or end - cand.born_index >= self.confirm_within:
                 del self.candidates[uid]
                 self.dropped += 1
         return confirmed
+
+    def _confirm(
+        self,
+        cand: Candidate,
+        at: dict[str, Any],
+        index: int,
+        clock: int,
+        fits: FitTest | None,
+        hold: bool,
+    ) -> list[Confirmation]:
+        """Confirm a candidate that reached ``min_size`` at document ``index`` (position
+        ``at``): announced now, or held (``hold_docs``) and released by :meth:`_release`."""
+        if fits is not None:
+            self._refound(cand, fits)
+        if self.hold_docs and hold:
+            cand.confirmed_at, cand.confirmed_index = at, index
+            cand.release_at = clock + self.hold_docs
+            return []
+        del self.candidates[cand.uid]
+        return [Confirmation(cand, at, index)]
+
+    def count_foreign(self, docs: Mapping[int, int]) -> None:
+        """Count documents other writers seated (cluster uid, resolved to the cluster it lives
+        on in here → documents, from their applied deltas) towards the candidates of those
+        clusters; one that reaches ``min_size`` is confirmed by the next :meth:`observe`. Every
+        replica applies the same deltas in log order, so this depends on the log alone."""
+        for uid, n in docs.items():
+            cand = self.candidates.get(uid)
+            if cand is not None and cand.release_at < 0 and n > 0:
+                cand.size += n
+
+    def _move(self, moved: Mapping[int, int]) -> None:
+        """Candidates merged into another writer's cluster live on as that survivor, their
+        documents counted; two meeting in one survivor keep the earlier founding document."""
+        for src, dst in moved.items():
+            cand = self.candidates.get(src)
+            if cand is None or cand.release_at >= 0:
+                continue
+            del self.candidates[src]
+            other = self.candidates.get(dst)
+            if other is not None and other.release_at >= 0:
+                continue  # the survivor's own confirmation is held here already
+            if other is not None:
+                keep = min(cand, other, key=lambda c: (c.born_index, c.uid))
+                keep.size = cand.size + other.size
+                cand = keep
+            cand.uid = dst
+            self.candidates[dst] = cand
 
     def _release(self, now: int, resolve: Callable[[int], int | None]) -> list[Confirmation]:
         """The held confirmations due at namespace count ``now``, each under the cluster it
@@ -222,6 +277,22 @@ def _candidate_json(cand: Candidate) -> dict[str, Any]:
         out["confirmed_at"] = None if cand.confirmed_at is None else dict(cand.confirmed_at)
         out["confirmed_index"] = cand.confirmed_index
         out["release_at"] = cand.release_at
+    return out
+
+
+def seated_by_cluster(
+    deltas: Sequence[tuple[Sequence[int], Sequence[float]]], resolve: Callable[[int], int]
+) -> dict[int, int]:
+    """Documents some batches seated per cluster, from their deltas' ``(cluster_uids, dm)``
+    (:class:`~noveld.models.base.StatsDelta`), keyed by the cluster each uid lives on in once
+    they are applied (``resolve``); a cluster a batch took documents from counts none there."""
+    out: dict[int, int] = {}
+    for uids, dm in deltas:
+        for uid, d in zip(uids, dm, strict=True):
+            n = round(float(d))
+            if n > 0:
+                key = resolve(int(uid))
+                out[key] = out.get(key, 0) + n
     return out
 
 
