@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from noveld.models.lineage import Lineage
+import numpy as np
+
+from noveld.daemon.stages.novelty import moved_to_others
+from noveld.models.base import BatchResult
+from noveld.models.lineage import UID_SLOT_BITS, Lineage
 from noveld.models.novelty import NoveltyTracker, seated_by_cluster
 
 
@@ -83,3 +87,17 @@ def test_seated_by_cluster_counts_additions_under_the_survivor() -> None:
     lineage.record(5, 3, 0)
     deltas = [([5, 6, 8], [2.0, -1.0, 0.4]), ([3], [1.0])]
     assert seated_by_cluster(deltas, lineage.resolve) == {3: 3}
+
+
+def test_only_merges_into_another_writers_cluster_move_a_candidate() -> None:
+    """A merge between this writer's own clusters retires the source as before (one replica
+    behaves as it always did); one into another writer's slot moves it."""
+    mine, theirs = (0 << UID_SLOT_BITS) + 7, (1 << UID_SLOT_BITS) + 3
+    result = BatchResult(
+        assignments=np.zeros(0, dtype=np.int64), born=[], retired=[], delta=None,  # type: ignore[arg-type]
+        merged=[(mine, theirs, False), (mine + 1, mine, False)],
+    )  # fmt: skip
+    lineage = Lineage(own_slots=frozenset({0}))
+    assert moved_to_others(result, lineage) == {mine: theirs}
+    assert moved_to_others(result, Lineage()) == {}  # one process, one input: no slots
+    assert moved_to_others(result, None) == {}
