@@ -1,6 +1,8 @@
 """Novelty decision: a birth is a candidate until it gathers ``min_size`` documents
 within ``confirm_within`` documents of its birth; then it is confirmed (→ ``cluster.born``).
-Documents are told apart by id: a document re-sent under the same id counts once.
+Documents are told apart by id: a document re-sent under the same id counts once. Replicas
+sharing a namespace count each other's documents too (:meth:`NoveltyTracker.count_foreign`, from
+the deltas they apply), and a candidate merged into another replica's cluster lives on as it.
 
 With ``hold_docs`` (replicas sharing a namespace), a confirmed birth is *held* until the
 namespace has counted ``hold_docs`` more documents — the other replicas' deltas of the same round
