@@ -5,7 +5,7 @@ minutes — to find where N replicas lose quality against one.
 
     python benchmarks/sim_scaleout.py [--data FILE] [--replicas 1 4] [--batch-size 256]
                                       [--rate 1000] [--step-ms 50] [--doc-ms 5]
-                                      [--whole-batches] [--lag-free] [--count-foreign]
+                                      [--whole-batches] [--lag-free] [--own-docs-only]
                                       [--young-docs N]
 
 Documents are keyed by line number onto 4 partitions (Kafka's murmur2 partitioner, as
@@ -14,8 +14,9 @@ once its previous batch committed: what has arrived by then (at least one docume
 share of ``--batch-size`` (``batch.share``; ``--whole-batches``: all of it), produced at
 ``--rate``, and commits ``--step-ms`` + ``--doc-ms`` per document later. ``--lag-free``: every
 replica applies every earlier commit before it seats a batch. Each replica's novelty tracker
-confirms births from the documents it seats (``--count-foreign``: other writers' documents,
-from their deltas, count too).
+is fed as the daemon feeds it (:func:`noveld.daemon.stages.novelty.observe`, and the documents
+the applied deltas seated, as the Redis commit counts them); ``--own-docs-only``: only the
+documents a replica seats count towards its candidates.
 
 Scored like ``bench_scaleout``: each document's emitted cluster with every merge applied; the
 announcements one per final cluster. The diagnosis sorts the documents outside their story's
@@ -32,6 +33,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -44,17 +46,20 @@ from noveld.daemon.model_kinds import dense_dimension
 from noveld.daemon.model_registry import make_model, variant_of
 from noveld.daemon.settings import Settings
 from noveld.daemon.stages.featurize import text_encoder
+from noveld.daemon.stages.novelty import observe
 from noveld.eval.metrics import clustering_scores
 from noveld.eval.novelty import novelty_scores
 from noveld.featurize import Featurizer, Tokenizer
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
 from noveld.models.lineage import UID_SLOT_BITS
-from noveld.models.novelty import NoveltyTracker
+from noveld.models.novelty import NoveltyTracker, seated_by_cluster
 from noveld.models.vocabulary import Vocabulary
-from noveld.schema import DecodedDocument
+from noveld.schema import DecodedDocument, SourcePosition
 
 PARTITIONS = 4
+#: clusters announced in the namespace (the commit script announces each once)
+ANNOUNCED: set[int] = set()
 
 
 def murmur2(data: bytes) -> int:
@@ -105,7 +110,14 @@ class Replica:
         self.last_seq = 0
         self.stats.lineage.own_slots = frozenset(parts)
         nov = settings.novelty
-        self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within)
+        self.tracker = NoveltyTracker(nov.min_size, nov.confirm_within, hold_docs=nov.hold_docs)
+        self.state = SimpleNamespace(stats=self.stats)  # what the novelty stage reads of it
+
+    @property
+    def live(self) -> Any:
+        """The parts of a :class:`~noveld.daemon.stages.live.LiveNamespace` the novelty
+        stage uses (``announced``: the namespace's, as the commit script keeps it)."""
+        return SimpleNamespace(state=self.state, tracker=self.tracker, announced=ANNOUNCED)
 
 
 def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, Any]:
@@ -119,6 +131,8 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
     )  # fmt: skip
     parts_of = [[p for p in range(PARTITIONS) if p % n == r] for r in range(n)]
     replicas = [Replica(settings, vocab, ps) for ps in parts_of]
+    ANNOUNCED.clear()
+    variant = variant_of(m)
     for rep in replicas:
         if a.young_docs is not None:
             rep.model.config = replace(rep.model.config, young_docs=a.young_docs)
@@ -156,10 +170,11 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
         sizes.append(len(idx))
         rep = replicas[r]
         if a.lag_free:
-            announced += catch_up(rep, log, r, a.count_foreign)
-        docs = [DecodedDocument(id=str(rows[i]["id"]), text=str(rows[i]["text"])) for i in idx]
+            catch_up(rep, log, r, not a.own_docs_only)
+        docs = [DecodedDocument(id=str(i), text=str(rows[i]["text"])) for i in idx]
         batch, empty = feat.featurize(docs)
         keep = [i for j, i in enumerate(idx) if j not in set(empty)]
+        kept = [d for j, d in enumerate(docs) if j not in set(empty)]
         first = {p: offsets[p] for p in rep.parts if any(part[i] == p for i in idx)}
         for i in idx:
             offsets[part[i]] += 1
@@ -167,11 +182,12 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
         rng = np.random.default_rng([m.seed, *sorted(first.values())])
         first_index = int(rep.stats.ictl[kern.DOCS_SEEN])
         res = rep.model.partial_fit(batch, rep.stats, rng)
-        gone = [u for u, _, _ in res.retired] + [u for u, _, _ in res.merged]
-        for c in rep.tracker.observe(res.born, res.assignments.tolist(), [str(i) for i in keep],
-                                     [{"i": i} for i in keep], first_index, gone):  # fmt: skip
+        at = [SourcePosition(topic="t", partition=part[i], offset=i) for i in keep]
+        for c in observe(rep.live, variant, rep.model, batch, res, kept, at, first_index,
+                         settings.novelty.refound):  # fmt: skip
+            ANNOUNCED.add(c.candidate.uid)
             announced.append(
-                (c.candidate.uid, int(c.candidate.founding_doc_id), c.confirmed_at["i"])
+                (c.candidate.uid, int(c.candidate.founding_doc_id), c.confirmed_at["offset"])
             )
         rep.uid_next = int(rep.stats.ictl[kern.NEXT_UID]) & ((1 << UID_SLOT_BITS) - 1)
         emitted[keep] = res.assignments
@@ -180,37 +196,27 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
         born += [(u, keep[d]) for u, d, _ in res.born]
         log.append((r, res.delta, idx))
         if not a.lag_free:
-            announced += catch_up(rep, log, r, a.count_foreign)
+            catch_up(rep, log, r, not a.own_docs_only)
     return {"emitted": emitted, "into": into, "born": born, "announced": announced,
             "batch": float(np.median(sizes))}  # fmt: skip
 
 
-def catch_up(
-    rep: Replica, log: list[tuple[int, Any, list[int]]], r: int, count_foreign: bool
-) -> list[tuple[int, int, int]]:
-    """Apply the other replicas' entries this replica has not read. With ``count_foreign``
-    their documents count towards this replica's candidates too (the births they confirm:
-    uid, founding doc, confirming doc)."""
+def catch_up(rep: Replica, log: list[tuple[int, Any, list[int]]], r: int, count: bool) -> None:
+    """Apply the other replicas' entries this replica has not read, as the Redis commit does;
+    with ``count`` the documents they seated count towards its candidates."""
     upto = len(log)
-    out: list[tuple[int, int, int]] = []
-    tracker = rep.tracker
-    for writer, d, idx in log[rep.last_seq : upto]:
-        if writer == r:
-            continue
+    deltas = [d for writer, d, _ in log[rep.last_seq : upto] if writer != r]
+    for d in deltas:
         replay_delta(rep.stats, d, rep.model.config.half_life_docs,
                      uncounted=rep.model.uncounted_words)  # fmt: skip
-        if not count_foreign:
-            continue
-        for uid, dm in zip(d.cluster_uids.tolist(), d.dm.tolist(), strict=True):
-            cand = tracker.candidates.get(rep.stats.lineage.resolve(uid))
-            if cand is None:
-                continue
-            cand.size += round(dm)
-            if cand.size >= tracker.min_size:
-                out.append((cand.uid, int(cand.founding_doc_id), max(idx)))
-                del tracker.candidates[cand.uid]
+    if count:
+        rep.tracker.count_foreign(
+            seated_by_cluster(
+                [(d.cluster_uids.tolist(), d.dm.tolist()) for d in deltas],
+                rep.stats.lineage.resolve,
+            )
+        )
     rep.last_seq = upto
-    return out
 
 
 def final_of(into: dict[int, int]) -> Callable[[int], int]:
@@ -321,8 +327,8 @@ def main() -> None:
     p.add_argument("--whole-batches", action="store_true",
                    help="each replica polls a whole batch, not its share of one")  # fmt: skip
     p.add_argument("--lag-free", action="store_true", help="apply all commits before seating")
-    p.add_argument("--count-foreign", action="store_true",
-                   help="others' documents count for a replica's novelty candidates")  # fmt: skip
+    p.add_argument("--own-docs-only", action="store_true",
+                   help="only its own documents count for a replica's candidates")  # fmt: skip
     p.add_argument("--young-docs", type=int, help="the models' young_docs (merge horizon)")
     a = p.parse_args()
     rows = load_texts(a.data)

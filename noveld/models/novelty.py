@@ -1,6 +1,8 @@
 """Novelty decision: a birth is a candidate until it gathers ``min_size`` documents
 within ``confirm_within`` documents of its birth; then it is confirmed (→ ``cluster.born``).
-Documents are told apart by id: a document re-sent under the same id counts once.
+Documents are told apart by id: a document re-sent under the same id counts once. Replicas
+sharing a namespace count each other's documents too (:meth:`NoveltyTracker.count_foreign`, from
+the deltas they apply), and a candidate merged into another replica's cluster lives on as it.
 
 With ``hold_docs`` (replicas sharing a namespace), a confirmed birth is *held* until the
 namespace has counted ``hold_docs`` more documents — the other replicas' deltas of the same round
@@ -14,8 +16,8 @@ Its whole state is JSON-serialisable so it survives restarts with the model stat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -88,6 +90,7 @@ class NoveltyTracker:
         resolve: Callable[[int], int | None] | None = None,
         now: int | None = None,
         hold: bool = True,
+        moved: Mapping[int, int] | None = None,
     ) -> list[Confirmation]:
         """Register births, count members in stream order, confirm or expire candidates.
 
@@ -102,10 +105,22 @@ class NoveltyTracker:
         document count after this batch and every other writer's applied so far (default: the
         batch's end). The held confirmations due (:meth:`_release`) come first in the list;
         ``hold`` False: this batch's confirmations are not held (no other writer is active).
+
+        ``moved`` (replicas): candidates this step merged into another writer's cluster, source
+        uid → survivor uid. Such a candidate lives on as the survivor (:meth:`_move`), where
+        dropping it would lose the story when the survivor is no candidate of its writer.
+        Candidates that reached ``min_size`` with other writers' documents
+        (:meth:`count_foreign`) are confirmed at the batch's first document.
         """
         end = first_index + len(assignments)
         clock = end if now is None else now
         confirmed = self._release(clock, resolve or _unchanged)
+        if moved:
+            self._move(moved)
+        grown = [c for c in self.candidates.values() if c.release_at < 0]
+        for grown_cand in grown:  # grown to min_size by other writers' documents
+            if grown_cand.size >= self.min_size and positions:
+                confirmed += self._confirm(grown_cand, positions[0], first_index, clock, fits, hold)
         for uid, d, score in births:
             self.candidates[uid] = Candidate(
                 uid=uid,
@@ -137,22 +152,64 @@ class NoveltyTracker:
                     }
                 )
             if cand.size >= self.min_size:
-                if fits is not None:
-                    self._refound(cand, fits)
-                if self.hold_docs and hold:
-                    cand.confirmed_at, cand.confirmed_index = positions[i], first_index + i
-                    cand.release_at = clock + self.hold_docs
-                    continue
-                confirmed.append(Confirmation(cand, positions[i], first_index + i))
-                del self.candidates[cand.uid]
+                confirmed += self._confirm(cand, positions[i], first_index + i, clock, fits, hold)
+        gone = set(retired) - set(moved or ())
         for uid in list(self.candidates):
             cand = self.candidates[uid]
             if cand.release_at >= 0:
                 continue  # held: released (or dropped) by _release
-            if uid in retired or end - cand.born_index >= self.confirm_within:
+            if uid in gone or end - cand.born_index >= self.confirm_within:
                 del self.candidates[uid]
                 self.dropped += 1
         return confirmed
+
+    def _confirm(
+        self,
+        cand: Candidate,
+        at: dict[str, Any],
+        index: int,
+        clock: int,
+        fits: FitTest | None,
+        hold: bool,
+    ) -> list[Confirmation]:
+        """Confirm a candidate that reached ``min_size`` at document ``index`` (position
+        ``at``): announced now, or held (``hold_docs``) and released by :meth:`_release`."""
+        if fits is not None:
+            self._refound(cand, fits)
+        if self.hold_docs and hold:
+            cand.confirmed_at, cand.confirmed_index = at, index
+            cand.release_at = clock + self.hold_docs
+            return []
+        del self.candidates[cand.uid]
+        return [Confirmation(cand, at, index)]
+
+    def count_foreign(self, docs: Mapping[int, int]) -> None:
+        """Count documents other writers seated (cluster uid, resolved to the cluster it lives
+        on in here → documents, from their applied deltas) towards the candidates of those
+        clusters; one that reaches ``min_size`` is confirmed by the next :meth:`observe`. Every
+        replica applies the same deltas in log order, so this depends on the log alone."""
+        for uid, n in docs.items():
+            cand = self.candidates.get(uid)
+            if cand is not None and cand.release_at < 0 and n > 0:
+                cand.size += n
+
+    def _move(self, moved: Mapping[int, int]) -> None:
+        """Candidates merged into another writer's cluster live on as that survivor, their
+        documents counted; two meeting in one survivor keep the earlier founding document."""
+        for src, dst in moved.items():
+            cand = self.candidates.get(src)
+            if cand is None or cand.release_at >= 0:
+                continue
+            del self.candidates[src]
+            other = self.candidates.get(dst)
+            if other is not None and other.release_at >= 0:
+                continue  # the survivor's own confirmation is held here already
+            if other is not None:
+                keep = min(cand, other, key=lambda c: (c.born_index, c.uid))
+                keep.size = cand.size + other.size
+                cand = keep
+            cand.uid = dst
+            self.candidates[dst] = cand
 
     def _release(self, now: int, resolve: Callable[[int], int | None]) -> list[Confirmation]:
         """The held confirmations due at namespace count ``now``, each under the cluster it
@@ -225,6 +282,22 @@ def _candidate_json(cand: Candidate) -> dict[str, Any]:
     return out
 
 
+def seated_by_cluster(
+    deltas: Sequence[tuple[Sequence[int], Sequence[float]]], resolve: Callable[[int], int]
+) -> dict[int, int]:
+    """Documents some batches seated per cluster, from their deltas' ``(cluster_uids, dm)``
+    (:class:`~noveld.models.base.StatsDelta`), keyed by the cluster each uid lives on in once
+    they are applied (``resolve``); a cluster a batch took documents from counts none there."""
+    out: dict[int, int] = {}
+    for uids, dm in deltas:
+        for uid, d in zip(uids, dm, strict=True):
+            n = round(float(d))
+            if n > 0:
+                key = resolve(int(uid))
+                out[key] = out.get(key, 0) + n
+    return out
+
+
 def _unchanged(uid: int) -> int:
     """Every cluster lives on as itself (no model to ask)."""
     return uid
@@ -263,125 +336,3 @@ def member_words(novelty: dict[str, Any]) -> list[int]:
         for mem in cand.get("members", [])
         for w in mem["words"]
     ]
-
-
-#: the entries of the novelty state a namespace stores: the tracker's (:meth:`to_json`) and the
-#: pipeline's (announced clusters, known labels, the last vocabulary check, and per file or
-#: stdin input the checksum of the lines committed from it)
-STATE_KEYS = frozenset(
-    {"candidates", "dropped", "announced", "known", "vocabulary_checked_at", "inputs"}
-)
-_CANDIDATE_KEYS = frozenset(f.name for f in fields(Candidate))
-_CANDIDATE_REQUIRED = frozenset(
-    f.name for f in fields(Candidate) if f.default is MISSING and f.default_factory is MISSING
-)
-_MEMBER_KEYS = ("doc_id", "at", "index", "words", "counts")
-_INT64_MAX = (1 << 63) - 1
-
-
-def json_kind(value: Any) -> str:
-    """What a parsed JSON value is, in JSON's words."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    names = {dict: "object", list: "list", str: "string", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _is_int(v: object) -> bool:
-    """A JSON integer (not a boolean) that fits an int64."""
-    return type(v) is int and -_INT64_MAX - 1 <= v <= _INT64_MAX
-
-
-def _is_count(v: object) -> bool:
-    return _is_int(v) and v >= 0  # type: ignore[operator]
-
-
-def _is_int_text(text: object) -> bool:
-    """An integer written out (a JSON object's key for a cluster uid)."""
-    return isinstance(text, str) and text.removeprefix("-").isdigit() and text.isascii()
-
-
-def state_problem(data: Any, n_words: int | None = None) -> tuple[str, str] | None:
-    """Where and how stored ``data`` is not a novelty state (:data:`STATE_KEYS`) the tracker and
-    the pipeline restore — ``("novelty.candidates[0]", "lacks 'born_at'")`` — or None. With
-    ``n_words``, members' word ids must be vocabulary ids. Cheap: the candidates are the few
-    clusters awaiting confirmation. Both stores check what they load with it."""
-    if not isinstance(data, dict):
-        return "novelty", f"is a JSON {json_kind(data)}, not an object"
-    unknown = sorted(set(data) - STATE_KEYS)
-    if unknown:
-        return "novelty", f"holds an unknown entry {unknown[0]!r}"
-    for key in ("dropped", "vocabulary_checked_at"):
-        if key in data and not _is_count(data[key]):
-            return f"novelty.{key}", f"is not a whole number ≥ 0 (a JSON {json_kind(data[key])})"
-    announced = data.get("announced", [])
-    if not isinstance(announced, list) or not all(_is_int(u) for u in announced):
-        return "novelty.announced", "is not a list of cluster uids"
-    known = data.get("known", {})
-    if not isinstance(known, dict) or not all(
-        isinstance(label, str) and _is_int_text(k) for k, label in known.items()
-    ):
-        return "novelty.known", "is not an object of cluster uid → label"
-    inputs = data.get("inputs", {})
-    if not isinstance(inputs, dict) or not all(
-        isinstance(v, dict)
-        and v.keys() == {"offset", "crc32"}
-        and _is_count(v["offset"])
-        and _is_count(v["crc32"])
-        and v["crc32"] < 1 << 32
-        for v in inputs.values()
-    ):
-        return "novelty.inputs", "is not an object of input → {offset, crc32}"
-    candidates = data.get("candidates", [])
-    if not isinstance(candidates, list):
-        return "novelty.candidates", f"is a JSON {json_kind(candidates)}, not a list"
-    for i, cand in enumerate(candidates):
-        problem = _candidate_problem(cand, n_words)
-        if problem is not None:
-            where, what = problem
-            return f"novelty.candidates[{i}]{where}", what
-    return None
-
-
-def _candidate_problem(cand: Any, n_words: int | None) -> tuple[str, str] | None:
-    """Where (below the candidate) and how ``cand`` is not a stored :class:`Candidate`."""
-    if not isinstance(cand, dict):
-        return "", f"is a JSON {json_kind(cand)}, not an object"
-    missing = sorted(_CANDIDATE_REQUIRED - cand.keys())
-    if missing:
-        return "", f"lacks {missing[0]!r}"
-    unknown = sorted(cand.keys() - _CANDIDATE_KEYS)
-    if unknown:
-        return "", f"holds an unknown field {unknown[0]!r}"
-    exemplars, members = cand.get("exemplars", []), cand.get("members", [])
-    if not (
-        _is_int(cand["uid"])
-        and isinstance(cand["founding_doc_id"], str)
-        and isinstance(cand["born_at"], dict)
-        and _is_int(cand["born_index"])
-        and type(cand["novelty_score"]) in (int, float)
-        and _is_count(cand.get("size", 0))
-        and isinstance(exemplars, list)
-        and all(isinstance(x, str) for x in exemplars)
-        and isinstance(members, list)
-    ):
-        return "", "has a field of the wrong type"
-    for j, mem in enumerate(members):
-        if not (
-            isinstance(mem, dict)
-            and all(k in mem for k in _MEMBER_KEYS)
-            and isinstance(mem["doc_id"], str)
-            and isinstance(mem["at"], dict)
-            and _is_int(mem["index"])
-            and isinstance(mem["words"], list)
-            and isinstance(mem["counts"], list)
-            and len(mem["words"]) == len(mem["counts"])
-            and all(_is_int(c) for c in mem["counts"])
-            and all(_is_int(w) for w in mem["words"])
-        ):
-            return f".members[{j}]", "is not a member (doc_id, at, index, words, counts)"
-        if n_words is not None and not all(0 <= w < n_words for w in mem["words"]):
-            return f".members[{j}].words", f"holds a word id beyond the vocab's {n_words}"
-    return None

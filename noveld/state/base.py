@@ -43,6 +43,9 @@ class CommitResult:
     vocabulary_moved: bool = False
     #: why the single writer's lease (svi) refused the commit, '' when it did not
     lease_refusal: str = ""
+    #: documents the other writers' entries applied after the commit seated, per cluster uid
+    #: (the cluster it lives on in here): evidence for this writer's novelty candidates
+    foreign_docs: dict[int, int] = field(default_factory=dict)
 
 
 class StaleVocabulary(RuntimeError):

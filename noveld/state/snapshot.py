@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from noveld.models.kernels import multinomial as kern
-from noveld.models.novelty import state_problem
+from noveld.models.novelty_state import state_problem
 from noveld.models.stories import stories_problem
 from noveld.models.story_table import StoryTable
 from noveld.models.suffstats import MultinomialStats

@@ -122,4 +122,6 @@ class Committer:
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
         rep.births -= births_among(events, committed.suppressed)  # announced by another replica
+        if not moved:  # other writers' documents count for this writer's candidates too
+            live.tracker.count_foreign(committed.foreign_docs)
         return Committed(outcome, moved, set(committed.suppressed))

@@ -55,6 +55,15 @@ def others_writing(lineage: Lineage) -> bool:
     return own is not None and any(u >> UID_SLOT_BITS not in own for u in lineage.young)
 
 
+def moved_to_others(result: BatchResult, lineage: Lineage | None) -> dict[int, int]:
+    """The step's merges into another writer's cluster (reconciliation), source uid →
+    survivor uid: a candidate merged so lives on as the survivor."""
+    own = None if lineage is None else lineage.own_slots
+    if own is None:
+        return {}
+    return {u: s for u, s, _ in result.merged if s >> UID_SLOT_BITS not in own}
+
+
 def observe(
     live: LiveNamespace,
     variant: ModelVariant,
@@ -90,6 +99,7 @@ def observe(
         resolve,
         int(stats.ictl[kern.DOCS_SEEN]) if hasattr(stats, "ictl") else None,
         lineage is not None and others_writing(lineage),
+        moved_to_others(result, lineage),
     )
     # a held birth released under a survivor this writer announced already says nothing new
     return [c for c in confirmed if c.candidate.uid not in live.announced]

@@ -8,6 +8,7 @@ from typing import Any
 
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
+from noveld.models.novelty import seated_by_cluster
 from noveld.models.vocabulary import uncounted_ids
 from noveld.schema import event_json
 from noveld.state.base import (
@@ -158,9 +159,10 @@ class Commit(Vocabulary):
         if foreign > 0:  # others' batches are in the stored summaries, not in this table
             self.stories_in_step = False
         own = seq if blob else None
+        seated: dict[int, int] = {}
         if foreign > 0:
             gen = self.vocab_gen
-            self._apply_foreign(state, self.last_seq, seq if own is None else seq - 1)
+            seated = self._apply_foreign(state, self.last_seq, seq if own is None else seq - 1)
             if self.last_seq >= seq:  # reloaded: already includes everything up to seq
                 # another writer compacted the vocabulary just after this commit, and the
                 # namespace was loaded afresh: the caller's word ids and novelty state are old
@@ -169,10 +171,11 @@ class Commit(Vocabulary):
         self.last_seq = seq
         if own is not None and seq % self.checkpoint_every == 0:
             self.checkpoint(state)
-        return CommitResult(CommitOutcome.COMMITTED, left_out)
+        return CommitResult(CommitOutcome.COMMITTED, left_out, foreign_docs=seated)
 
-    def _apply_foreign(self, state: NamespaceState, after: int, upto: int) -> None:
-        """Apply other writers' log entries (after, upto] to the in-memory statistics. If a
+    def _apply_foreign(self, state: NamespaceState, after: int, upto: int) -> dict[int, int]:
+        """Apply other writers' log entries (after, upto] to the in-memory statistics; the
+        documents they seated per cluster (:func:`seated_by_cluster`). If a
         checkpoint trimmed some of them, or another writer compacted the vocabulary since
         this writer's commit, load the namespace afresh instead (after a compaction with all
         of its state: :attr:`vocab_gen` moves on and the caller rebuilds from it)."""
@@ -203,7 +206,7 @@ class Commit(Vocabulary):
                 state.novelty, state.offsets, state.counters = (
                     fresh.novelty, fresh.offsets, fresh.counters,
                 )  # fmt: skip
-            return
+            return {}
         for d in deltas:
             replay_delta(
                 state.stats,
@@ -211,6 +214,10 @@ class Commit(Vocabulary):
                 self.half_life_docs,
                 uncounted=lambda: uncounted_ids(state.vocab),
             )
+        return seated_by_cluster(
+            [(d.cluster_uids.tolist(), d.dm.tolist()) for d in deltas],
+            state.stats.lineage.resolve,
+        )
 
     def checkpoint(self, state: NamespaceState) -> bool:
         """Store the in-memory statistics as of ``last_seq`` and trim the log behind the

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from noveld.models.base import StatsDelta
-from noveld.models.novelty import json_kind, state_problem
+from noveld.models.novelty_state import json_kind, state_problem
 from noveld.models.stories import stories_problem
 from noveld.models.story_table import StoryTable
 from noveld.models.suffstats import MultinomialStats

@@ -1,0 +1,84 @@
+"""Births across replicas of one namespace: a story whose documents land on two replicas is
+confirmed by the documents both seated, and announced once, by the replica that opened it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from doubles import NoDlq
+from helpers.redis_commits import recorded_commits
+
+from noveld.connectors.jsonl import Record
+from noveld.daemon.pipeline import Pipeline
+from noveld.daemon.settings import Settings, load_settings
+from noveld.daemon.sinks import CollectingEvents
+from noveld.schema import SourcePosition
+from noveld.state.redis.keys import UID_SLOT_BITS
+from noveld.state.redis.store import RedisStore
+from noveld.synth import SynthConfig, generate
+
+pytestmark = pytest.mark.integration
+
+VOLCANO = "volcano eruption ash cloud grounds flights airport closed lava"
+
+
+def replica(client: redis.Redis, settings: Settings, key: str) -> Pipeline:
+    store = RedisStore(client, settings.namespace)
+    pipe = Pipeline(settings, store, CollectingEvents(), NoDlq())
+    store.claim([key])
+    return pipe
+
+
+def test_a_story_seated_on_two_replicas_is_confirmed_by_both_and_announced_once(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """a opens the volcano story with one document; b, having taken in a's cluster, seats two
+    more into it. Neither replica alone holds min_size (3) documents of it; a counts b's two
+    from b's delta and announces the story at its next batch, founded by its own document."""
+    client = redis.Redis.from_url(redis_url)
+    settings = load_settings(
+        None,
+        {"namespace": "foreign", "dlq": str(tmp_path / "dlq.jsonl"),
+         "model": {"deterministic": True}},
+    )  # fmt: skip
+    a, b = replica(client, settings, "in:0"), replica(client, settings, "in:1")
+    fill = [str(d["text"]) for d in generate(SynthConfig(n_docs=120, n_stories=12, seed=5))]
+    at = {0: 0, 1: 0}
+    a_commits = recorded_commits(a.store)  # type: ignore[arg-type]
+
+    def step(pipe: Pipeline, partition: int, texts: list[str], prefix: str = "f") -> None:
+        recs = [
+            Record(
+                json.dumps({"id": f"{prefix}{partition}-{at[partition] + i}", "text": t}).encode(),
+                SourcePosition(topic="in", partition=partition, offset=at[partition] + i),
+            )
+            for i, t in enumerate(texts)
+        ]
+        key = f"in:{partition}"
+        pipe.step(recs, {key: at[partition]}, {key: at[partition] + len(recs)})
+        at[partition] += len(recs)
+
+    step(a, 0, fill[:30])
+    step(b, 1, fill[30:60])
+    step(a, 0, [*fill[60:80], VOLCANO])  # the story opens on a: one document
+    step(b, 1, fill[80:85])  # b takes in a's cluster at its commit
+    step(b, 1, [VOLCANO, VOLCANO])  # and seats two more documents of the story
+    step(a, 0, fill[85:95])  # a takes in b's batches at its commit
+    assert any(c.foreign_docs for c in a_commits)
+    step(a, 0, fill[95:105])  # and confirms the story with this batch
+    step(b, 1, fill[105:115])
+    assert isinstance(a.events, CollectingEvents) and isinstance(b.events, CollectingEvents)
+    events = a.events.events + b.events.events
+    volcano = [
+        e for e in events
+        if e["type"] == "cluster.born" and e["founding_doc_id"] in ("f0-50", "f1-35", "f1-36")
+    ]  # fmt: skip
+    assert len(volcano) == 1
+    (born,) = volcano
+    assert born in a.events.events
+    assert int(born["cluster_id"][1:]) >> UID_SLOT_BITS == 0  # a's cluster
+    assert born["founding_doc_id"] == "f0-50"
+    assert (born["confirmed_at"]["partition"], born["confirmed_at"]["offset"]) == (0, 61)
