@@ -131,7 +131,6 @@ ENCODER_DIMENSIONS = (64, 128, 256)
 #: what the engines without a vector view would take to read one
 _NO_VECTORS = {
     "svi": "vMF components in its natural-gradient step",
-    "hdp": "a vMF term per category",
 }
 
 
@@ -196,6 +195,15 @@ def _hybrid_views(model: Any) -> str | None:
     return None
 
 
+def _hdp_views(model: Any) -> str | None:
+    if model.featurizer == "semantic":
+        return (
+            "--model hdp reads words too (its vectors are a vMF term per category beside "
+            "them): use --featurizer hybrid"
+        )
+    return _hybrid_views(model)
+
+
 def _svi_forgets_by_step_size(model: Any) -> str | None:
     if model.half_life_docs > 0:
         return (
@@ -215,6 +223,19 @@ EDCM_SETTINGS = (
     "edcm_long_prior_docs",
     "edcm_background_docs",
 )
+
+
+#: the hdp's own settings, and those of them its fingerprint names
+HDP_SETTINGS = (
+    "topics",
+    "zeta",
+    "gamma",
+    "table_alpha",
+    "context_prior",
+    "use_context",
+    "document_concentration",
+)
+HDP_FINGERPRINT = ("topics", "zeta", "gamma", "table_alpha", "use_context", "context_prior")
 
 
 @dataclass(frozen=True)
@@ -241,7 +262,8 @@ class ModelKind:
         return not owned and key not in self.ignores
 
 
-#: every kind, in the order ``--model`` lists the engines, then dpmm's other likelihoods
+#: every kind, in the order ``--model`` lists the engines, then dpmm's other likelihoods, then
+#: hdp's
 KINDS: tuple[ModelKind, ...] = (
     ModelKind("dpmm", "multinomial", own=("document_concentration",), tempering=0.0),
     # svi's local step has its own passes (model.local_sweeps)
@@ -258,17 +280,9 @@ KINDS: tuple[ModelKind, ...] = (
     ModelKind(
         "hdp",
         "multinomial",
-        own=(
-            "topics",
-            "zeta",
-            "gamma",
-            "table_alpha",
-            "context_prior",
-            "use_context",
-            "document_concentration",
-        ),
+        own=HDP_SETTINGS,
         ignores=("alpha", "alpha_scaling"),
-        fingerprint=("topics", "zeta", "gamma", "table_alpha", "use_context", "context_prior"),
+        fingerprint=HDP_FINGERPRINT,
         tempering=0.0,
     ),
     ModelKind(
@@ -297,6 +311,16 @@ KINDS: tuple[ModelKind, ...] = (
         fingerprint=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
         refuses=_hybrid_views,
         tempering=15.0,
+    ),
+    # hdp with a vMF term per category on the documents' vectors
+    ModelKind(
+        "hdp",
+        "hybrid",
+        own=(*HDP_SETTINGS, "embedding_dim", "hybrid_cosine", "view_weight"),
+        ignores=("alpha", "alpha_scaling"),
+        fingerprint=(*HDP_FINGERPRINT, "embedding_dim", "hybrid_cosine", "view_weight"),
+        refuses=_hdp_views,
+        tempering=0.0,
     ),
 )
 

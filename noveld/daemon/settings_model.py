@@ -19,8 +19,9 @@ class ModelSettings(Section):
         "hybrid",
         description=(
             "dpmm: hybrid (words and vectors; the default), multinomial (words), edcm (which "
-            "words: long, bursty documents) or vmf (the documents' vectors); svi and hdp: "
-            "multinomial (their default)"
+            "words: long, bursty documents) or vmf (the documents' vectors); svi: multinomial; "
+            "hdp: multinomial (words) or hybrid (a vMF term per category, the default under "
+            "--featurizer hybrid)"
         ),
     )
     featurizer: Literal["words", "semantic", "hybrid"] = Field(
@@ -150,7 +151,10 @@ def default_views(model: dict[str, Any]) -> dict[str, Any]:
     own_vectors = bool(out.get("embedding_dim") or 0)
     featurizer = out.get("featurizer")
     if out.get("likelihood") is None:
-        if out.get("kind", "dpmm") != "dpmm":
+        kind = out.get("kind", "dpmm")
+        if kind == "hdp" and (featurizer in ("semantic", "hybrid") or own_vectors):
+            out["likelihood"] = "hybrid"  # a vMF term per category
+        elif kind != "dpmm":
             out["likelihood"] = "multinomial"
         elif featurizer == "semantic":
             out["likelihood"] = "vmf"

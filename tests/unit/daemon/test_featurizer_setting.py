@@ -59,7 +59,7 @@ def test_a_later_layer_engine_derives_the_views_anew(monkeypatch: pytest.MonkeyP
     m = load_settings(None, {"model": {"kind": "svi"}}).model
     assert (m.kind, m.likelihood, m.featurizer, m.alpha) == ("svi", "multinomial", "words", 0.05)
     monkeypatch.setenv("NOVELD_MODEL__LIKELIHOOD", "hybrid")  # set, so it is kept, and refused
-    with pytest.raises(ValidationError, match="is a dpmm option"):
+    with pytest.raises(ValidationError, match="is a dpmm or hdp option"):
         load_settings(None, {"model": {"kind": "svi"}})
 
 
@@ -67,7 +67,7 @@ def test_a_later_layer_engine_derives_the_views_anew(monkeypatch: pytest.MonkeyP
     ("model", "says"),
     [
         ({"kind": "svi", "featurizer": "semantic"}, "natural-gradient"),
-        ({"kind": "hdp", "featurizer": "hybrid"}, "vMF term per category"),
+        ({"kind": "hdp", "featurizer": "semantic"}, "vMF term per category"),
         ({"likelihood": "multinomial", "featurizer": "semantic"}, "needs --likelihood vmf"),
         ({"likelihood": "edcm", "featurizer": "hybrid"}, "reads words only"),
         ({"likelihood": "vmf", "featurizer": "hybrid"}, "use --featurizer semantic"),
