@@ -147,7 +147,7 @@ class HDP:
         joined = self._reconcile(stats, born_here, pinned, gamma, gone, batch)
         absorbed = joined + absorb_into_known(
             stats, assignments, pinned, gamma, {*gone, *(a for a, _ in joined)}, batch, cfg,
-            self.topic_words,
+            self.topic_words, self.vectors,
         )  # fmt: skip
         if absorbed:
             into = dict(absorbed)
@@ -258,6 +258,7 @@ class HDP:
         return reconcile_births(
             stats, born, pinned, gamma, gone, batch.vocab_size, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, cfg.young_docs, self.topic_words,
+            self.vectors,
         )  # fmt: skip
 
     def _group_moves(

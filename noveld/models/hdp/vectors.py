@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from noveld.models.hybrid_batch import vector_merge_gains
 from noveld.models.hybrid_config import EFFECTIVE_DIMENSION
 from noveld.models.hybrid_prior import DirectionPrior
 from noveld.models.kernels import vmf as vkern
 from noveld.models.kernels import vmf_table as vtable
 from noveld.models.suffstats import MultinomialStats
+from noveld.models.vmf import FEATURE_SCALE
 from noveld.models.vocabulary import DIMENSION_PREFIX
 
 #: the reserved entry holding a category's number of vectors
@@ -79,6 +81,19 @@ class CategoryVectors:
             return DirectionPrior(None)
         return DirectionPrior.fitted(r, n, emb, PRIOR_COSINE)
 
+    def merge_gains(
+        self, stats: MultinomialStats, cats: np.ndarray, rows: np.ndarray
+    ) -> np.ndarray:
+        """``w ×`` the vectors' log marginal ratio of category slots ``cats[rows[i]]`` and
+        ``cats[j]`` together over apart (:func:`~noveld.models.hybrid_batch.vector_merge_gains`,
+        under the fitted direction prior): the vector view's part of a merge test on
+        categories."""
+        r, n = self.resultants(stats, stats.scale)
+        prior = self.prior(r, n, None)
+        rc = r[cats] if prior.pseudo is None else r[cats] + prior.pseudo
+        gains = vector_merge_gains(rc, rows, self.dimension, self.kappa, prior.pseudo)
+        return self.weight * gains
+
     def bundle(
         self,
         stats: MultinomialStats,
@@ -112,7 +127,8 @@ class CategoryVectors:
 
     def entries(self, emb: np.ndarray | None, uids: np.ndarray) -> tuple[np.ndarray, ...]:
         """The count additions of the batch's vectors, each to the category ``uids[d]`` that
-        carries document d's context: (uids, reserved ids, counts)."""
+        carries document d's context: (uids, reserved ids, counts), multiples of 2^-20
+        (:data:`~noveld.models.vmf.FEATURE_SCALE`)."""
         none = np.zeros(0, dtype=np.int64)
         if emb is None:
             return none, none, np.zeros(0)
@@ -124,6 +140,9 @@ class CategoryVectors:
         np.add.at(per, inv, x)
         n = np.bincount(inv, minlength=cats.shape[0]).astype(np.float64)
         vals = np.concatenate([np.maximum(per, 0.0), np.maximum(-per, 0.0), n[:, None]], 1)
+        # on the 2^-20 grid: sums of these are exact, so replicas adding the same deltas in
+        # another order hold bit-identical resultants
+        vals = np.rint(vals * FEATURE_SCALE) / FEATURE_SCALE
         words = np.tile(self.ids(), cats.shape[0])
         e_uids = np.repeat(cats, vals.shape[1])
         flat = vals.ravel()
