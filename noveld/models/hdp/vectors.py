@@ -103,10 +103,10 @@ class CategoryVectors:
         emb: np.ndarray | None,
         n_docs: int,
     ) -> tuple[np.ndarray, ...]:
-        """The sampler's vector bundle (``cx[6:]``): the batch's unit vectors, each local
-        category's ``R = r + a·μ₀`` (rows not opened and the last, the new category's: a·μ₀),
-        ``‖R‖²``, ``log C_p(κ‖R‖)``, (κ, w, log C_p(κ)), the normaliser table, and which
-        documents have a vector."""
+        """The sampler's vector bundle (``cx[6:]``): the batch's unit vectors X, their dots with
+        each local category's ``R = r + a·μ₀`` (rows not opened and the last, the new
+        category's: a·μ₀), ``‖R‖²``, ``log C_p(κ‖R‖)``, (κ, w, log C_p(κ)), the normaliser
+        table, which documents have a vector, and X·Xᵀ."""
         p = self.dimension
         if emb is not None and emb.shape != (n_docs, p):
             raise ValueError(f"hdp: the batch's vectors must be ({n_docs}, {p})")
@@ -114,16 +114,21 @@ class CategoryVectors:
         has = (np.abs(x).sum(axis=1) > 0.0).astype(np.int8)
         r, n = self.resultants(stats, scale)
         prior = self.prior(r, n, x[has > 0])
-        res = np.zeros((cap + 1, p))
-        if prior.pseudo is not None:
-            res[:] = prior.pseudo
+        pseudo = np.zeros(p) if prior.pseudo is None else prior.pseudo
         live = np.flatnonzero(cat_of_slot >= 0)
+        n_live = int(cat_of_slot[live].max()) + 1 if live.shape[0] else 0
+        res = np.empty((n_live, p))  # the rows of existing categories; the others are a·μ₀
+        res[:] = pseudo
         res[cat_of_slot[live]] += r[live]
-        rn2 = np.einsum("kj,kj->k", res, res)
+        rn2 = np.full(cap + 1, float(pseudo @ pseudo))
+        rn2[:n_live] = np.einsum("kj,kj->k", res, res)
         table = vtable.normalizer_table(p, self.kappa)
         logc = vtable.log_normalizers_sq(rn2, table, p, self.kappa)
         par = np.array([self.kappa, self.weight, vkern.log_vmf_normalizer(p, self.kappa)])
-        return x, res, rn2, logc, par, table, has
+        dots = np.empty((n_docs, cap + 1))
+        dots[:, :n_live] = x @ res.T
+        dots[:, n_live:] = (x @ pseudo)[:, None]
+        return x, dots, rn2, logc, par, table, has, x @ x.T
 
     def entries(self, emb: np.ndarray | None, uids: np.ndarray) -> tuple[np.ndarray, ...]:
         """The count additions of the batch's vectors, each to the category ``uids[d]`` that
@@ -178,6 +183,6 @@ def category_vectors(
 def no_vector_bundle(cap: int, n_docs: int) -> tuple[np.ndarray, ...]:
     """The vector bundle of a model without the view (nothing to score)."""
     return (
-        np.zeros((n_docs, 0)), np.zeros((cap + 1, 0)), np.zeros(cap + 1), np.zeros(cap + 1),
-        np.zeros(3), np.zeros((1, 9)), np.zeros(n_docs, dtype=np.int8),
+        np.zeros((n_docs, 0)), np.zeros((0, 0)), np.zeros(cap + 1), np.zeros(cap + 1),
+        np.zeros(3), np.zeros((1, 9)), np.zeros(n_docs, dtype=np.int8), np.zeros((0, 0)),
     )  # fmt: skip

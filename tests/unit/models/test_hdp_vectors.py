@@ -83,7 +83,7 @@ def bundle(rng: np.random.Generator, n_docs: int, cap: int, pseudo: np.ndarray) 
         np.zeros(n_docs + 1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
         np.zeros(0), np.zeros((cap, 0)), np.zeros(n_docs, np.int64),
     )  # fmt: skip
-    return (*ctx, emb, res, rn2, logc, par, table, has), vec
+    return (*ctx, emb, emb @ res.T, rn2, logc, par, table, has, emb @ emb.T), vec
 
 
 @pytest.mark.parametrize("strength", [0.0, 1.7])
@@ -120,7 +120,7 @@ def test_a_groups_vector_score_is_its_collapsed_marginal() -> None:
     a = 2.5
     cx, vec = bundle(rng, 6, 3, a * mu0)
     docs = np.array([1, 2, 3, 5], dtype=np.int64)
-    before = cx[7].copy()
+    before = cx[7].copy(), cx[8].copy()
     got = _context_score(docs, 2, 0.1, cx)
     c = vkern.log_vmf_normalizer
     s = a * mu0 + cx[6][docs].sum(0)
@@ -128,7 +128,7 @@ def test_a_groups_vector_score_is_its_collapsed_marginal() -> None:
         4 * c(P, vec.kappa) + c(P, vec.kappa * a) - c(P, vec.kappa * np.linalg.norm(s))
     )
     assert got == pytest.approx(want, rel=1e-9)
-    assert np.allclose(cx[7], before)  # the counts are left as they were
+    assert np.allclose(cx[7], before[0]) and np.allclose(cx[8], before[1])  # as they were
 
 
 @pytest.mark.parametrize("half_life", [0.0, 30.0])
@@ -178,3 +178,34 @@ def test_the_vectors_must_match_the_dimension() -> None:
                           np.random.default_rng(0))  # fmt: skip
     with pytest.raises(ValueError, match="dimension ids"):
         make_model().bind_dimension_words([1], [2], 3)
+
+
+def test_known_labels_with_vectors_replay_and_absorb_their_twins() -> None:
+    """A known category and an unlabelled twin of one story (same words, same vectors): the
+    twin is absorbed with the vectors' gain added to the words', and the replay still rebuilds
+    the writer's state."""
+    rng = np.random.default_rng(11)
+    centre = 4.0 * unit(rng, 1)
+    words = [(TOPICS + rng.integers(0, 5, size=6)).tolist() for _ in range(20)]
+    emb = unit(rng, 20, centre[0])
+    model = make_model(deterministic=True, zeta=0.2, absorb_margin=0.0)
+    live, replica = model.new_state(), MultinomialStats()
+    first = model.partial_fit(
+        replace(DocBatch.from_docs(words[:10], vocab_size()), emb=emb[:10]),
+        live, np.random.default_rng(0),
+    )  # fmt: skip
+    replay_delta(replica, first.delta, 0.0)
+    twin = int(first.assignments[0])
+    known = np.full(10, -1, dtype=np.int64)
+    known[:5] = 777
+    second = model.partial_fit(
+        replace(DocBatch.from_docs(words[10:], vocab_size()), emb=emb[10:]),
+        live, np.random.default_rng(1), known, {777},
+    )  # fmt: skip
+    replay_delta(replica, second.delta, 0.0)
+    assert state_digest(NamespaceState({}, replica)) == state_digest(NamespaceState({}, live))
+    assert (twin, 777) in {(s, d) for s, d, _ in second.merged}
+    assert set(second.assignments.tolist()) == {777}
+    assert model.vectors is not None
+    _, n = model.vectors.resultants(live, live.scale)
+    assert n.sum() == pytest.approx(20.0)  # every vector, the twin's moved with its counts
