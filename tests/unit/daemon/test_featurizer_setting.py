@@ -25,12 +25,14 @@ def _model(**model: Any) -> Any:
     return load_settings(None, {"model": model}).model
 
 
-def test_the_hybrid_is_the_default_of_dpmm_and_the_words_of_the_others() -> None:
-    m = _model()
-    assert (m.featurizer, m.encoder_dim, m.likelihood) == ("hybrid", 256, "hybrid")
-    for kind in ("svi", "hdp"):
+def test_the_hybrid_is_the_default_of_dpmm_and_hdp_and_the_words_of_svi() -> None:
+    for kind in ("dpmm", "hdp"):
         m = _model(kind=kind)
-        assert (m.featurizer, m.likelihood) == ("words", "multinomial")
+        assert (m.featurizer, m.encoder_dim, m.likelihood) == ("hybrid", 256, "hybrid")
+    m = _model(kind="svi")
+    assert (m.featurizer, m.likelihood) == ("words", "multinomial")
+    m = _model(kind="hdp", featurizer="words")  # the words-only hdp, as it was
+    assert m.likelihood == "multinomial"
 
 
 @pytest.mark.parametrize(
