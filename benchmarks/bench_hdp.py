@@ -15,10 +15,14 @@ encoder (encoded up front, not timed) and the vMF term per category.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the daemon's launcher asks, before numpy
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 

@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit
 
 from noveld.models.kernels.hdp_sampler.vectors import (
+    add_vector_weights,
     has_vector,
     move_vector,
     vector_log_likelihood,
@@ -125,9 +126,13 @@ def context_weights(
     one, or ``none`` (zeros) when it has no context."""
     if not has_context(d, cx):
         return none
-    for k in range(kmax):
-        extra[k] = document_log_likelihood(d, k, eta, cx)
-    extra[kmax] = document_log_likelihood(d, -1, eta, cx)
+    if cx[0][d + 1] > cx[0][d]:
+        for k in range(kmax):
+            extra[k] = context_log_likelihood(d, k, eta, cx)
+        extra[kmax] = context_log_likelihood(d, -1, eta, cx)
+    else:
+        extra[: kmax + 1] = 0.0
+    add_vector_weights(d, kmax, cx, extra)
     return extra
 
 

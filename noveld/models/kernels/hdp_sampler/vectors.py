@@ -20,6 +20,7 @@ column of dots in n_docs steps, so a score costs one table lookup per category, 
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from noveld.models.kernels.hdp_scores.topics import Arrays
@@ -42,6 +43,23 @@ def vector_log_likelihood(d: int, k: int, cx: Arrays) -> float:
     q = max(rn2[row] + 2.0 * dots[d, row] + gram[d, d], 0.0)
     kappa, w, logc_kappa = par[0], par[1], par[2]
     return w * (logc_kappa + logc[row] - log_normalizer_sq(q, table, cx[6].shape[1], kappa))
+
+
+@njit(cache=True)
+def add_vector_weights(d: int, kmax: int, cx: Arrays, extra: np.ndarray) -> None:
+    """``extra[k] += log p_w(x_d | k)`` for k < kmax and the new category at ``extra[kmax]``
+    (:func:`vector_log_likelihood` in one pass over the categories)."""
+    if not has_vector(d, cx):
+        return
+    dots, rn2, logc, par, table, gram = cx[7], cx[8], cx[9], cx[10], cx[11], cx[13]
+    p = cx[6].shape[1]
+    kappa, w, logc_kappa = par[0], par[1], par[2]
+    self_dot = gram[d, d]
+    new_row = dots.shape[1] - 1
+    for k in range(kmax + 1):
+        row = k if k < kmax else new_row
+        q = max(rn2[row] + 2.0 * dots[d, row] + self_dot, 0.0)
+        extra[k] += w * (logc_kappa + logc[row] - log_normalizer_sq(q, table, p, kappa))
 
 
 @njit(cache=True)
