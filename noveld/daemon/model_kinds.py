@@ -197,10 +197,7 @@ def _hybrid_views(model: Any) -> str | None:
 
 def _hdp_views(model: Any) -> str | None:
     if model.featurizer == "semantic":
-        return (
-            "--model hdp reads words too (its vectors are a vMF term per category beside "
-            "them): use --featurizer hybrid"
-        )
+        return "--model hdp reads words and vectors: use --featurizer hybrid (or words)"
     return _hybrid_views(model)
 
 
@@ -226,15 +223,8 @@ EDCM_SETTINGS = (
 
 
 #: the hdp's own settings, and those of them its fingerprint names
-HDP_SETTINGS = (
-    "topics",
-    "zeta",
-    "gamma",
-    "table_alpha",
-    "context_prior",
-    "use_context",
-    "document_concentration",
-)
+HDP_SETTINGS = ("topics", "zeta", "gamma", "table_alpha", "context_prior", "use_context",
+                "document_concentration")  # fmt: skip
 HDP_FINGERPRINT = ("topics", "zeta", "gamma", "table_alpha", "use_context", "context_prior")
 
 
@@ -262,8 +252,7 @@ class ModelKind:
         return not owned and key not in self.ignores
 
 
-#: every kind, in the order ``--model`` lists the engines, then dpmm's other likelihoods, then
-#: hdp's
+#: every kind in the order ``--model`` lists the engines, then the other likelihoods
 KINDS: tuple[ModelKind, ...] = (
     ModelKind("dpmm", "multinomial", own=("document_concentration",), tempering=0.0),
     # svi's local step has its own passes (model.local_sweeps)

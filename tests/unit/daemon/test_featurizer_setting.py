@@ -69,7 +69,7 @@ def test_a_later_layer_engine_derives_the_views_anew(monkeypatch: pytest.MonkeyP
     ("model", "says"),
     [
         ({"kind": "svi", "featurizer": "semantic"}, "natural-gradient"),
-        ({"kind": "hdp", "featurizer": "semantic"}, "vMF term per category"),
+        ({"kind": "hdp", "featurizer": "semantic"}, "hdp reads words and vectors"),
         ({"likelihood": "multinomial", "featurizer": "semantic"}, "needs --likelihood vmf"),
         ({"likelihood": "edcm", "featurizer": "hybrid"}, "reads words only"),
         ({"likelihood": "vmf", "featurizer": "hybrid"}, "use --featurizer semantic"),
