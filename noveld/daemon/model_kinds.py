@@ -37,7 +37,7 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α (start)"),
     ("--context-prior", "context_prior", float, "hdp: Dirichlet prior η of context values"),
     ("--likelihood", "likelihood", str,
-     "dpmm: hybrid (words × vectors, default) | multinomial (words) | edcm | vmf"),
+     "dpmm, hdp: hybrid (words × vectors, default) | multinomial (words); dpmm: edcm | vmf"),
     ("--featurizer", "featurizer", str,
      "hybrid | words | semantic (text → vector); default: what the likelihood reads"),
     ("--encoder-dim", "encoder_dim", int, "semantic, hybrid: the encoder's dimension (256)"),
@@ -52,7 +52,7 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--hybrid-cosine", "hybrid_cosine", float, "hybrid: the vectors' member-to-mean cosine (0.4)"),
     ("--view-weight", "view_weight", float, "hybrid: the vector view's weight (64 / p, ≤ 1)"),
     ("--document-concentration", "document_concentration", float,
-     "s: n words count as n(1+s)/(n+s) (svi 50, hybrid 15, else 0 = n)"),
+     "s: n words count as n(1+s)/(n+s) (svi 50, dpmm's hybrid 15, else 0 = n)"),
 )  # fmt: skip
 MODEL_FLAGS: tuple[Flag, ...] = tuple(
     flag(name, setting=f"model.{key}", dest=key, type=typ, help=help_)
