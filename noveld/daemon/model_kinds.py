@@ -37,7 +37,7 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--table-alpha", "table_alpha", float, "hdp: per-document table concentration α (start)"),
     ("--context-prior", "context_prior", float, "hdp: Dirichlet prior η of context values"),
     ("--likelihood", "likelihood", str,
-     "dpmm: hybrid (words × vectors, default) | multinomial (words) | edcm | vmf"),
+     "dpmm, hdp: hybrid (words × vectors, default) | multinomial (words); dpmm: edcm | vmf"),
     ("--featurizer", "featurizer", str,
      "hybrid | words | semantic (text → vector); default: what the likelihood reads"),
     ("--encoder-dim", "encoder_dim", int, "semantic, hybrid: the encoder's dimension (256)"),
@@ -52,7 +52,7 @@ _VALUE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--hybrid-cosine", "hybrid_cosine", float, "hybrid: the vectors' member-to-mean cosine (0.4)"),
     ("--view-weight", "view_weight", float, "hybrid: the vector view's weight (64 / p, ≤ 1)"),
     ("--document-concentration", "document_concentration", float,
-     "s: n words count as n(1+s)/(n+s) (svi 50, hybrid 15, else 0 = n)"),
+     "s: n words count as n(1+s)/(n+s) (svi 50, dpmm's hybrid 15, else 0 = n)"),
 )  # fmt: skip
 MODEL_FLAGS: tuple[Flag, ...] = tuple(
     flag(name, setting=f"model.{key}", dest=key, type=typ, help=help_)
@@ -131,7 +131,6 @@ ENCODER_DIMENSIONS = (64, 128, 256)
 #: what the engines without a vector view would take to read one
 _NO_VECTORS = {
     "svi": "vMF components in its natural-gradient step",
-    "hdp": "a vMF term per category",
 }
 
 
@@ -198,10 +197,7 @@ def _hybrid_views(model: Any) -> str | None:
 
 def _hdp_views(model: Any) -> str | None:
     if model.featurizer == "semantic":
-        return (
-            "--model hdp reads words too (its vectors are a vMF term per category beside "
-            "them): use --featurizer hybrid"
-        )
+        return "--model hdp reads words and vectors: use --featurizer hybrid (or words)"
     return _hybrid_views(model)
 
 
@@ -224,6 +220,12 @@ EDCM_SETTINGS = (
     "edcm_long_prior_docs",
     "edcm_background_docs",
 )
+
+
+#: the hdp's own settings, and those of them its fingerprint names
+HDP_SETTINGS = ("topics", "zeta", "gamma", "table_alpha", "context_prior", "use_context",
+                "document_concentration")  # fmt: skip
+HDP_FINGERPRINT = ("topics", "zeta", "gamma", "table_alpha", "use_context", "context_prior")
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,7 @@ class ModelKind:
         return not owned and key not in self.ignores
 
 
-#: every kind, in the order ``--model`` lists the engines, then dpmm's other likelihoods
+#: every kind in the order ``--model`` lists the engines, then the other likelihoods
 KINDS: tuple[ModelKind, ...] = (
     ModelKind("dpmm", "multinomial", own=("document_concentration",), tempering=0.0),
     # svi's local step has its own passes (model.local_sweeps)
@@ -267,17 +269,9 @@ KINDS: tuple[ModelKind, ...] = (
     ModelKind(
         "hdp",
         "multinomial",
-        own=(
-            "topics",
-            "zeta",
-            "gamma",
-            "table_alpha",
-            "context_prior",
-            "use_context",
-            "document_concentration",
-        ),
+        own=HDP_SETTINGS,
         ignores=("alpha", "alpha_scaling"),
-        fingerprint=("topics", "zeta", "gamma", "table_alpha", "use_context", "context_prior"),
+        fingerprint=HDP_FINGERPRINT,
         tempering=0.0,
     ),
     ModelKind(
@@ -306,6 +300,16 @@ KINDS: tuple[ModelKind, ...] = (
         fingerprint=("embedding_dim", "hybrid_cosine", "view_weight", "document_concentration"),
         refuses=_hybrid_views,
         tempering=15.0,
+    ),
+    # hdp with a vMF term per category on the documents' vectors
+    ModelKind(
+        "hdp",
+        "hybrid",
+        own=(*HDP_SETTINGS, "embedding_dim", "hybrid_cosine", "view_weight"),
+        ignores=("alpha", "alpha_scaling"),
+        fingerprint=(*HDP_FINGERPRINT, "embedding_dim", "hybrid_cosine", "view_weight"),
+        refuses=_hdp_views,
+        tempering=0.0,
     ),
 )
 

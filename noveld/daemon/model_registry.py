@@ -19,6 +19,7 @@ from noveld.models.base import ClusterModel, DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.edcm import EDCMConfig, EDCMMixture, length_token
 from noveld.models.hdp import HDP, HDPConfig, topic_token
+from noveld.models.hdp.vectors import VECTOR_COUNT_TOKEN
 from noveld.models.hybrid import HybridMixture
 from noveld.models.hybrid_config import HybridConfig
 from noveld.models.kernels.edcm import N_BINS as EDCM_LENGTH_BINS
@@ -96,27 +97,42 @@ def _build_svi(settings: Settings) -> ClusterModel:
 
 
 def _build_hdp(settings: Settings) -> ClusterModel:
+    return HDP(hdp_config(settings))
+
+
+def _build_hdp_hybrid(settings: Settings) -> ClusterModel:
     m = settings.model
     return HDP(
-        HDPConfig(
-            topics=m.topics,
-            beta=m.beta,
-            zeta=m.zeta,
-            table_alpha=m.table_alpha,
-            gamma=m.gamma,
-            discount=m.discount,
-            resample_concentrations=m.resample_concentrations,
-            context_prior=m.context_prior,
-            split=m.split,
-            merge=m.merge,
-            absorb_margin=m.absorb_margin,
-            sweeps=m.rejuvenation_sweeps,
-            deterministic=m.deterministic,
-            half_life_docs=m.half_life_docs,
-            retire_min_mass=m.retire_min_mass,
-            max_active_clusters=m.max_active_clusters,
-            document_concentration=document_concentration(m),
+        replace(
+            hdp_config(settings),
+            dimension=dense_dimension(m),
+            cosine=m.hybrid_cosine,
+            view_weight=m.view_weight,
         )
+    )
+
+
+def hdp_config(settings: Settings) -> HDPConfig:
+    """The hdp hyperparameters of the settings (words only)."""
+    m = settings.model
+    return HDPConfig(
+        topics=m.topics,
+        beta=m.beta,
+        zeta=m.zeta,
+        table_alpha=m.table_alpha,
+        gamma=m.gamma,
+        discount=m.discount,
+        resample_concentrations=m.resample_concentrations,
+        context_prior=m.context_prior,
+        split=m.split,
+        merge=m.merge,
+        absorb_margin=m.absorb_margin,
+        sweeps=m.rejuvenation_sweeps,
+        deterministic=m.deterministic,
+        half_life_docs=m.half_life_docs,
+        retire_min_mass=m.retire_min_mass,
+        max_active_clusters=m.max_active_clusters,
+        document_concentration=document_concentration(m),
     )
 
 
@@ -170,6 +186,15 @@ def _hdp_reserved(model: ClusterModel, vocab: VocabList, reserve: ReserveIds) ->
     hdp.bind_topic_words(reserve([topic_token(t) for t in range(hdp.config.topics)]))
 
 
+def _hdp_hybrid_reserved(model: ClusterModel, vocab: VocabList, reserve: ReserveIds) -> None:
+    """The topics, each dimension's pair and the vectors' count are reserved entries."""
+    _hdp_reserved(model, vocab, reserve)
+    hdp = cast(HDP, model)
+    pairs = [dimension_tokens(j) for j in range(hdp.config.dimension)]
+    ids = reserve([t for pair in pairs for t in pair] + [VECTOR_COUNT_TOKEN])
+    hdp.bind_dimension_words(ids[0:-1:2], ids[1:-1:2], ids[-1])
+
+
 def _vmf_reserved(model: ClusterModel, vocab: VocabList, reserve: ReserveIds) -> None:
     """Embedding dimensions are not counted as words; each has a pair of reserved entries
     (the vmf and hybrid likelihoods)."""
@@ -197,6 +222,15 @@ VARIANTS: dict[tuple[str, str], ModelVariant] = {
         ModelVariant("dpmm", "multinomial", _build_dpmm),
         ModelVariant("svi", "multinomial", _build_svi),
         ModelVariant("hdp", "multinomial", _build_hdp, _hdp_reserved, context=True),
+        ModelVariant(
+            "hdp",
+            "hybrid",
+            _build_hdp_hybrid,
+            _hdp_hybrid_reserved,
+            embeddings=True,
+            words=True,
+            context=True,
+        ),
         ModelVariant("dpmm", "edcm", _build_edcm, _edcm_reserved),
         ModelVariant("dpmm", "vmf", _build_vmf, _vmf_reserved, _vmf_members, embeddings=True),
         ModelVariant(

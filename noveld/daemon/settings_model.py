@@ -19,8 +19,9 @@ class ModelSettings(Section):
         "hybrid",
         description=(
             "dpmm: hybrid (words and vectors; the default), multinomial (words), edcm (which "
-            "words: long, bursty documents) or vmf (the documents' vectors); svi and hdp: "
-            "multinomial (their default)"
+            "words: long, bursty documents) or vmf (the documents' vectors); svi: multinomial; "
+            "hdp: hybrid (a vMF term per category beside the words; the default) or "
+            "multinomial (words)"
         ),
     )
     featurizer: Literal["words", "semantic", "hybrid"] = Field(
@@ -141,18 +142,20 @@ def default_views(model: dict[str, Any]) -> dict[str, Any]:
     """``model`` settings with an unset likelihood and featurizer filled in from the rest.
 
     The likelihood defaults to the engine's best view of what the featurizer gives: hybrid
-    (words × vectors) for ``dpmm`` — the words alone under ``featurizer = "words"``, the
-    vectors alone under ``"semantic"`` — and the words for ``svi`` and ``hdp``, which have no
-    vector view. The featurizer defaults to what that likelihood reads: the words, or the
-    built-in encoder's vectors with or without them, unless the documents bring their own
-    embeddings (``embedding_dim``), which take the encoder's place."""
+    (words × vectors) for ``dpmm`` and ``hdp`` — the words alone under
+    ``featurizer = "words"``, for ``dpmm`` the vectors alone under ``"semantic"`` — and the
+    words for ``svi``, which has no vector view. The featurizer defaults to what that
+    likelihood reads: the words, or the built-in encoder's vectors with or without them,
+    unless the documents bring their own embeddings (``embedding_dim``), which take the
+    encoder's place."""
     out = dict(model)
     own_vectors = bool(out.get("embedding_dim") or 0)
     featurizer = out.get("featurizer")
     if out.get("likelihood") is None:
-        if out.get("kind", "dpmm") != "dpmm":
+        kind = out.get("kind", "dpmm")
+        if kind == "svi":
             out["likelihood"] = "multinomial"
-        elif featurizer == "semantic":
+        elif featurizer == "semantic" and kind == "dpmm":
             out["likelihood"] = "vmf"
         elif featurizer == "words" and not own_vectors:
             out["likelihood"] = "multinomial"

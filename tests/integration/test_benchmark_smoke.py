@@ -109,6 +109,16 @@ CASES = [
         marks=SLOW,  # compiles the HDP kernels when their cache is cold
     ),
     pytest.param(
+        "bench_hdp",
+        [
+            *("--data", DATA, "--repeat", "1", "--topics", "100", "--sweeps", "1"),
+            *("--featurizer", "hybrid", "--encoder-dim", "64"),
+        ],
+        r"hybrid .*NMI \d\.\d+, categories \d+, [\d,]+ docs/s",
+        id="hdp_hybrid",
+        marks=SLOW,  # compiles the HDP kernels when their cache is cold
+    ),
+    pytest.param(
         "quality_hdp_long",
         ["--data", DATA, "--seeds", "0", "--set", "model.topics=100", "--per-label"],
         r"seed 0: NMI \d\.\d+ .* clusters +\d+(?s:.*)in largest \d\.\d\d(?s:.*)median NMI",

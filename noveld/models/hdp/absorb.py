@@ -12,6 +12,7 @@ from noveld.models.base import DocBatch
 from noveld.models.dpmm.merges import absorption_gains, greedy_absorptions
 from noveld.models.hdp.config import HDPConfig
 from noveld.models.hdp.topics import is_topic
+from noveld.models.hdp.vectors import CategoryVectors
 from noveld.models.kernels import multinomial as mkern
 from noveld.models.suffstats import MultinomialStats
 
@@ -25,6 +26,7 @@ def absorb_into_known(
     batch: DocBatch,
     cfg: HDPConfig,
     topic_words: np.ndarray | None,
+    vectors: CategoryVectors | None = None,
 ) -> list[tuple[int, int]]:
     """(category uid, known category uid) merges: other categories absorbed into the known
     categories this batch's documents went to, as ``dpmm`` does
@@ -36,6 +38,7 @@ def absorb_into_known(
     ``Σ_l O_kl φ_l(w)`` (φ_l the topic's word distribution, its counts normalised), with
     the tables' Pitman–Yor prior; a merge moves the category–topic counts and tables, so the
     topics and their words are untouched. Applied by :func:`finish_delta`, like a replica's.
+    With ``vectors``, the test adds the vector view's (:meth:`CategoryVectors.merge_gains`).
     """
     if not pinned or not cfg.merge or topic_words is None:
         return []
@@ -55,6 +58,8 @@ def absorb_into_known(
         expected, touched, eligible, np.arange(batch.vocab_size, dtype=np.int64), cfg.beta,
         batch.n_words * cfg.beta, log_new, cfg.discount,
     )  # fmt: skip
+    if vectors is not None:
+        gains += vectors.merge_gains(stats, cats, touched)
     pairs = greedy_absorptions(gains, touched, cfg.absorb_margin, set())
     return [(int(uids[cats[src]]), int(uids[cats[dst]])) for src, dst in pairs]
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from noveld.models.base import DocBatch
 from noveld.models.hdp.topics import is_topic
+from noveld.models.hdp.vectors import CategoryVectors, no_vector_bundle
 from noveld.models.kernels import hdp as kern
 from noveld.models.kernels import hdp_scores as scores
 from noveld.models.kernels import multinomial as mkern
@@ -30,7 +31,9 @@ class BatchState:
     ctl: np.ndarray
     known_local: np.ndarray
     n_existing: int
-    cx: tuple[np.ndarray, ...]  # (ctx_ptr, value column, field column, U, counts, context table)
+    #: (ctx_ptr, value column, field column, U, counts, context table, the vector bundle of
+    #: :mod:`noveld.models.kernels.hdp_sampler.vectors`)
+    cx: tuple[np.ndarray, ...]
 
     @property
     def uid(self) -> np.ndarray:
@@ -57,11 +60,13 @@ class BatchState:
         n_docs: int,
         batch: DocBatch,
         topic_offset: int = 0,
+        vectors: CategoryVectors | None = None,
     ) -> BatchState:
         """Densify what the batch needs (statistics decayed by ``decay``), with ``room`` more
         categories than exist; ``word_tokens[j]`` is how many tokens batch word j has. The
         categories' counts of the batch's context entries are columns of ``cx[4]``. Local
-        topic y is topic ``(y + topic_offset) mod L`` (:func:`topic_offset`)."""
+        topic y is topic ``(y + topic_offset) mod L`` (:func:`topic_offset`). With
+        ``vectors``, the categories' resultants and the batch's vectors ride in ``cx[6:]``."""
         g = stats.scale * decay
         kmax = stats.kmax
         uids = stats.uid[:kmax]
@@ -115,7 +120,12 @@ class BatchState:
             ctl,
             known_local,
             n_existing,
-            context_counts(batch, stats, g, cat_of_slot, cap, n_docs),
+            context_counts(batch, stats, g, cat_of_slot, cap, n_docs)
+            + (
+                no_vector_bundle(cap, n_docs)
+                if vectors is None
+                else vectors.bundle(stats, g, cat_of_slot, cap, batch.emb, n_docs)
+            ),
         )
 
 
@@ -143,7 +153,7 @@ def context_counts(
 ) -> tuple[np.ndarray, ...]:
     """The sampler's context bundle: each document's entries as columns of a dense
     (category × the batch's context entries) count matrix, and a slot for the table carrying
-    each document's context."""
+    each document's context (the vector bundle follows: :meth:`CategoryVectors.bundle`)."""
     ctx_tab = np.zeros(n_docs, dtype=np.int64)
     if batch.ctx_ptr is None or batch.ctx_value is None or batch.ctx_field is None:
         none = np.zeros(0, dtype=np.int64)

@@ -41,3 +41,13 @@ class HDPConfig:
     prune_below: float = DPMMConfig.prune_below
     #: s of the length tempering of a table's words in its category choice (0: none)
     document_concentration: float = 0.0
+    #: p of the documents' vectors (0: words only; else a vMF term per category,
+    #: :mod:`noveld.models.hdp.vectors`)
+    dimension: int = 0
+    #: the vectors' typical member-to-mean cosine (sets κ by paper 003 eq. 10)
+    cosine: float = 0.4
+    #: w, the vMF term's exponent (None: 64/p, at most 1, as the dpmm hybrid's)
+    view_weight: float | None = None
+    #: the vectors' base measure: the fitted prior on a category's mean direction
+    #: (:class:`~noveld.models.hybrid_prior.DirectionPrior`), else the uniform density
+    direction_prior: bool = True

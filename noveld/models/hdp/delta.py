@@ -46,10 +46,12 @@ def batch_delta(
     n_docs: int,
     ctx_uids: np.ndarray,
     topic_words: np.ndarray,
+    extra: tuple[np.ndarray, ...] | None = None,
 ) -> StatsDelta:
     """Additions of one batch: per token, +1 to (topic y, word) and to (category, topic
     y's entry); +1 table per open table to its category's ``m``; per context field of a
-    document, +1 to (its category, the value's entry) and (its category, the field's)."""
+    document, +1 to (its category, the value's entry) and (its category, the field's); and
+    ``extra`` (uids, entries, counts): the vectors' parts (:meth:`CategoryVectors.entries`)."""
     n_tok = tokens.shape[0]
     topic_uids = (TOPIC_SLOT << 40) | tok_y.astype(np.int64)  # topic_uid, vectorised
     unit_uids = np.concatenate([tab_uids, topic_uids, tok_cat_uid]).astype(np.int64)
@@ -61,8 +63,11 @@ def batch_delta(
         per_doc = np.repeat(ctx_uids, np.diff(batch.ctx_ptr))
         ctx_cat = np.concatenate([per_doc, per_doc])
         ctx_words = np.concatenate([batch.ctx_value, batch.ctx_field])
-    e_uids = np.concatenate([topic_uids, tok_cat_uid, ctx_cat]).astype(np.int64)
-    e_words = np.concatenate([tokens, topic_words[tok_y], ctx_words]).astype(np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    ex_uids, ex_words, ex_counts = extra if extra is not None else (none, none, np.zeros(0))
+    e_uids = np.concatenate([topic_uids, tok_cat_uid, ctx_cat, ex_uids]).astype(np.int64)
+    e_words = np.concatenate([tokens, topic_words[tok_y], ctx_words, ex_words]).astype(np.int64)
+    n_ones = e_uids.shape[0] - len(ex_counts)
     delta = delta_from_entries(
         batch,
         unit_uids,
@@ -70,7 +75,7 @@ def batch_delta(
         unit_n,
         e_uids,
         e_words,
-        np.ones(e_uids.shape[0]),
+        np.concatenate([np.ones(n_ones), np.asarray(ex_counts, dtype=np.float64)]),
         f,
         born,
         [],

@@ -27,6 +27,7 @@ from noveld.models.hdp.config import HDPConfig
 from noveld.models.hdp.delta import batch_births, batch_delta
 from noveld.models.hdp.reconcile import reconcile_births
 from noveld.models.hdp.topics import is_topic, topic_uid
+from noveld.models.hdp.vectors import CategoryVectors, category_vectors
 from noveld.models.kernels import hdp_moves as moves
 from noveld.models.kernels import hdp_sampler as smp
 from noveld.models.kernels import hdp_scores as scores
@@ -46,6 +47,7 @@ class HDP:
         #: context values and fields in the vocabulary, for pruning (bound by the pipeline)
         self.uncounted_words: UncountedWords = no_uncounted_words
         self.last_concentrations = (config.table_alpha, config.gamma)  # (α, γ) of the last batch
+        self.vectors: CategoryVectors | None = None  # the vector view, once its ids are bound
 
     def new_state(self) -> MultinomialStats:
         """Empty statistics."""
@@ -56,6 +58,12 @@ class HDP:
         if len(ids) != self.config.topics:
             raise ValueError(f"need {self.config.topics} topic word ids, got {len(ids)}")
         self.topic_words = np.asarray(ids, dtype=np.int64)
+
+    def bind_dimension_words(self, pos_ids: list[int], neg_ids: list[int], count_id: int) -> None:
+        """Ids of the vector view's reserved entries (:mod:`noveld.models.hdp.vectors`)."""
+        c = self.config
+        self.vectors = category_vectors(c.dimension, c.cosine, c.view_weight, c.direction_prior,
+                                        pos_ids, neg_ids, count_id)  # fmt: skip
 
     def partial_fit(
         self,
@@ -70,8 +78,8 @@ class HDP:
         ``known[d] ≥ 0`` is the uid of document d's known category: all its words sit at one
         table serving it. Categories in ``pinned`` are never retired.
         """
-        if self.topic_words is None:
-            raise RuntimeError("hdp: bind_topic_words must be called before partial_fit")
+        if self.topic_words is None or (self.vectors is None and self.config.dimension):
+            raise RuntimeError("hdp: bind_topic_words (and dimension words) before partial_fit")
         cfg = self.config
         nb = len(batch)
         f = decay_factor(cfg.half_life_docs, nb)
@@ -92,7 +100,7 @@ class HDP:
         while True:
             loc = BatchState.gather(self.topic_words, stats, f, bwords, word_tokens, known,
                                      cfg.topics, vocab_size * cfg.beta, room, nb, batch,
-                                     offset)  # fmt: skip
+                                     offset, self.vectors)  # fmt: skip
             if cfg.resample_concentrations:  # γ | categories and tables so far
                 gamma = resample_top_concentration(
                     cfg.gamma, cfg.discount, loc.n_existing, float(loc.mk.sum()), rng
@@ -139,7 +147,7 @@ class HDP:
         joined = self._reconcile(stats, born_here, pinned, gamma, gone, batch)
         absorbed = joined + absorb_into_known(
             stats, assignments, pinned, gamma, {*gone, *(a for a, _ in joined)}, batch, cfg,
-            self.topic_words,
+            self.topic_words, self.vectors,
         )  # fmt: skip
         if absorbed:
             into = dict(absorbed)
@@ -250,6 +258,7 @@ class HDP:
         return reconcile_births(
             stats, born, pinned, gamma, gone, batch.vocab_size, cfg.beta,
             batch.n_words * cfg.beta, cfg.discount, cfg.young_docs, self.topic_words,
+            self.vectors,
         )  # fmt: skip
 
     def _group_moves(
@@ -351,24 +360,15 @@ class HDP:
             alpha, tables, np.diff(doc_ptr), rng, CONCENTRATION_ITERS
         )
 
-    def _delta(
-        self,
-        batch: DocBatch,
-        tokens: np.ndarray,
-        tok_y: np.ndarray,
-        tok_cat_uid: np.ndarray,
-        tab_uids: np.ndarray,
-        f: float,
-        born: list[tuple[int, int, float]],
-        n_docs: int,
-        ctx_uids: np.ndarray,
-    ) -> StatsDelta:
-        """The batch's additive delta (:func:`batch_delta`)."""
+    def _delta(self, batch: DocBatch, tokens: np.ndarray, tok_y: np.ndarray,
+               tok_cat_uid: np.ndarray, tab_uids: np.ndarray, f: float,
+               born: list[tuple[int, int, float]], n_docs: int,
+               ctx_uids: np.ndarray) -> StatsDelta:  # fmt: skip
+        """The batch's additive delta (:func:`batch_delta`), its vectors with it."""
         assert self.topic_words is not None
-        return batch_delta(
-            batch, tokens, tok_y, tok_cat_uid, tab_uids, f, born, n_docs, ctx_uids,
-            self.topic_words,
-        )  # fmt: skip
+        vec = None if self.vectors is None else self.vectors.entries(batch.emb, ctx_uids)
+        return batch_delta(batch, tokens, tok_y, tok_cat_uid, tab_uids, f, born, n_docs,
+                           ctx_uids, self.topic_words, vec)  # fmt: skip
 
     def _retire(
         self, stats: MultinomialStats, pinned: Collection[int]

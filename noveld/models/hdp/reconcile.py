@@ -25,6 +25,7 @@ from noveld.models.dpmm.reconcile import (
 )
 from noveld.models.hdp.absorb import expected_word_stats
 from noveld.models.hdp.topics import is_topic
+from noveld.models.hdp.vectors import CategoryVectors
 from noveld.models.lineage import UID_SLOT_BITS
 from noveld.models.suffstats import MultinomialStats
 
@@ -41,6 +42,7 @@ def reconcile_births(
     discount: float,
     young_docs: int,
     topic_words: np.ndarray,
+    vectors: CategoryVectors | None = None,
 ) -> list[tuple[int, int]]:
     """(merged-away uid, survivor uid) pairs: this writer's young categories (the uids
     ``born`` in this batch and its births of the namespace's last ``young_docs`` documents)
@@ -48,8 +50,9 @@ def reconcile_births(
     batches of its other input partitions) when the collapsed posterior of their expected
     word counts rises (:func:`~noveld.models.kernels.multinomial.merge_gains`, the tables'
     Pitman–Yor prior with concentration ``gamma``); greedy, best gain first, each category in
-    one merge at most. ``pinned`` (known) and ``fading`` (retired by this batch) categories
-    are never merged.
+    one merge at most; with ``vectors``, plus the vector view's gain
+    (:meth:`CategoryVectors.merge_gains`). ``pinned`` (known) and ``fading`` (retired by this
+    batch) categories are never merged.
 
     Empty while every young category is of one slot: pairs of a batch's own births were
     decided by the batch kernel, so a writer of one input merges exactly as without
@@ -76,6 +79,8 @@ def reconcile_births(
         expected, rows, np.ones(cats.shape[0], dtype=np.bool_),
         np.arange(vocab_size, dtype=np.int64), beta, vbeta, log_new, discount,
     )  # fmt: skip
+    if vectors is not None:
+        gains += vectors.merge_gains(stats, cats, rows)
     gains[~allowed_pairs(rows, kinds, uids[cats], "births")] = -np.inf
     gains[(kinds == NOW)[:, None] & (kinds == NOW)[None, :]] = -np.inf  # the kernel's
     gone = np.isin(uids[cats], np.fromiter(fading, dtype=np.int64))

@@ -20,12 +20,16 @@ import numpy as np
 from numba import njit
 
 from noveld.models.kernels.hdp import new_category_weight, table_weight
-from noveld.models.kernels.hdp_sampler.counts import move_context, move_token, open_category
+from noveld.models.kernels.hdp_sampler.counts import (
+    document_log_likelihood,
+    move_context,
+    move_token,
+    open_category,
+)
 from noveld.models.kernels.hdp_scores.blocks import group_log_predictive
 from noveld.models.kernels.hdp_scores.topics import (
     Arrays,
     best_used_topic,
-    context_log_likelihood,
     draw_topic,
     list_unused,
     phi_sum,
@@ -59,7 +63,7 @@ def _context_score(docs: np.ndarray, row: int, eta: float, cx: Arrays) -> float:
     the counts are left as they were."""
     out = 0.0
     for q in range(docs.shape[0]):
-        out += context_log_likelihood(docs[q], row, eta, cx)
+        out += document_log_likelihood(docs[q], row, eta, cx)
         move_context(docs[q], row, 1.0, cx)
     for q in range(docs.shape[0]):
         move_context(docs[q], row, -1.0, cx)

@@ -25,12 +25,14 @@ def _model(**model: Any) -> Any:
     return load_settings(None, {"model": model}).model
 
 
-def test_the_hybrid_is_the_default_of_dpmm_and_the_words_of_the_others() -> None:
-    m = _model()
-    assert (m.featurizer, m.encoder_dim, m.likelihood) == ("hybrid", 256, "hybrid")
-    for kind in ("svi", "hdp"):
+def test_the_hybrid_is_the_default_of_dpmm_and_hdp_and_the_words_of_svi() -> None:
+    for kind in ("dpmm", "hdp"):
         m = _model(kind=kind)
-        assert (m.featurizer, m.likelihood) == ("words", "multinomial")
+        assert (m.featurizer, m.encoder_dim, m.likelihood) == ("hybrid", 256, "hybrid")
+    m = _model(kind="svi")
+    assert (m.featurizer, m.likelihood) == ("words", "multinomial")
+    m = _model(kind="hdp", featurizer="words")  # the words-only hdp, as it was
+    assert m.likelihood == "multinomial"
 
 
 @pytest.mark.parametrize(
@@ -67,7 +69,7 @@ def test_a_later_layer_engine_derives_the_views_anew(monkeypatch: pytest.MonkeyP
     ("model", "says"),
     [
         ({"kind": "svi", "featurizer": "semantic"}, "natural-gradient"),
-        ({"kind": "hdp", "featurizer": "semantic"}, "vMF term per category"),
+        ({"kind": "hdp", "featurizer": "semantic"}, "hdp reads words and vectors"),
         ({"likelihood": "multinomial", "featurizer": "semantic"}, "needs --likelihood vmf"),
         ({"likelihood": "edcm", "featurizer": "hybrid"}, "reads words only"),
         ({"likelihood": "vmf", "featurizer": "hybrid"}, "use --featurizer semantic"),

@@ -61,6 +61,17 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     (
         {"kind": "hdp"},
         "{"
+        + _COMMON.format(kind="hdp", likelihood="hybrid")
+        + '"topics": 2000, "zeta": 0.0005, "gamma": 10.0, "table_alpha": 1.0, '
+        + '"use_context": true, "context_prior": 0.1, '
+        + '"embedding_dim": 256, "hybrid_cosine": 0.4, "view_weight": null, '
+        + '"featurizer": "hybrid", "encoder": "wordllama/l2_supercat@256", "encoder_dim": 256, '
+        + _TOKENIZER
+        + "}",
+    ),
+    (
+        {"kind": "hdp", "featurizer": "words"},
+        "{"
         + _COMMON.format(kind="hdp", likelihood="multinomial")
         + '"topics": 2000, "zeta": 0.0005, "gamma": 10.0, "table_alpha": 1.0, '
         + '"use_context": true, "context_prior": 0.1, '

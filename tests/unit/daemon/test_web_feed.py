@@ -86,8 +86,7 @@ def test_a_stored_state_shows_what_the_pipeline_shows(
     status = stored.status()
     assert status["docs"] == 120 and status["source"] == "state-dir"
     assert status["model"] == model["kind"] and status["clusters"] == live.status()["clusters"]
-    likelihood = "hybrid" if model["kind"] == "dpmm" else "multinomial"  # each engine's default
-    assert status["likelihood"] == live.status()["likelihood"] == likelihood
+    assert status["likelihood"] == live.status()["likelihood"] == "hybrid"  # both's default
 
 
 def test_stories_carry_their_summaries(tmp_path: Path) -> None:

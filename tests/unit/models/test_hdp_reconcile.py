@@ -4,6 +4,8 @@ opened it; both end with identical statistics; a lone writer merges exactly as b
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from helpers.replicas import SLOT_BITS, Replica, resolved_clusters, run_rounds, story_stream
 
@@ -144,3 +146,35 @@ def test_one_writer_of_two_partitions_joins_their_concurrent_births() -> None:
             assert p1.merges and all(s >> SLOT_BITS == 1 for s, _ in p1.merges)
         counts.append(len(set(resolved_clusters(p0, {**p0.assigned, **p1.assigned}).values())))
     assert counts[0] < counts[1]
+
+
+def test_replicas_with_vectors_join_concurrent_births_and_agree() -> None:
+    """With a vMF term per category, each story's vectors near a direction of its own: the
+    merge test adds the vectors' gain, and the replicas still join the concurrent births and
+    replay to identical statistics."""
+    p = 8
+    model = HDP(HDPConfig(topics=TOPICS, zeta=1.0 / TOPICS, dimension=p))
+    model.bind_topic_words(list(range(TOPICS)))
+    base = TOPICS + VOCAB
+    model.bind_dimension_words(
+        list(range(base, base + p)), list(range(base + p, base + 2 * p)), base + 2 * p
+    )
+    centres = np.random.default_rng(3).normal(size=(12, p)) * 3.0
+    noise = np.random.default_rng(4)
+
+    def vector_batch(docs: list[tuple[int, list[int], int]], _: int) -> DocBatch:
+        x = centres[[s for _, _, s in docs]] + noise.normal(size=(len(docs), p))
+        emb = x / np.linalg.norm(x, axis=1, keepdims=True)
+        b = DocBatch.from_docs([[TOPICS + w for w in d] for _, d, _ in docs], base + 2 * p + 1)
+        return replace(b, emb=emb)
+
+    a, b, log, story_of = run_rounds(model, 7, VOCAB, vector_batch)
+    assert any(d >> SLOT_BITS == a.slot for _, d in b.merges)  # births joined across writers
+    fresh = model.new_state()
+    for _, d in log:
+        replay_delta(fresh, d, 0.0)
+    assert digest(a.stats) == digest(b.stats) == digest(fresh)
+    assigned = {**a.assigned, **b.assigned}
+    final = resolved_clusters(a, assigned)
+    labels = [story_of[d] for d in final]
+    assert clustering_scores(labels, list(final.values()))["nmi"] > 0.9

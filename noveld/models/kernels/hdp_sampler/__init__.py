@@ -30,6 +30,7 @@ Two departures, both needed for short texts in a stream (docs/model.md):
 
 from noveld.models.kernels.hdp_sampler.counts import (
     context_weights,
+    document_log_likelihood,
     has_context,
     move_context,
     move_token,
@@ -42,12 +43,20 @@ from noveld.models.kernels.hdp_sampler.steps import (
     word_table,
 )
 from noveld.models.kernels.hdp_sampler.sweeps import reseat_member, sample_batch, uniforms_needed
+from noveld.models.kernels.hdp_sampler.vectors import (
+    has_vector,
+    move_vector,
+    vector_log_likelihood,
+)
 
 __all__ = [
     "context_weights",
+    "document_log_likelihood",
     "has_context",
+    "has_vector",
     "move_context",
     "move_token",
+    "move_vector",
     "new_table_weight",
     "open_category",
     "reseat_member",
@@ -55,5 +64,6 @@ __all__ = [
     "seat_document",
     "table_category",
     "uniforms_needed",
+    "vector_log_likelihood",
     "word_table",
 ]

@@ -1,11 +1,18 @@
 """Bookkeeping of the hdp batch sampler: opening a category, moving a token's counts (sparse
-indexes and the unused-topic tally kept exact) and a document's context in and out."""
+indexes and the unused-topic tally kept exact) and a document's context (fields and vector)
+in and out."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+from noveld.models.kernels.hdp_sampler.vectors import (
+    add_vector_weights,
+    has_vector,
+    move_vector,
+    vector_log_likelihood,
+)
 from noveld.models.kernels.hdp_scores.topics import (
     CATS,
     EMPTY_BELOW,
@@ -100,28 +107,41 @@ def move_token(
 
 @njit(cache=True)
 def has_context(d: int, cx: Arrays) -> bool:
-    """Whether document d has context fields."""
-    return bool(cx[0][d + 1] > cx[0][d])
+    """Whether document d has context fields or a vector (observations of the category of
+    the table that carries them)."""
+    return bool(cx[0][d + 1] > cx[0][d]) or has_vector(d, cx)
+
+
+@njit(cache=True)
+def document_log_likelihood(d: int, k: int, eta: float, cx: Arrays) -> float:
+    """Document d's context fields and vector under category k (``k < 0``: a new one)."""
+    return context_log_likelihood(d, k, eta, cx) + vector_log_likelihood(d, k, cx)
 
 
 @njit(cache=True)
 def context_weights(
     d: int, kmax: int, eta: float, cx: Arrays, extra: np.ndarray, none: np.ndarray
 ) -> np.ndarray:
-    """Document d's context log likelihood under each category and a new one, or ``none``
-    (zeros) when it has no context."""
+    """Document d's context (fields and vector) log likelihood under each category and a new
+    one, or ``none`` (zeros) when it has no context."""
     if not has_context(d, cx):
         return none
-    for k in range(kmax):
-        extra[k] = context_log_likelihood(d, k, eta, cx)
-    extra[kmax] = context_log_likelihood(d, -1, eta, cx)
+    if cx[0][d + 1] > cx[0][d]:
+        for k in range(kmax):
+            extra[k] = context_log_likelihood(d, k, eta, cx)
+        extra[kmax] = context_log_likelihood(d, -1, eta, cx)
+    else:
+        extra[: kmax + 1] = 0.0
+    add_vector_weights(d, kmax, cx, extra)
     return extra
 
 
 @njit(cache=True, inline="always")
 def move_context(d: int, k: int, s: float, cx: Arrays) -> None:
-    """Add (s = 1) or remove (s = −1) document d's context observations in category k."""
+    """Add (s = 1) or remove (s = −1) document d's context observations (fields and vector)
+    in category k."""
     ctx_ptr, col_v, col_f, cvk = cx[0], cx[1], cx[2], cx[4]
     for j in range(ctx_ptr[d], ctx_ptr[d + 1]):
         cvk[k, col_v[j]] += s
         cvk[k, col_f[j]] += s
+    move_vector(d, k, s, cx)

@@ -76,7 +76,14 @@ def choose_block_category(
         outside = max(outside, zeta * top)
         for j in range(min(n, n_empty)):  # the unused class, with the topics it may claim
             outside = max(outside, n_empty * zeta * phi(w, empties[j], nlw, inv, beta))
-    floor = -np.inf if has_extra else logw[kmax] - 1e-9  # the new category's exact score
+    # below this floor a category's words cannot reach the new category's exact score, whatever
+    # its extra term (at most the largest): no logarithm for it
+    floor = logw[kmax] - 1e-9
+    if has_extra:
+        top_extra = -np.inf
+        for k in range(kmax):
+            top_extra = max(top_extra, extra[k])
+        floor -= top_extra
     upper_bound_log_predictive(ws, zeta, beta, tw, cat, ix, kmax, phi_sums, phi_top,
                                outside * (1.0 + 1e-9), acc, logw, floor, touched,
                                discount, tau)  # fmt: skip
