@@ -87,16 +87,19 @@ class DirectionPrior:
         mass: np.ndarray,
         emb: np.ndarray | None,
         prior_cosine: float,
+        documents_first: bool = False,
     ) -> DirectionPrior:
         """The prior fitted to the live clusters' mean members ``r_k / m_k``, each cluster
         once: the base measure draws one mean direction per cluster, so a story that holds most
         of the documents is one draw, not a direction every document shares. μ₀ from
         Σ r_k/m_k, ρ·A₀ as the root of the mean cosine of two members of different clusters,
-        ρ from :func:`typical_cosine`. No live cluster: the uniform prior (nothing tells one
-        story from a direction every story shares); one: :meth:`fitted` on the documents."""
+        ρ from :func:`typical_cosine`. One live cluster: :meth:`fitted` on the documents. No
+        live cluster: the uniform prior (nothing tells one story from a direction every story
+        shares), or with ``documents_first`` :meth:`fitted` on the batch's documents (for a
+        model whose words keep one story's documents together whatever the vectors say)."""
         live = mass > 0.0
         if not live.any():
-            return cls(None)
+            return cls.fitted(resultants, mass, emb, prior_cosine) if documents_first else cls(None)
         if int(live.sum()) < 2:
             return cls.fitted(resultants, mass, emb, prior_cosine)
         means = resultants[live] / mass[live, None]

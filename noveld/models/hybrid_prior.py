@@ -44,7 +44,7 @@ class VectorFrame:
             return cls(c.resultants(r, mass), c, DirectionPrior(None))
         if prior_cosine is None:
             return cls(r, Centring(None), DirectionPrior(None))
-        prior = DirectionPrior.fitted(r, mass, emb, prior_cosine)
+        prior = DirectionPrior.of_clusters(r, mass, emb, prior_cosine, documents_first=True)
         return cls(prior.resultants(r, mass), Centring(None), prior)
 
     def vectors(self, emb: np.ndarray) -> np.ndarray:

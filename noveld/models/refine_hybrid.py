@@ -62,7 +62,8 @@ def refine_hybrid_partition(
     prior = DirectionPrior(None)
     if config.direction_prior and not config.centre:  # the stream's, from the pass's partition
         kmax = stats.kmax
-        prior = DirectionPrior.fitted(res[:kmax], stats.m[:kmax], None, config.prior_cosine)
+        m = stats.m[:kmax]
+        prior = DirectionPrior.of_clusters(res[:kmax], m, None, config.prior_cosine, True)
     free = np.flatnonzero(~fixed)
     per_sweep: list[int] = []
     seen = {partition_key(slots)}

@@ -75,11 +75,12 @@ class CategoryVectors:
         return r, n[:, 0]
 
     def prior(self, r: np.ndarray, n: np.ndarray, emb: np.ndarray | None) -> DirectionPrior:
-        """The base measure on a category's mean direction, fitted to the categories' vectors
-        and the batch's (the uniform one when ``direction_prior`` is off)."""
+        """The base measure on a category's mean direction, fitted to the categories' mean
+        vectors, each once (the batch's documents before there is a category; the uniform one
+        when ``direction_prior`` is off)."""
         if not self.direction_prior:
             return DirectionPrior(None)
-        return DirectionPrior.fitted(r, n, emb, PRIOR_COSINE)
+        return DirectionPrior.of_clusters(r, n, emb, PRIOR_COSINE, documents_first=True)
 
     def merge_gains(
         self, stats: MultinomialStats, cats: np.ndarray, rows: np.ndarray
