@@ -74,11 +74,7 @@ class DirectionPrior:
         # x_i·x_j, so ‖Σx‖/N itself is biased up by the N self-pairs (two orthogonal vectors
         # would give 0.71)
         shared = math.sqrt(max(norm * norm - count, 0.0) / (count * (count - 1.0)))
-        p = resultants.shape[1]
-        rho = typical_cosine(resultants, mass, prior_cosine, shared)
-        a0 = min(max(shared / rho, LOW), HIGH)
-        strength = vkern.kappa_from_cosine(a0, p) / vkern.kappa_from_cosine(rho, p)
-        return cls(total / norm * strength)
+        return cls.around(total / norm, shared, resultants, mass, prior_cosine)
 
     @classmethod
     def of_clusters(
@@ -109,12 +105,24 @@ class DirectionPrior:
         between = (norm * norm - float(np.einsum("kj,kj->", means, means))) / (k * (k - 1.0))
         if norm <= 0.0 or between <= 0.0:
             return cls(None)
-        shared = math.sqrt(between)
+        return cls.around(total / norm, math.sqrt(between), resultants, mass, prior_cosine)
+
+    @classmethod
+    def around(
+        cls,
+        mu0: np.ndarray,
+        shared: float,
+        resultants: np.ndarray,
+        mass: np.ndarray,
+        prior_cosine: float,
+    ) -> DirectionPrior:
+        """The prior around unit direction ``mu0`` when two members of different clusters sit
+        at cosine ``shared``² (= (ρA₀)²): A₀ = shared/ρ, a = κ(A₀)/κ(ρ) by eq. 10, ρ from
+        :func:`typical_cosine` of the clusters (``resultants``, ``mass``)."""
         p = resultants.shape[1]
         rho = typical_cosine(resultants, mass, prior_cosine, shared)
         a0 = min(max(shared / rho, LOW), HIGH)
-        strength = vkern.kappa_from_cosine(a0, p) / vkern.kappa_from_cosine(rho, p)
-        return cls(total / norm * strength)
+        return cls(mu0 * (vkern.kappa_from_cosine(a0, p) / vkern.kappa_from_cosine(rho, p)))
 
     @property
     def strength(self) -> float:
