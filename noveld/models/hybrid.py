@@ -103,8 +103,9 @@ class HybridMixture(VMFMixture):
         kmax = stats.kmax
         r = self.resultants(stats, f)
         frame = self.vector_frame(stats, r, f, emb)
-        s = seating_state(stats, frame.resultants, frame.vectors(emb), f)
-        prior_rn2, prior_dots = frame.prior.new_slot(frame.vectors(emb))
+        scored = frame.vectors(emb)
+        s = seating_state(stats, frame.resultants, scored, f)
+        prior_rn2, prior_dots = frame.prior.new_slot(scored)
         local, loc = np.unique(batch.words, return_inverse=True)
         sweeps = cfg.rejuvenation_sweeps
         uniforms = rng.random(nb * (1 + sweeps))
