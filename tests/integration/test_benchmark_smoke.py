@@ -19,6 +19,10 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 DATA = "{data}"  # replaced by the tiny stream's path
 SLOW = pytest.mark.slow
 
+#: two replicas on a small, slow stream: one consumer-group join and one reconciliation round
+SCALEOUT_ARGS = ["--replicas", "2", "--batch-size", "50", "--rate", "400", "--max-wait-ms", "300",
+                 "--tail", "100", "--cost-rounds", "1"]  # fmt: skip
+
 CASES = [
     pytest.param(
         "bench_e2e", ["--data", DATA, "--repeat", "1"], r"wall clock: .* docs/s", id="e2e"
@@ -156,22 +160,7 @@ CASES = [
     ),
     pytest.param(
         "bench_scaleout",
-        [
-            "--data",
-            DATA,
-            "--replicas",
-            "2",
-            "--batch-size",
-            "50",
-            "--rate",
-            "400",
-            "--max-wait-ms",
-            "300",
-            "--tail",
-            "100",
-            "--cost-rounds",
-            "1",
-        ],
+        ["--data", DATA, *SCALEOUT_ARGS],
         r"\n 2 +\d\.\d{3} +\d+ +\d+(?s:.*)reconciliation on [\d,]+ docs/s, off",
         id="scaleout",
         marks=SLOW,  # a consumer-group join of two replicas
@@ -184,24 +173,7 @@ CASES = [
     ),
     pytest.param(
         "bench_scaleout",
-        [
-            "--data",
-            DATA,
-            "--model",
-            "hdp",
-            "--replicas",
-            "2",
-            "--batch-size",
-            "50",
-            "--rate",
-            "400",
-            "--max-wait-ms",
-            "300",
-            "--tail",
-            "100",
-            "--cost-rounds",
-            "1",
-        ],
+        ["--data", DATA, "--model", "hdp", *SCALEOUT_ARGS],
         r"model hdp(?s:.*)\n 2 +\d\.\d{3} +\d+ +\d+(?s:.*)reconciliation on [\d,]+ docs/s",
         id="scaleout_hdp",
         marks=SLOW,

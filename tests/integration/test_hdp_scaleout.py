@@ -4,19 +4,17 @@ opened the other category emits; both replicas and a fresh load agree on the sta
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import redis
 from doubles import NoDlq
+from helpers.partition_feed import PartitionFeed
 
-from noveld.connectors.jsonl import Record
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import load_settings, model_fingerprint
 from noveld.daemon.sinks import CollectingEvents
-from noveld.schema import SourcePosition
 from noveld.state.base import state_digest
 from noveld.state.redis.keys import UID_SLOT_BITS
 from noveld.state.redis.store import RedisStore
@@ -45,25 +43,15 @@ def test_a_story_opened_by_two_hdp_replicas_at_once_becomes_one_category(
         store.claim([key])
     a, b = pipes
     fill = [str(d["text"]) for d in generate(SynthConfig(n_docs=200, n_stories=12, seed=5))]
-    at = {0: 0, 1: 0}
+    feed = PartitionFeed()
 
-    def step(pipe: Pipeline, partition: int, texts: list[str], prefix: str = "f") -> None:
-        recs = [
-            Record(
-                json.dumps({"id": f"{prefix}{partition}-{at[partition] + i}", "text": t}).encode(),
-                SourcePosition(topic="in", partition=partition, offset=at[partition] + i),
-            )
-            for i, t in enumerate(texts)
-        ]
-        key = f"in:{partition}"
-        pipe.step(recs, {key: recs[0].position.offset}, {key: recs[-1].position.offset + 1})
-        at[partition] += len(texts)
+    step = feed.step
 
     step(a, 0, fill[:20])
     step(b, 1, fill[20:40])
     step(a, 0, fill[40:60])
     volcano = ["volcano eruption ash cloud grounds flights airport closed lava"] * 3
-    firsts = [f"v0-{at[0]}", f"v1-{at[1]}"]
+    firsts = [f"v0-{feed.at[0]}", f"v1-{feed.at[1]}"]
     step(a, 0, volcano, "v")  # both seat the story before either sees the other's batch
     step(b, 1, volcano, "v")
     for i in range(4):

@@ -3,19 +3,17 @@ confirmed by the documents both seated, and announced once, by the replica that 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import redis
 from doubles import NoDlq
+from helpers.partition_feed import PartitionFeed
 from helpers.redis_commits import recorded_commits
 
-from noveld.connectors.jsonl import Record
 from noveld.daemon.pipeline import Pipeline
 from noveld.daemon.settings import Settings, load_settings
 from noveld.daemon.sinks import CollectingEvents
-from noveld.schema import SourcePosition
 from noveld.state.redis.keys import UID_SLOT_BITS
 from noveld.state.redis.store import RedisStore
 from noveld.synth import SynthConfig, generate
@@ -46,20 +44,10 @@ def test_a_story_seated_on_two_replicas_is_confirmed_by_both_and_announced_once(
     )  # fmt: skip
     a, b = replica(client, settings, "in:0"), replica(client, settings, "in:1")
     fill = [str(d["text"]) for d in generate(SynthConfig(n_docs=120, n_stories=12, seed=5))]
-    at = {0: 0, 1: 0}
+    feed = PartitionFeed()
     a_commits = recorded_commits(a.store)  # type: ignore[arg-type]
 
-    def step(pipe: Pipeline, partition: int, texts: list[str], prefix: str = "f") -> None:
-        recs = [
-            Record(
-                json.dumps({"id": f"{prefix}{partition}-{at[partition] + i}", "text": t}).encode(),
-                SourcePosition(topic="in", partition=partition, offset=at[partition] + i),
-            )
-            for i, t in enumerate(texts)
-        ]
-        key = f"in:{partition}"
-        pipe.step(recs, {key: at[partition]}, {key: at[partition] + len(recs)})
-        at[partition] += len(recs)
+    step = feed.step
 
     step(a, 0, fill[:30])
     step(b, 1, fill[30:60])

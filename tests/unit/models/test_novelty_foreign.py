@@ -3,31 +3,13 @@ candidate merged into another writer's cluster lives on as that cluster."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+from helpers.novelty_runs import observe
 
 from noveld.daemon.stages.novelty import moved_to_others
 from noveld.models.base import BatchResult
 from noveld.models.lineage import UID_SLOT_BITS, Lineage
 from noveld.models.novelty import NoveltyTracker, seated_by_cluster
-
-
-def pos(i: int) -> dict[str, Any]:
-    return {"topic": "t", "partition": 0, "offset": i, "ts": None}
-
-
-def observe(
-    tr: NoveltyTracker,
-    births: list[tuple[int, int, float]],
-    assign: list[int],
-    first: int,
-    retired: tuple[int, ...] = (),
-    moved: dict[int, int] | None = None,
-) -> list[Any]:
-    ids = [f"d{first + i}" for i in range(len(assign))]
-    at = [pos(first + i) for i in range(len(assign))]
-    return tr.observe(births, assign, ids, at, first, retired, moved=moved)
 
 
 def test_documents_other_writers_seated_confirm_a_candidate_at_the_next_batch() -> None:

@@ -8,27 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.novelty_runs import observe, pos
 
 from noveld.daemon.stages.novelty import others_writing
 from noveld.models.lineage import Lineage
 from noveld.models.novelty import NoveltyTracker
-
-
-def pos(i: int) -> dict[str, Any]:
-    return {"topic": "t", "partition": 0, "offset": i, "ts": None}
-
-
-def observe(
-    tr: NoveltyTracker,
-    births: list[tuple[int, int, float]],
-    assign: list[int],
-    first: int,
-    retired: tuple[int, ...] = (),
-) -> list[Any]:
-    ids = [f"d{first + i}" for i in range(len(assign))]
-    return tr.observe(
-        births, assign, ids, [pos(first + i) for i in range(len(assign))], first, retired
-    )
 
 
 def test_confirms_at_min_size_with_founder_exemplars_and_position() -> None:
