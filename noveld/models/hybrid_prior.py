@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noveld.models.direction_prior import DirectionPrior as DirectionPrior  # re-exported
-from noveld.models.direction_prior import typical_cosine as typical_cosine  # re-exported
+from noveld.models.direction_prior import DirectionPrior
 from noveld.models.hybrid_batch import Centring
 from noveld.models.suffstats import MultinomialStats
 

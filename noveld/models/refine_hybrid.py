@@ -15,9 +15,9 @@ from collections.abc import Callable
 import numpy as np
 
 from noveld.models.base import DocBatch
+from noveld.models.direction_prior import DirectionPrior
 from noveld.models.hybrid_batch import Centring
 from noveld.models.hybrid_config import HybridConfig
-from noveld.models.hybrid_prior import DirectionPrior
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf_table as vtable

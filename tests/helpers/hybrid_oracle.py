@@ -10,9 +10,9 @@ import numpy as np
 from scipy.special import gammaln
 
 from noveld.models.base import DocBatch
+from noveld.models.direction_prior import DirectionPrior
 from noveld.models.hybrid import HybridConfig, HybridMixture
 from noveld.models.hybrid_batch import seating_state
-from noveld.models.hybrid_prior import DirectionPrior
 from noveld.models.kernels import hybrid as hkern
 from noveld.models.kernels import multinomial as kern
 from noveld.models.kernels import vmf as vkern

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from noveld.models.direction_prior import DirectionPrior
 from noveld.models.hybrid_batch import vector_merge_gains
 from noveld.models.hybrid_config import EFFECTIVE_DIMENSION
-from noveld.models.hybrid_prior import DirectionPrior
 from noveld.models.kernels import vmf as vkern
 from noveld.models.kernels import vmf_table as vtable
 from noveld.models.suffstats import MultinomialStats

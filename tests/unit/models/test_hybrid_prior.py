@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from noveld.eval.metrics import clustering_scores
-from noveld.models.hybrid_prior import DirectionPrior, VectorFrame, typical_cosine
+from noveld.models.direction_prior import DirectionPrior, typical_cosine
+from noveld.models.hybrid_prior import VectorFrame
 from noveld.models.kernels import vmf as vkern
 
 
