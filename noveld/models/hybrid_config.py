@@ -15,6 +15,18 @@ from noveld.models.vmf import VMFConfig
 #: 128 and 256 alike (``benchmarks/quality_hybrid.py``)
 EFFECTIVE_DIMENSION = 64
 
+#: the typical member-to-mean cosine of the hybrid's vectors (its κ), from which a learned κ and
+#: the direction prior's ρ start
+PRIOR_COSINE = 0.4
+
+
+def view_weight(dimension: int, configured: float | None) -> float:
+    """w, the vMF factor's exponent: the configured one, else :data:`EFFECTIVE_DIMENSION` / p
+    at most 1."""
+    if configured is not None:
+        return configured
+    return min(1.0, EFFECTIVE_DIMENSION / dimension)
+
 
 @dataclass(frozen=True)
 class HybridConfig(VMFConfig):
@@ -35,7 +47,7 @@ class HybridConfig(VMFConfig):
     @property
     def prior_cosine(self) -> float:
         """The typical cosine a learned κ starts from (the hybrid's default cosine)."""
-        return 0.4
+        return PRIOR_COSINE
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -53,6 +65,4 @@ class HybridConfig(VMFConfig):
         """w: the vMF factor's exponent. Tempering it by d/p makes the tempered exponent
         w·κ_p(ρ) ≈ κ_d(ρ): the vector counts as a d-dimensional one with the same typical
         cosine, whatever dimension it is written in."""
-        if self.view_weight is not None:
-            return self.view_weight
-        return min(1.0, EFFECTIVE_DIMENSION / self.dimension)
+        return view_weight(self.dimension, self.view_weight)

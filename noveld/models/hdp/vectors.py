@@ -11,7 +11,7 @@ import numpy as np
 
 from noveld.models.direction_prior import DirectionPrior
 from noveld.models.hybrid_batch import vector_merge_gains
-from noveld.models.hybrid_config import EFFECTIVE_DIMENSION
+from noveld.models.hybrid_config import PRIOR_COSINE, view_weight
 from noveld.models.kernels import vmf as vkern
 from noveld.models.kernels import vmf_table as vtable
 from noveld.models.suffstats import MultinomialStats
@@ -20,15 +20,6 @@ from noveld.models.vocabulary import DIMENSION_PREFIX
 
 #: the reserved entry holding a category's number of vectors
 VECTOR_COUNT_TOKEN = f"{DIMENSION_PREFIX}n"
-#: the typical member-to-mean cosine the direction prior's ρ starts from (the hybrid's)
-PRIOR_COSINE = 0.4
-
-
-def view_weight(dimension: int, configured: float | None) -> float:
-    """w, the vMF term's exponent: the configured one, else 64/p at most 1 (as the hybrid's)."""
-    if configured is not None:
-        return configured
-    return min(1.0, EFFECTIVE_DIMENSION / dimension)
 
 
 def unit_rows(emb: np.ndarray) -> np.ndarray:
