@@ -16,14 +16,23 @@ from noveld.models.kernels import hdp_scores as sc
 
 
 def dense_block(s: State, ws: list[int], k: int) -> float:
-    """Oracle of block_log_predictive: every topic scored; the unused topics form one class."""
+    """Oracle of block_log_predictive: the better of the MAP-topic reading (every topic scored,
+    the unused topics one class) and, when a topic is unused, all words in the first one."""
     phi = s.phi()
     okl_k = s.okl[k] if k >= 0 else np.zeros(N_TOPICS)
     ok_k = s.ok[k] if k >= 0 else 0.0
     own = np.zeros(N_TOPICS)
     empty = s.nl < sc.EMPTY_BELOW
     out = 0.0
+    fresh = 0.0
+    e = int(np.flatnonzero(empty)[0]) if empty.any() else -1
     for i, w in enumerate(ws):
+        if e >= 0:  # topic e's word distribution holds the earlier words of ws
+            weights = (ZETA + okl_k) * phi[:, w]
+            earlier = ws[:i].count(w)
+            weights[e] = (ZETA + okl_k[e] + i) * (BETA + s.nlw[w, e] + earlier)
+            weights[e] /= VBETA + s.nl[e] + i
+            fresh += math.log(weights.sum() / (N_TOPICS * ZETA + ok_k + i))
         weights = (ZETA + okl_k + own) * phi[:, w]
         out += math.log(weights.sum() / (N_TOPICS * ZETA + ok_k + i))
         unclaimed = np.flatnonzero(empty & (own == 0))
@@ -32,14 +41,7 @@ def dense_block(s: State, ws: list[int], k: int) -> float:
         if unclaimed.shape[0] and weights[unclaimed].sum() > cand[best]:
             best = int(unclaimed[0])
         own[best] += 1
-    return out
-
-
-def scratch(n: int, cap: int) -> tuple[np.ndarray, ...]:
-    return (
-        np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
-        np.empty(n), np.empty(n), np.empty((cap, 2 * n)), np.empty(cap + 1, np.int64),
-    )  # fmt: skip
+    return max(out, fresh) if e >= 0 else out
 
 
 def word_summaries(s: State, ws: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -48,6 +50,11 @@ def word_summaries(s: State, ws: list[int]) -> tuple[np.ndarray, np.ndarray, np.
     best = np.array([sc.best_used_topic(w, s.tw, s.ix, BETA, int(s.ctl[3])) for w in ws])
     empties = np.flatnonzero(s.nl < sc.EMPTY_BELOW)[:n]
     return sums, best, np.asarray(empties, dtype=np.int64), int(s.ctl[3])
+
+
+def earlier(ws: list[int]) -> np.ndarray:
+    """Each word's earlier occurrences in ws (the oracle of earlier_occurrences)."""
+    return np.array([ws[:i].count(w) for i, w in enumerate(ws)], dtype=float)
 
 
 docs = st.lists(st.integers(0, N_WORDS - 1), min_size=1, max_size=7)
@@ -63,9 +70,17 @@ def test_block_predictive_matches_the_dense_oracle(seed: int, ws: list[int]) -> 
     for k in [-1, *range(N_CATS)]:
         got = sc.block_log_predictive(
             arr, k, ZETA, BETA, s.tw, s.cat, s.ix, sums, best, empties, n_empty,
-            np.empty(len(ws), np.int64), np.empty(len(ws)),
+            np.empty(len(ws), np.int64), np.empty(len(ws)), VBETA, earlier(ws),
         )  # fmt: skip
         assert math.isclose(got, dense_block(s, ws, k), rel_tol=1e-10, abs_tol=1e-10)
+
+
+@given(st.lists(st.integers(0, 5), max_size=30))
+@settings(deadline=None)
+def test_earlier_occurrences_counts_each_words_earlier_copies(ws: list[int]) -> None:
+    got = np.full(len(ws), -1.0)
+    sc.earlier_occurrences(np.array(ws, dtype=np.int64), got)
+    np.testing.assert_array_equal(got, earlier(ws))
 
 
 @given(st.integers(0, 100_000), docs, st.sampled_from([0.0, 0.5]), st.sampled_from([0, 2, 15]))
@@ -92,19 +107,23 @@ def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(
         max(ZETA * t for t in top),
         max(n_empty * ZETA * phi[e, w] for w in ws for e in empties[: min(n, n_empty)]),
     )
+    fresh_e = int(empties[0]) if n_empty > 0 else -1
+    phi_e = phi[fresh_e, ws] if fresh_e >= 0 else np.full(n, -1.0)
     for out_arg in (outside * (1 + 1e-9), np.inf):  # the tight bound, and the loose one
         bound = np.empty(N_CATS + ROOM)
         sc.upper_bound_log_predictive(
             arr, ZETA, BETA, s.tw, s.cat, s.ix, N_CATS, sums, top, out_arg,
-            np.empty((N_CATS + ROOM, 2 * n)), bound, -np.inf, None, d, tau,
+            np.empty((N_CATS + ROOM, 2 * n)), bound, -np.inf, None, d, tau, earlier(ws),
+            phi_e, VBETA, fresh_e,
         )  # fmt: skip
         for k in range(N_CATS):
             assert bound[k] >= exact[k] - 1e-9, (k, bound[k], exact[k])
     logw = np.empty(N_CATS + ROOM + 1)
     total = np.empty(1)
     got = sc.choose_block_category(
-        arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS, scratch(n, N_CATS + ROOM),
-        logw, 0.5, True, total, np.zeros(N_CATS + ROOM + 1), False, d, tau,
+        arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS,
+        sc.block_scratch(n, N_CATS + ROOM), logw, 0.5, True, total, np.zeros(N_CATS + ROOM + 1),
+        False, d, tau,
     )  # fmt: skip
     assert got == int(np.argmax(exact))  # pruning by the bound never changes the argmax
     # the marginal: evaluated categories exactly, others by their bound or not at all (those
@@ -114,8 +133,9 @@ def test_upper_bound_holds_and_map_choice_is_the_exact_argmax(
     assert lse - slack <= total[0] <= lse + slack
     sampled = np.empty(1)
     sc.choose_block_category(
-        arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS, scratch(n, N_CATS + ROOM),
-        logw, 0.5, False, sampled, np.zeros(N_CATS + ROOM + 1), False, d, tau,
+        arr, ZETA, BETA, VBETA, GAMMA, s.tw, s.cat, s.ix, s.ctl, N_CATS,
+        sc.block_scratch(n, N_CATS + ROOM), logw, 0.5, False, sampled, np.zeros(N_CATS + ROOM + 1),
+        False, d, tau,
     )  # fmt: skip
     assert math.isclose(sampled[0], lse, rel_tol=1e-10)  # sampling scores every category
 

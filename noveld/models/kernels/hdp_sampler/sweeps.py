@@ -13,7 +13,7 @@ from noveld.models.kernels.hdp_sampler.steps import (
     table_category,
     word_table,
 )
-from noveld.models.kernels.hdp_scores.categories import choose_block_category
+from noveld.models.kernels.hdp_scores.categories import block_scratch, choose_block_category
 from noveld.models.kernels.hdp_scores.topics import CATS, Arrays, draw_topic
 from noveld.models.kernels.tempering import document_tempering
 
@@ -77,11 +77,7 @@ def sample_batch(
     for d in range(n_docs):
         max_len = max(max_len, doc_ptr[d + 1] - doc_ptr[d])
     wts = np.empty(max(okl.shape[1], okl.shape[0]) + 1)
-    scratch = (
-        np.empty(max_len), np.empty(max_len, dtype=np.int64), np.empty(max_len, dtype=np.int64),
-        np.empty(max_len, dtype=np.int64), np.empty(max_len), np.empty(max_len),
-        np.empty((okl.shape[0], 2 * max_len)), np.empty(okl.shape[0] + 1, dtype=np.int64),
-    )  # fmt: skip
+    scratch = block_scratch(max_len, okl.shape[0])
     ws = np.empty(max_len, dtype=np.int64)
     ys = np.empty(max_len, dtype=np.int64)
     idx = np.empty(max_len, dtype=np.int64)
@@ -225,11 +221,7 @@ def reseat_member(
     mk[k] = max(mk[k] - 1.0, 0.0)
     kmax = ctl[CATS]
     m = max(n, 1)
-    scratch = (
-        np.empty(m), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
-        np.empty(m, dtype=np.int64), np.empty(m), np.empty(m),
-        np.empty((okl.shape[0], 2 * m)), np.empty(okl.shape[0] + 1, dtype=np.int64),
-    )  # fmt: skip
+    scratch = block_scratch(m, okl.shape[0])
     logw = np.empty(max(okl.shape[1], okl.shape[0]) + 1)
     total = np.empty(1)
     extra = np.zeros(okl.shape[0] + 1)

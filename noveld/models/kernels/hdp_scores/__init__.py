@@ -12,8 +12,13 @@ batch-local counts. See :mod:`noveld.models.kernels.hdp_sampler` for the sampler
 Unused topics (``n_l < EMPTY_BELOW``) are exchangeable: in MAP mode they compete as one class.
 """
 
-from noveld.models.kernels.hdp_scores.blocks import block_log_predictive, group_log_predictive
+from noveld.models.kernels.hdp_scores.blocks import (
+    block_log_predictive,
+    earlier_occurrences,
+    group_log_predictive,
+)
 from noveld.models.kernels.hdp_scores.categories import (
+    block_scratch,
     choose_block_category,
     upper_bound_log_predictive,
 )
@@ -47,9 +52,11 @@ __all__ = [
     "Arrays",
     "best_used_topic",
     "block_log_predictive",
+    "block_scratch",
     "choose_block_category",
     "context_log_likelihood",
     "draw_topic",
+    "earlier_occurrences",
     "group_log_predictive",
     "list_unused",
     "phi",

@@ -15,13 +15,21 @@ from noveld.models.kernels.hdp_scores.topics import EMPTY_BELOW, Arrays, phi
 def block_log_predictive(
     ws: np.ndarray, k: int, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays,
     phi_sums: np.ndarray, best_used: np.ndarray, empties: np.ndarray, n_empty: int,
-    own_t: np.ndarray, own_c: np.ndarray,
+    own_t: np.ndarray, own_c: np.ndarray, vbeta: float, same: np.ndarray,
 ) -> float:  # fmt: skip
     """``log p(w_1..n | k)`` for a table of words ``ws`` (batch-local ids, not counted) under
-    category ``k`` (``k < 0``: a new one), topics summed out word by word (eqs. 4/5 × 7):
-    ``Σ_i log [Σ_l (ζ + O_kl + c_l) φ_l(w_i) / (Lζ + O_k + i)]``, ``c`` counting the topics the
-    earlier words took (each word's MAP topic under ``k``, ties to the lower topic, the unused
-    class — winning only when strictly heavier — claimed in ``empties`` order).
+    category ``k`` (``k < 0``: a new one), topics summed out word by word (eqs. 4/5 × 7), by
+    the better of two readings of the words' topics:
+
+    - each word its MAP topic: ``Σ_i log [Σ_l (ζ + O_kl + c_l) φ_l(w_i) / (Lζ + O_k + i)]``,
+      ``c`` counting the topics the earlier words took (ties to the lower topic, the unused
+      class — winning only when strictly heavier — claimed in ``empties`` order);
+    - when a topic is unused, all the words in the first one, ``e``, counted in its word
+      distribution as they come (``φ_e`` of the i-th word ``(β + n_ew + s_i)/(Vβ + n_e + i)``,
+      ``s_i = same[i]`` its earlier occurrences in ``ws``), as the collapsed model counts a
+      new topic's words. Without it a new story's words all score ``1/V`` however often the
+      document repeats them, and a long article can never open a category.
+
     ``phi_sums[i] = Σ_l φ_l(w_i)``; ``best_used[i]`` as :func:`best_used_topic`."""
     nlw, nl, inv, _ = tw
     okl, ok = cat[0], cat[1]
@@ -30,6 +38,9 @@ def block_log_predictive(
     n_own = 0
     claimed = 0
     out = 0.0
+    fresh = 0.0
+    e = empties[0] if n_empty > 0 else -1
+    o_e = okl[k, e] if k >= 0 and e >= 0 else 0.0
     base = ok[k] if k >= 0 else 0.0
     own = np.zeros(n_topics)  # own_c by topic, so a topic's own count is one look-up
     for i in range(ws.shape[0]):
@@ -44,6 +55,10 @@ def block_log_predictive(
                 v = (zeta + okl[k, y] + own[y]) * ph
                 if v > best_v or (v == best_v and y < best_l):
                     best_v, best_l = v, y
+        if e >= 0:
+            f = num - (zeta + o_e) * phi(w, e, nlw, inv, beta)
+            f += (zeta + o_e + i) * (beta + nlw[w, e] + same[i]) / (vbeta + nl[e] + i)
+            fresh += math.log(f / (n_topics * zeta + base + i))
         for j in range(n_own):
             y = own_t[j]
             ph = phi(w, y, nlw, inv, beta)
@@ -73,7 +88,21 @@ def block_log_predictive(
             own_c[n_own] = 1.0
             n_own += 1
         own[best_l] += 1.0
-    return out
+    return max(out, fresh) if e >= 0 else out
+
+
+@njit(cache=True)
+def earlier_occurrences(ws: np.ndarray, out: np.ndarray) -> None:
+    """``out[i]``: how many times ``ws[i]`` occurs in ``ws[:i]`` (a stable sort, so no array
+    over the vocabulary)."""
+    order = np.argsort(ws, kind="mergesort")
+    run = 0
+    for j in range(order.shape[0]):
+        if j > 0 and ws[order[j]] == ws[order[j - 1]]:
+            run += 1
+        else:
+            run = 0
+        out[order[j]] = run
 
 
 @njit(cache=True)

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from noveld.models.kernels.hdp import new_category_weight, table_weight
-from noveld.models.kernels.hdp_scores.blocks import block_log_predictive
+from noveld.models.kernels.hdp_scores.blocks import block_log_predictive, earlier_occurrences
 from noveld.models.kernels.hdp_scores.topics import (
     N_EMPTY,
     Arrays,
@@ -19,6 +19,17 @@ from noveld.models.kernels.hdp_scores.topics import (
     phi_sum,
     pick_log,
 )
+
+
+@njit(cache=True)
+def block_scratch(m: int, n_cats: int) -> Arrays:
+    """The ``scratch`` of :func:`choose_block_category` for tables of up to ``m`` words and up to
+    ``n_cats`` categories."""
+    return (
+        np.empty(m), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
+        np.empty(m, dtype=np.int64), np.empty(m), np.empty(m), np.empty((n_cats, 2 * m)),
+        np.empty(n_cats + 1, dtype=np.int64), np.empty(m), np.empty(m),
+    )  # fmt: skip
 
 
 @njit(cache=True)
@@ -45,7 +56,7 @@ def choose_block_category(
     enter with their bound, or not at all when even that is below the new category's weight
     (so it is within log(K + 1) of the truth, and in practice the pruned terms are many nats
     below the best)."""
-    phi_sums, best_used, empties, own_t, own_c, phi_top, acc, touched = scratch
+    phi_sums, best_used, empties, own_t, own_c, phi_top, acc, touched, same, phi_e = scratch
     nlw, nl, inv, _ = tw
     mk, alive = cat[2], cat[3]
     wz, wz_ptr, wzlen = ix[5], ix[6], ix[7]
@@ -55,7 +66,9 @@ def choose_block_category(
         phi_sums[i] = phi_sum(ws[i], tw, ix, beta)
         best_used[i] = best_used_topic(ws[i], tw, ix, beta, n_empty)
     n_empty = list_unused(ctl, nl, n, empties)
-    args = (zeta, beta, tw, cat, ix, phi_sums, best_used, empties, n_empty, own_t, own_c)
+    earlier_occurrences(ws, same)
+    args = (zeta, beta, tw, cat, ix, phi_sums, best_used, empties, n_empty, own_t, own_c, vbeta,
+            same)  # fmt: skip
     new_w = new_category_weight(gamma, discount, mk, alive, kmax)
     logw[kmax] = math.log(new_w) + tau * block_log_predictive(ws, -1, *args) + extra[kmax]
     if not deterministic:
@@ -76,6 +89,7 @@ def choose_block_category(
         outside = max(outside, zeta * top)
         for j in range(min(n, n_empty)):  # the unused class, with the topics it may claim
             outside = max(outside, n_empty * zeta * phi(w, empties[j], nlw, inv, beta))
+        phi_e[i] = phi(w, empties[0], nlw, inv, beta) if n_empty > 0 else -1.0
     # below this floor a category's words cannot reach the new category's exact score, whatever
     # its extra term (at most the largest): no logarithm for it
     floor = logw[kmax] - 1e-9
@@ -86,7 +100,8 @@ def choose_block_category(
         floor -= top_extra
     upper_bound_log_predictive(ws, zeta, beta, tw, cat, ix, kmax, phi_sums, phi_top,
                                outside * (1.0 + 1e-9), acc, logw, floor, touched,
-                               discount, tau)  # fmt: skip
+                               discount, tau, same, phi_e, vbeta,
+                               empties[0] if n_empty > 0 else -1)  # fmt: skip
     if has_extra:
         for k in range(kmax):
             logw[k] += extra[k]
@@ -127,7 +142,8 @@ def upper_bound_log_predictive(
     ws: np.ndarray, zeta: float, beta: float, tw: Arrays, cat: Arrays, ix: Arrays, kmax: int,
     phi_sums: np.ndarray, phi_top: np.ndarray, outside: float, acc: np.ndarray,
     out: np.ndarray, floor: float = -np.inf, touched: np.ndarray | None = None,
-    discount: float = 0.0, tau: float = 1.0,
+    discount: float = 0.0, tau: float = 1.0, same: np.ndarray | None = None,
+    phi_e: np.ndarray | None = None, vbeta: float = 1.0, fresh_e: int = -1,
 ) -> None:  # fmt: skip
     """``out[k] ≥ log (m_k − d) + τ block_log_predictive(ws, k)`` for every category
     ``k < kmax`` (−inf when it cannot be chosen), with no logarithm per word (one per
@@ -139,7 +155,9 @@ def upper_bound_log_predictive(
     own topics add at most ``i × max_l φ_l(w_i)`` (``phi_top[i]``) — or, when every word's MAP
     topic under k provably stays among k's topics (the weight ``O_kl β inv[y]`` of k's heaviest
     topic exceeds ``outside``, the most any other topic or the unused class can weigh without
-    own counts), at most ``i × max_{y∈k} φ_l(w_i)``.
+    own counts), at most ``i × max_{y∈k} φ_l(w_i)``. With a fresh topic ``fresh_e`` (its
+    ``φ_e(w_i)`` in ``phi_e``, the words' earlier occurrences in ``same``), the reading with
+    all words in it adds at most ``s_i max(1, (ζ + O_ke)/(Vβ + n_e)) + i φ_e(w_i)`` instead.
 
     A bound at or below ``floor`` is written as −inf without taking its logarithm (the caller
     already holds a score that high). ``touched`` (int scratch, ``kmax + 1`` entries) lets only
@@ -192,13 +210,18 @@ def upper_bound_log_predictive(
             max_inv = max(max_inv, inv[y])
         b *= beta
         inside = beta * heaviest > outside
+        g = 0.0  # the fresh reading's weight on a word's earlier occurrences
+        if fresh_e >= 0:
+            g = max(1.0, (zeta + okl[k, fresh_e]) / (vbeta + nl[fresh_e]))
         lw = 0.0
         prod = 1.0 if tempered else table_weight(mk[k], discount)
         for i in range(n):
             a_i = acc[k, i] if reached else 0.0
             a_max = acc[k, n + i] if reached else 0.0
-            own = beta * max_inv + a_max if inside else phi_top[i]
-            prod *= (zeta * phi_sums[i] + b + a_i + i * own) / (n_topics * zeta + ok[k] + i)
+            own = i * (beta * max_inv + a_max if inside else phi_top[i])
+            if fresh_e >= 0 and same is not None and phi_e is not None:
+                own = max(own, same[i] * g + i * phi_e[i])
+            prod *= (zeta * phi_sums[i] + b + a_i + own) / (n_topics * zeta + ok[k] + i)
             if prod < 1e-250:
                 lw += math.log(prod)
                 prod = 1.0
