@@ -156,8 +156,10 @@ def upper_bound_log_predictive(
     topic under k provably stays among k's topics (the weight ``O_kl β inv[y]`` of k's heaviest
     topic exceeds ``outside``, the most any other topic or the unused class can weigh without
     own counts), at most ``i × max_{y∈k} φ_l(w_i)``. With a fresh topic ``fresh_e`` (its
-    ``φ_e(w_i)`` in ``phi_e``, the words' earlier occurrences in ``same``), the reading with
-    all words in it adds at most ``s_i max(1, (ζ + O_ke)/(Vβ + n_e)) + i φ_e(w_i)`` instead.
+    ``φ_e(w_i)`` in ``phi_e``, the words' earlier occurrences ``s_i`` in ``same``), the reading
+    with all words in it adds at most ``(s_i (ζ + O_ke + i) + i (β + n_ew)) / (Vβ + n_e + i)``
+    instead (its exact gain with the term ``−(ζ + O_ke) i (β + n_ew) / ((Vβ + n_e)(Vβ + n_e
+    + i))`` dropped).
 
     A bound at or below ``floor`` is written as −inf without taking its logarithm (the caller
     already holds a score that high). ``touched`` (int scratch, ``kmax + 1`` entries) lets only
@@ -210,9 +212,8 @@ def upper_bound_log_predictive(
             max_inv = max(max_inv, inv[y])
         b *= beta
         inside = beta * heaviest > outside
-        g = 0.0  # the fresh reading's weight on a word's earlier occurrences
-        if fresh_e >= 0:
-            g = max(1.0, (zeta + okl[k, fresh_e]) / (vbeta + nl[fresh_e]))
+        c_e = zeta + okl[k, fresh_e] if fresh_e >= 0 else 0.0  # the fresh topic's weight in k
+        d_e = vbeta + nl[fresh_e] if fresh_e >= 0 else 1.0
         lw = 0.0
         prod = 1.0 if tempered else table_weight(mk[k], discount)
         for i in range(n):
@@ -220,7 +221,7 @@ def upper_bound_log_predictive(
             a_max = acc[k, n + i] if reached else 0.0
             own = i * (beta * max_inv + a_max if inside else phi_top[i])
             if fresh_e >= 0 and same is not None and phi_e is not None:
-                own = max(own, same[i] * g + i * phi_e[i])
+                own = max(own, (same[i] * (c_e + i) + i * phi_e[i] * d_e) / (d_e + i))
             prod *= (zeta * phi_sums[i] + b + a_i + own) / (n_topics * zeta + ok[k] + i)
             if prod < 1e-250:
                 lw += math.log(prod)
