@@ -102,3 +102,30 @@ def test_a_replica_seats_against_the_others_commits_and_applies_each_once(
     stats = b.state.stats
     assert sum(stats.mass(stats.active_slots())) == pytest.approx(docs)
     assert same_counts(loaded, b.state)
+
+
+def test_a_lone_writer_stops_reading_before_seating_until_another_writer_commits(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """One replica makes the pre-seat read once (it finds nobody) and then no more, so it pays
+    no round trip per batch; another replica's commit, applied at its next commit, turns the
+    read back on."""
+    client = redis.Redis.from_url(redis_url)
+    settings = load_settings(
+        None, {"namespace": "lone", "dlq": str(tmp_path / "dlq.jsonl"),
+               "model": {"deterministic": True}},
+    )  # fmt: skip
+    fill = [str(d["text"]) for d in generate(SynthConfig(n_docs=80, n_stories=8, seed=3))]
+    step = PartitionFeed().step
+    (a, a_store) = replica(client, settings, "in:0")
+
+    for i in range(4):
+        step(a, 0, fill[10 * i : 10 * i + 10])
+    assert not a_store.others_writing  # the first batch's read found no other writer
+    (b, _) = replica(client, settings, "in:1")
+    step(b, 1, fill[40:50])
+    step(a, 0, fill[50:60])  # applies b's entry at its commit: reading again
+    assert a_store.others_writing
+    step(b, 1, fill[60:70])
+    step(a, 0, fill[70:80])
+    assert a_store.refreshed == 1  # b's second batch, before a seated its last

@@ -158,6 +158,8 @@ class Commit(Vocabulary):
         for k, v in counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
         seq, foreign = int(seq), int(foreign)
+        self.others_writing = foreign > 0 or self._seen_others
+        self._seen_others = False
         if foreign > 0:  # others' batches are in the stored summaries, not in this table
             self.stories_in_step = False
         own = seq if blob else None
@@ -181,8 +183,13 @@ class Commit(Vocabulary):
         documents they seated per cluster. :attr:`last_seq` moves past them, so the next
         commit applies only what follows. Nothing happens under the single writer's lease,
         nor when the read finds the vocabulary compacted or the entries trimmed since: the
-        commit then refuses or reloads as it would without the refresh."""
+        commit then refuses or reloads as it would without the refresh. A writer that found
+        no other writer's entry over its last batch (neither its refresh nor its commit) skips
+        the read, so a lone replica pays nothing; its next commit that applies one turns the
+        refresh back on."""
         if self.lease_ms > 0:  # svi: its step does not commute; the lease refuses instead
+            return {}
+        if not self.others_writing:
             return {}
         pipe = self.client.pipeline(transaction=True)
         pipe.hget(self.keys["meta"], "vocab_gen")
@@ -191,6 +198,7 @@ class Commit(Vocabulary):
             raw_gen, entries = pipe.execute()
         except redis.ResponseError:  # a damaged key: the commit's checks name it
             return {}
+        self._seen_others |= bool(entries)
         if not entries or int(text(raw_gen or b"0")) != self.vocab_gen:
             return {}
         upto = int(text(entries[-1][0]).split("-")[0])
