@@ -45,7 +45,8 @@ class BatchSettings(Section):
         description=(
             "Redis: before seating a batch, take in what other replicas of the namespace "
             "committed since this replica's last commit (one read), so it seats against the "
-            "newest shared model; off: only at its own commits. No effect with one replica"
+            "newest shared model (skipped while no other replica commits); off: only at its "
+            "own commits"
         ),
     )
     prefetch: bool = Field(
