@@ -14,9 +14,10 @@ Documents are keyed by line number onto 4 partitions (Kafka's murmur2 partitione
 once its previous batch committed: what has arrived by then (at least one document) up to its
 share of ``--batch-size`` (``batch.share``; ``--whole-batches``: all of it), produced at
 ``--rate`` (``--max-wait-ms``: waits for a full batch, that long at most after its first
-document), and commits ``--step-ms`` + ``--doc-ms`` per document later. Before it seats a
-batch a replica applies the others' commits that landed by its poll (``batch.refresh``, the
-pre-seat refresh); ``--no-refresh``: only at its own commit. ``--lag-free``: every replica
+document; the daemon's Kafka poll does not wait so), and commits ``--step-ms`` +
+``--doc-ms`` per document later. Before it seats a batch a replica applies the others'
+commits that landed by its poll (``batch.refresh``, the pre-seat refresh); ``--no-refresh``:
+only at its own commit. ``--lag-free``: every replica
 applies every earlier commit before it seats a batch, also those landing while it steps.
 Each replica's novelty tracker is fed as the daemon feeds it
 (:func:`noveld.daemon.stages.novelty.observe`, and the documents the applied deltas seated,
