@@ -3,13 +3,15 @@
     python benchmarks/bench_redis_commit.py [--data FILE] [--batch-size 1000] [--times 5]
                                              [--redis-url URL] [--replica [--replicas-to-ack 1]]
                                              [--appendfsync everysec|always]
-                                             [--likelihood multinomial|edcm]
+                                             [--likelihood multinomial|edcm] [--no-refresh]
 
 Without --redis-url a private Redis-protocol server is started (tests/servers/), with
 --replica also a replica of it. Runs the real pipeline with the RedisStore and reports the
 commit stage per batch (p50/p99), the publish stage (where ``--replicas-to-ack`` waits for the
 replica) and throughput. ``--appendfsync always`` runs the private server with an fsync per
 write (what docs/operations.md recommends), to measure its cost against ``everysec``.
+``--no-refresh`` turns ``batch.refresh`` off, to measure what the pre-seat read costs a lone
+writer (it finds nothing to apply).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from noveld.daemon.pipeline import Pipeline  # noqa: E402
 from noveld.daemon.runner import settle_heap  # noqa: E402
 from noveld.daemon.settings import load_settings  # noqa: E402
 from noveld.daemon.sinks import CollectingEvents, FileDeadLetters  # noqa: E402
+from noveld.state.base import NamespaceState  # noqa: E402
 from noveld.state.redis.store import RedisStore  # noqa: E402
 
 
@@ -45,6 +48,7 @@ def run(
     times: int,
     replicas_to_ack: int = 0,
     likelihood: str = "multinomial",
+    refresh: bool = True,
 ) -> None:
     client = redis.Redis.from_url(url)
     client.flushall()
@@ -54,11 +58,21 @@ def run(
             {
                 "namespace": "bench",
                 "dlq": f"{tmp}/dlq.jsonl",
-                "batch": {"max_docs": batch_size},
+                "batch": {"max_docs": batch_size, "refresh": refresh},
                 "model": {"likelihood": likelihood},
             },
         )
         store = RedisStore(client, "bench", replicas_to_ack=replicas_to_ack)
+        refreshes: list[float] = []  # the pre-seat read's time per batch
+        take_in = store.refresh
+
+        def timed_refresh(state: NamespaceState) -> dict[int, int]:
+            t = time.perf_counter()
+            seated = take_in(state)
+            refreshes.append(time.perf_counter() - t)
+            return seated
+
+        store.refresh = timed_refresh  # type: ignore[method-assign]
         sink = CollectingEvents()
         pipe = Pipeline(
             settings,
@@ -95,6 +109,12 @@ def run(
         f"batches: {len(commits)} of {batch_size} docs; {n:,} docs in {dt:.2f} s "
         f"({n / dt:,.0f} docs/s, pipeline + Redis); {likelihood}, {clusters:,} clusters at the end"
     )
+    t = np.array(total[1:]) * 1e3
+    r = np.array(refreshes[1:] or [0.0]) * 1e3
+    print(
+        f"batch (all stages): p50 {np.median(t):.2f} ms; refresh "
+        + (f"p50 {np.median(r):.3f} ms  p99 {np.percentile(r, 99):.3f} ms" if refresh else "off")
+    )
     print(
         f"commit per batch: p50 {np.median(c):.2f} ms  p99 {np.percentile(c, 99):.2f} ms  "
         f"max {c.max():.2f} ms"
@@ -127,10 +147,12 @@ def main() -> None:
         default="everysec",
         help="the private server's AOF fsync policy",
     )
+    p.add_argument("--no-refresh", action="store_true", help="batch.refresh off")
     a = p.parse_args()
     print(f"machine: {machine()}")
     if a.redis_url:
-        run(a.redis_url, a.data, a.batch_size, a.times, a.replicas_to_ack, a.likelihood)
+        run(a.redis_url, a.data, a.batch_size, a.times, a.replicas_to_ack, a.likelihood,
+            not a.no_refresh)  # fmt: skip
         return
     with RedisServer(extra_args=["--appendfsync", a.appendfsync]) as server:
         replica = start_replica(server) if a.replica else None
@@ -139,7 +161,8 @@ def main() -> None:
                 f"server: private, AOF {a.appendfsync}, {server.url}"
                 + (f", one replica; replicas_to_ack {a.replicas_to_ack}" if replica else "")
             )
-            run(server.url, a.data, a.batch_size, a.times, a.replicas_to_ack, a.likelihood)
+            run(server.url, a.data, a.batch_size, a.times, a.replicas_to_ack, a.likelihood,
+                not a.no_refresh)  # fmt: skip
         finally:
             if replica is not None:
                 replica.stop()

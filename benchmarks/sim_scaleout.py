@@ -5,17 +5,23 @@ minutes — to find where N replicas lose quality against one.
 
     python benchmarks/sim_scaleout.py [--data FILE] [--replicas 1 4] [--batch-size 256]
                                       [--rate 1000] [--step-ms 50] [--doc-ms 5]
-                                      [--whole-batches] [--lag-free] [--own-docs-only]
-                                      [--young-docs N]
+                                      [--max-wait-ms 0]
+                                      [--whole-batches] [--lag-free | --no-refresh]
+                                      [--own-docs-only] [--young-docs N]
 
 Documents are keyed by line number onto 4 partitions (Kafka's murmur2 partitioner, as
 ``bench_scaleout`` produces them); replica r of N holds partitions r, r+N, ... A replica polls
 once its previous batch committed: what has arrived by then (at least one document) up to its
 share of ``--batch-size`` (``batch.share``; ``--whole-batches``: all of it), produced at
-``--rate``, and commits ``--step-ms`` + ``--doc-ms`` per document later. ``--lag-free``: every
-replica applies every earlier commit before it seats a batch. Each replica's novelty tracker
-is fed as the daemon feeds it (:func:`noveld.daemon.stages.novelty.observe`, and the documents
-the applied deltas seated, as the Redis commit counts them); ``--own-docs-only``: only the
+``--rate`` (``--max-wait-ms``: waits for a full batch, that long at most after its first
+document; the daemon's Kafka poll does not wait so), and commits ``--step-ms`` +
+``--doc-ms`` per document later. Before it seats a batch a replica applies the others'
+commits that landed by its poll (``batch.refresh``, the pre-seat refresh); ``--no-refresh``:
+only at its own commit. ``--lag-free``: every replica
+applies every earlier commit before it seats a batch, also those landing while it steps.
+Each replica's novelty tracker is fed as the daemon feeds it
+(:func:`noveld.daemon.stages.novelty.observe`, and the documents the applied deltas seated,
+as the Redis commit and refresh count them); ``--own-docs-only``: only the
 documents a replica seats count towards its candidates.
 
 Scored like ``bench_scaleout``: each document's emitted cluster with every merge applied; the
@@ -27,6 +33,7 @@ stories undone and with every story's duplicate clusters merged.
 from __future__ import annotations
 
 import argparse
+import bisect
 import heapq
 import sys
 from collections import Counter, defaultdict
@@ -142,21 +149,27 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
     cap = [a.batch_size if a.whole_batches else batch_share(a.batch_size, len(ps), PARTITIONS)
            for ps in parts_of]  # fmt: skip
 
-    def next_batch(r: int, free: float) -> tuple[float, int, list[int]]:
+    def next_batch(r: int, free: float) -> tuple[float, int, list[int], float]:
         """Replica r's next poll once it is free at ``free``: what has arrived (at least one
-        document: the poll waits for it), up to a batch; with its commit time."""
+        document: the poll waits for it), up to a batch; with its commit time and the poll's.
+        With ``--max-wait-ms`` the poll waits for a full batch, at most that long after its
+        first document arrived (``batch.max_wait_ms``)."""
         docs = mine[r]
         start = max(free, (docs[read[r]] + 1) / a.rate)
+        if a.max_wait_ms > 0:
+            full = docs[min(read[r] + cap[r], len(docs)) - 1]
+            start = max(free, min((full + 1) / a.rate, start + a.max_wait_ms / 1e3))
         end = read[r] + 1
         while end < len(docs) and end - read[r] < cap[r] and (docs[end] + 1) / a.rate <= start:
             end += 1
         idx = docs[read[r] : end]
         read[r] = end
-        return start + (a.step_ms + a.doc_ms * len(idx)) / 1e3, r, idx
+        return start + (a.step_ms + a.doc_ms * len(idx)) / 1e3, r, idx, start
 
     heap = [next_batch(r, 0.0) for r in range(n) if mine[r]]
     heapq.heapify(heap)
-    log: list[tuple[int, Any]] = []
+    log: list[tuple[int, Any, list[int]]] = []
+    landed: list[float] = []  # each log entry's commit time, ascending
     offsets = [0] * PARTITIONS
     emitted = np.full(len(rows), -1, dtype=np.int64)
     into: dict[int, int] = {}
@@ -164,13 +177,15 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
     announced: list[tuple[int, int, int]] = []  # (uid, founding doc, confirming doc)
     sizes: list[int] = []
     while heap:
-        t, r, idx = heapq.heappop(heap)
+        t, r, idx, polled = heapq.heappop(heap)
         if read[r] < len(mine[r]):
             heapq.heappush(heap, next_batch(r, t))
         sizes.append(len(idx))
         rep = replicas[r]
         if a.lag_free:
             catch_up(rep, log, r, not a.own_docs_only)
+        elif not a.no_refresh:  # the commits that landed by the poll
+            catch_up(rep, log, r, not a.own_docs_only, bisect.bisect_right(landed, polled))
         docs = [DecodedDocument(id=str(i), text=str(rows[i]["text"])) for i in idx]
         batch, empty = feat.featurize(docs)
         keep = [i for j, i in enumerate(idx) if j not in set(empty)]
@@ -195,16 +210,20 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
             into[src] = dst
         born += [(u, keep[d]) for u, d, _ in res.born]
         log.append((r, res.delta, idx))
+        landed.append(t)
         if not a.lag_free:
             catch_up(rep, log, r, not a.own_docs_only)
     return {"emitted": emitted, "into": into, "born": born, "announced": announced,
             "batch": float(np.median(sizes))}  # fmt: skip
 
 
-def catch_up(rep: Replica, log: list[tuple[int, Any, list[int]]], r: int, count: bool) -> None:
-    """Apply the other replicas' entries this replica has not read, as the Redis commit does;
-    with ``count`` the documents they seated count towards its candidates."""
-    upto = len(log)
+def catch_up(
+    rep: Replica, log: list[tuple[int, Any, list[int]]], r: int, count: bool, upto: int = -1
+) -> None:
+    """Apply the other replicas' entries this replica has not read (up to entry ``upto``, all
+    by default), as the Redis commit and refresh do; with ``count`` the documents they seated
+    count towards its candidates."""
+    upto = len(log) if upto < 0 else max(upto, rep.last_seq)
     deltas = [d for writer, d, _ in log[rep.last_seq : upto] if writer != r]
     for d in deltas:
         replay_delta(rep.stats, d, rep.model.config.half_life_docs,
@@ -324,9 +343,15 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
     p.add_argument("--step-ms", type=float, default=50, help="a step's fixed time until commit")
     p.add_argument("--doc-ms", type=float, default=5.0, help="a step's time per document")
+    p.add_argument("--max-wait-ms", type=float, default=0,
+                   help="a poll waits this long at most for a full batch")  # fmt: skip
     p.add_argument("--whole-batches", action="store_true",
                    help="each replica polls a whole batch, not its share of one")  # fmt: skip
     p.add_argument("--lag-free", action="store_true", help="apply all commits before seating")
+    p.add_argument(
+        "--no-refresh", action="store_true",
+        help="take in the others' commits only at a replica's own commit (batch.refresh off)",
+    )  # fmt: skip
     p.add_argument("--own-docs-only", action="store_true",
                    help="only its own documents count for a replica's candidates")  # fmt: skip
     p.add_argument("--young-docs", type=int, help="the models' young_docs (merge horizon)")
@@ -339,7 +364,8 @@ def main() -> None:
     print(
         f"data: {a.data} ({len(rows):,} docs), {PARTITIONS} partitions, batch {a.batch_size}"
         f"{' whole' if a.whole_batches else ' shared'} at {a.rate:,.0f} docs/s, step "
-        f"{a.step_ms:g} ms + {a.doc_ms:g} ms/doc{', lag-free' if a.lag_free else ''}"
+        f"{a.step_ms:g} ms + {a.doc_ms:g} ms/doc, max wait {a.max_wait_ms:g} ms, "
+        f"{'lag-free' if a.lag_free else 'no refresh' if a.no_refresh else 'refresh at poll'}"
     )
     print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merges':>6} {'bad':>4} "
           f"{'batch':>5} {'bad undone':>10} {'dups merged':>11} {'announced':>9} {'nov P':>5} "

@@ -40,6 +40,15 @@ class BatchSettings(Section):
             "the replicas together seat about one batch between two exchanges of deltas"
         ),
     )
+    refresh: bool = Field(
+        True,
+        description=(
+            "Redis: before seating a batch, take in what other replicas of the namespace "
+            "committed since this replica's last commit (one read), so it seats against the "
+            "newest shared model (skipped while no other replica commits); off: only at its "
+            "own commits"
+        ),
+    )
     prefetch: bool = Field(
         False,
         description=(

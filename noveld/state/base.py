@@ -124,6 +124,12 @@ class StateStore(Protocol):
     def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
         """Prepare the statistics for a batch from these partitions (cluster uid range)."""
 
+    def refresh(self, state: NamespaceState) -> dict[int, int]:
+        """Apply to ``state`` what other writers committed since this writer last took their
+        commits in (a shared store; nothing elsewhere), before it seats a batch; the
+        documents they seated per cluster uid (as :attr:`CommitResult.foreign_docs`). What a
+        refresh applied, the next commit does not apply again."""
+
     def commit(self, state: NamespaceState, request: CommitRequest) -> CommitResult:
         """Apply a batch atomically (all or nothing); a shared store also applies what other
         writers committed meanwhile to ``state``."""

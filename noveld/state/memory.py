@@ -141,6 +141,10 @@ class MemoryStore:
     def before_batch(self, state: NamespaceState, first_offsets: dict[str, int]) -> None:
         """Nothing to prepare: one writer, one uid sequence."""
 
+    def refresh(self, state: NamespaceState) -> dict[int, int]:
+        """Nothing to take in: no other writer."""
+        return {}
+
     def compact_vocabulary(
         self,
         state: NamespaceState,

@@ -34,6 +34,8 @@ def test_a_story_opened_by_two_hdp_replicas_at_once_becomes_one_category(
             "dlq": str(tmp_path / "dlq.jsonl"),
             "model": {"kind": "hdp", "deterministic": True},
             "events": {"assignments": "batch"},
+            # b seats the story as if at once with a (a's commit landing while b steps)
+            "batch": {"refresh": False},
         },
     )
     pipes = []

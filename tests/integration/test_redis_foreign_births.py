@@ -30,17 +30,20 @@ def replica(client: redis.Redis, settings: Settings, key: str) -> Pipeline:
     return pipe
 
 
+@pytest.mark.parametrize("refresh", [True, False])
 def test_a_story_seated_on_two_replicas_is_confirmed_by_both_and_announced_once(
-    redis_url: str, tmp_path: Path
+    redis_url: str, tmp_path: Path, refresh: bool
 ) -> None:
     """a opens the volcano story with one document; b, having taken in a's cluster, seats two
     more into it. Neither replica alone holds min_size (3) documents of it; a counts b's two
-    from b's delta and announces the story at its next batch, founded by its own document."""
+    from b's delta — before seating its next batch (``batch.refresh``), which confirms the
+    story, or at that batch's commit, and then the batch after confirms it — and announces
+    the story once, founded by its own document."""
     client = redis.Redis.from_url(redis_url)
     settings = load_settings(
         None,
-        {"namespace": "foreign", "dlq": str(tmp_path / "dlq.jsonl"),
-         "model": {"deterministic": True}},
+        {"namespace": f"foreign-{refresh}", "dlq": str(tmp_path / "dlq.jsonl"),
+         "model": {"deterministic": True}, "batch": {"refresh": refresh}},
     )  # fmt: skip
     a, b = replica(client, settings, "in:0"), replica(client, settings, "in:1")
     fill = [str(d["text"]) for d in generate(SynthConfig(n_docs=120, n_stories=12, seed=5))]
@@ -54,9 +57,12 @@ def test_a_story_seated_on_two_replicas_is_confirmed_by_both_and_announced_once(
     step(a, 0, [*fill[60:80], VOLCANO])  # the story opens on a: one document
     step(b, 1, fill[80:85])  # b takes in a's cluster at its commit
     step(b, 1, [VOLCANO, VOLCANO])  # and seats two more documents of the story
-    step(a, 0, fill[85:95])  # a takes in b's batches at its commit
-    assert any(c.foreign_docs for c in a_commits)
-    step(a, 0, fill[95:105])  # and confirms the story with this batch
+    step(a, 0, fill[85:95])  # a takes in b's batches before seating, or at its commit
+    assert bool(a_commits[-1].foreign_docs) is not refresh
+    # b's last two batches (a's commit took the first in: its first batch had found no other
+    # writer, so a's second did not read before seating)
+    assert a.store.refreshed == (2 if refresh else 0)  # type: ignore[attr-defined]
+    step(a, 0, fill[95:105])
     step(b, 1, fill[105:115])
     assert isinstance(a.events, CollectingEvents) and isinstance(b.events, CollectingEvents)
     events = a.events.events + b.events.events
@@ -69,4 +75,5 @@ def test_a_story_seated_on_two_replicas_is_confirmed_by_both_and_announced_once(
     assert born in a.events.events
     assert int(born["cluster_id"][1:]) >> UID_SLOT_BITS == 0  # a's cluster
     assert born["founding_doc_id"] == "f0-50"
-    assert (born["confirmed_at"]["partition"], born["confirmed_at"]["offset"]) == (0, 61)
+    confirmed_at = born["confirmed_at"]["partition"], born["confirmed_at"]["offset"]
+    assert confirmed_at == ((0, 51) if refresh else (0, 61))

@@ -46,6 +46,16 @@ def reserved_ids(
     return [int(i) for i in ids if i is not None]
 
 
+def refresh(store: StateStore, live: LiveNamespace) -> None:
+    """Take in what other writers committed since this one last did (``batch.refresh``):
+    their statistics, the words they added and, for the novelty candidates, the documents
+    they seated."""
+    seated = store.refresh(live.state)
+    if len(live.state.vocab) > len(live.vocab):  # words other writers added
+        live.vocab.extend(live.state.vocab[len(live.vocab) :])
+    live.tracker.count_foreign(seated)
+
+
 def fit(
     model: ClusterModel,
     store: StateStore,

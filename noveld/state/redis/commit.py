@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import redis
+
 from noveld.models.dpmm import replay_delta
 from noveld.models.kernels import multinomial as kern
 from noveld.models.novelty import seated_by_cluster
@@ -156,6 +158,8 @@ class Commit(Vocabulary):
         for k, v in counters.items():
             state.counters[k] = state.counters.get(k, 0) + v
         seq, foreign = int(seq), int(foreign)
+        self.others_writing = foreign > 0 or self._seen_others
+        self._seen_others = False
         if foreign > 0:  # others' batches are in the stored summaries, not in this table
             self.stories_in_step = False
         own = seq if blob else None
@@ -173,6 +177,40 @@ class Commit(Vocabulary):
             self.checkpoint(state)
         return CommitResult(CommitOutcome.COMMITTED, left_out, foreign_docs=seated)
 
+    def refresh(self, state: NamespaceState) -> dict[int, int]:
+        """Apply the log entries other writers appended since this writer's last commit or
+        refresh (one read), so its next batch is seated against the newest shared model; the
+        documents they seated per cluster. :attr:`last_seq` moves past them, so the next
+        commit applies only what follows. Nothing happens under the single writer's lease,
+        nor when the read finds the vocabulary compacted or the entries trimmed since: the
+        commit then refuses or reloads as it would without the refresh. A writer that found
+        no other writer's entry over its last batch (neither its refresh nor its commit) skips
+        the read, so a lone replica pays nothing; its next commit that applies one turns the
+        refresh back on."""
+        if self.lease_ms > 0:  # svi: its step does not commute; the lease refuses instead
+            return {}
+        if not self.others_writing:
+            return {}
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hget(self.keys["meta"], "vocab_gen")
+        pipe.xrange(self.keys["log"], f"{self.last_seq + 1}-0", "+")
+        try:
+            raw_gen, entries = pipe.execute()
+        except redis.ResponseError:  # a damaged key: the commit's checks name it
+            return {}
+        self._seen_others |= bool(entries)
+        if not entries or int(text(raw_gen or b"0")) != self.vocab_gen:
+            return {}
+        upto = int(text(entries[-1][0]).split("-")[0])
+        try:
+            seated = self._take_in(state, self.last_seq, upto, entries)
+        except (_Trimmed, StaleVocabulary):
+            return {}
+        self.last_seq = upto
+        self.stories_in_step = False  # the stored summaries hold others' batches now
+        self.refreshed += len(entries)
+        return seated
+
     def _apply_foreign(self, state: NamespaceState, after: int, upto: int) -> dict[int, int]:
         """Apply other writers' log entries (after, upto] to the in-memory statistics; the
         documents they seated per cluster (:func:`seated_by_cluster`). If a
@@ -181,18 +219,8 @@ class Commit(Vocabulary):
         of its state: :attr:`vocab_gen` moves on and the caller rebuilds from it)."""
         gen = self.vocab_gen
         entries = self.client.xrange(self.keys["log"], f"{after + 1}-0", f"{upto}-1")
-        seqs = [int(text(i).split("-")[0]) for i, _ in entries]
         try:
-            if seqs != list(range(after + 1, upto + 1)):
-                raise _Trimmed  # a checkpoint trimmed entries this replica had not read
-            deltas = [self._delta(sid, fields) for sid, fields in entries]
-            width = max(
-                (int(d.word_ids.max()) + 1 for d in deltas if d.word_ids.shape[0]), default=0
-            )
-            if width > len(state.vocab):
-                self.intern(state, len(state.vocab), [])
-            for (sid, _), d in zip(entries, deltas, strict=True):
-                self._check_delta(sid, d, len(state.vocab))
+            return self._take_in(state, after, upto, entries)
         except (_Trimmed, StaleVocabulary):
             fresh = self._read_state(state.fingerprint)
             if fresh is None:
@@ -207,6 +235,22 @@ class Commit(Vocabulary):
                     fresh.novelty, fresh.offsets, fresh.counters,
                 )  # fmt: skip
             return {}
+
+    def _take_in(
+        self, state: NamespaceState, after: int, upto: int, entries: list[Any]
+    ) -> dict[int, int]:
+        """Apply the log entries (after, upto] read as ``entries``; raises _Trimmed or
+        StaleVocabulary (words may have been added to ``state``, nothing else) when they
+        are not all there or their word ids are beyond the vocabulary."""
+        seqs = [int(text(i).split("-")[0]) for i, _ in entries]
+        if seqs != list(range(after + 1, upto + 1)):
+            raise _Trimmed  # a checkpoint trimmed entries this replica had not read
+        deltas = [self._delta(sid, fields) for sid, fields in entries]
+        width = max((int(d.word_ids.max()) + 1 for d in deltas if d.word_ids.shape[0]), default=0)
+        if width > len(state.vocab):
+            self.intern(state, len(state.vocab), [])
+        for (sid, _), d in zip(entries, deltas, strict=True):
+            self._check_delta(sid, d, len(state.vocab))
         for d in deltas:
             replay_delta(
                 state.stats,

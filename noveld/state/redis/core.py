@@ -64,6 +64,11 @@ class StoreCore(StoredValues):
         self._stream_ids: dict[str, bytes] = {}  # event id → its outbox entry
         self._entry_events: dict[bytes, set[str]] = {}  # outbox entry → events not yet acked
         self.reloads = 0  # times this replica fell behind a checkpoint and reloaded
+        self.refreshed = 0  # other writers' entries applied before seating (refresh)
+        #: whether this writer's last commit or refresh found other writers' entries: the
+        #: pre-seat refresh reads only then (a lone writer makes no extra round trip)
+        self.others_writing = True
+        self._seen_others = False  # a refresh since the last commit found others' entries
         self.replicas_to_ack = replicas_to_ack
         self.replica_ack_timeout_ms = replica_ack_timeout_ms
         self._hold_until = 0.0  # after a short WAIT, answer "not replicated" until then
