@@ -7,6 +7,7 @@ minutes — to find where N replicas lose quality against one.
                                       [--rate 1000] [--step-ms 50] [--doc-ms 5]
                                       [--max-wait-ms 0]
                                       [--whole-batches] [--lag-free | --no-refresh]
+                                      [--reseat [--reseat-cost F]]
                                       [--own-docs-only] [--young-docs N]
 
 Documents are keyed by line number onto 4 partitions (Kafka's murmur2 partitioner, as
@@ -19,6 +20,9 @@ document; the daemon's Kafka poll does not wait so), and commits ``--step-ms`` +
 commits that landed by its poll (``batch.refresh``, the pre-seat refresh); ``--no-refresh``:
 only at its own commit. ``--lag-free``: every replica
 applies every earlier commit before it seats a batch, also those landing while it steps.
+``--reseat`` (a what-if): a replica whose peers committed while it stepped takes their commits
+in and seats the batch again before committing it, the second seating taking
+``--reseat-cost`` of a step (1: the whole step again).
 Each replica's novelty tracker is fed as the daemon feeds it
 (:func:`noveld.daemon.stages.novelty.observe`, and the documents the applied deltas seated,
 as the Redis commit and refresh count them); ``--own-docs-only``: only the
@@ -166,7 +170,7 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
         read[r] = end
         return start + (a.step_ms + a.doc_ms * len(idx)) / 1e3, r, idx, start
 
-    heap = [next_batch(r, 0.0) for r in range(n) if mine[r]]
+    heap = [(*next_batch(r, 0.0), False) for r in range(n) if mine[r]]
     heapq.heapify(heap)
     log: list[tuple[int, Any, list[int]]] = []
     landed: list[float] = []  # each log entry's commit time, ascending
@@ -177,9 +181,15 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
     announced: list[tuple[int, int, int]] = []  # (uid, founding doc, confirming doc)
     sizes: list[int] = []
     while heap:
-        t, r, idx, polled = heapq.heappop(heap)
+        t, r, idx, polled, again = heapq.heappop(heap)
+        if a.reseat and not again and not a.lag_free:
+            since = bisect.bisect_right(landed, polled)
+            if any(w != r for w, _, _ in log[since:]):  # others committed while it stepped
+                step = (a.step_ms + a.doc_ms * len(idx)) / 1e3
+                heapq.heappush(heap, (t + step * a.reseat_cost, r, idx, t, True))
+                continue
         if read[r] < len(mine[r]):
-            heapq.heappush(heap, next_batch(r, t))
+            heapq.heappush(heap, (*next_batch(r, t), False))
         sizes.append(len(idx))
         rep = replicas[r]
         if a.lag_free:
@@ -348,6 +358,11 @@ def main() -> None:
     p.add_argument("--whole-batches", action="store_true",
                    help="each replica polls a whole batch, not its share of one")  # fmt: skip
     p.add_argument("--lag-free", action="store_true", help="apply all commits before seating")
+    p.add_argument("--reseat", action="store_true",
+                   help="seat a batch again, before committing it, when other replicas "
+                   "committed while it stepped (a what-if: the daemon does not)")  # fmt: skip
+    p.add_argument("--reseat-cost", type=float, default=1.0,
+                   help="--reseat: the second seating's time as a fraction of a step")  # fmt: skip
     p.add_argument(
         "--no-refresh", action="store_true",
         help="take in the others' commits only at a replica's own commit (batch.refresh off)",
