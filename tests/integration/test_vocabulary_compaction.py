@@ -188,7 +188,11 @@ MODELS = pytest.mark.parametrize("model", [WORDS, HYBRID], ids=["multinomial", "
 
 
 def settings_for(
-    tmp_path: Path, ns: str, compact_at: int, model: dict[str, Any] | None = None
+    tmp_path: Path,
+    ns: str,
+    compact_at: int,
+    model: dict[str, Any] | None = None,
+    refresh: bool = True,
 ) -> Settings:
     return load_settings(
         None,
@@ -197,6 +201,7 @@ def settings_for(
             "dlq": str(tmp_path / "dlq.jsonl"),
             "model": {"deterministic": True, "half_life_docs": 50.0, **(model or WORDS)},
             "state": {"compact_vocabulary_at": compact_at},
+            "batch": {"refresh": refresh},
         },
     )
 
@@ -531,7 +536,8 @@ def test_a_compaction_right_after_the_others_commit_makes_it_reload(
     novelty state from it before its next batch (else it would write old ids under the new
     generation)."""
     client = redis.Redis.from_url(redis_url)
-    settings = settings_for(tmp_path, "race", 100)
+    # B takes A's entries in at its commit only (a pre-seat refresh would take them first)
+    settings = settings_for(tmp_path, "race", 100, refresh=False)
     a = redis_pipeline(client, settings, ["in:0"])
     b = redis_pipeline(client, settings, ["in:1"])
     docs = fading_stories(2 * N)
