@@ -100,8 +100,8 @@ class Committer:
         moved = committed.vocabulary_moved
         if moved:  # another writer compacted the vocabulary just after this commit: the store
             adopt_state()  # loaded the namespace afresh, this batch included
-        elif len(live.state.vocab) > len(live.vocab):  # words other writers added
-            live.vocab.extend(live.state.vocab[len(live.vocab) :])
+        else:  # the words and documents other writers committed meanwhile
+            live.take_in_foreign(committed.foreign_docs)
         if outcome is not CommitOutcome.COMMITTED and self.store.wants_batch_state:
             raise StateDiverged(
                 f"the state store answered {outcome.value!r} for offsets {first_offsets}: "
@@ -122,6 +122,4 @@ class Committer:
             )
         rep.replayed = outcome is CommitOutcome.REPLAY
         rep.births -= births_among(events, committed.suppressed)  # announced by another replica
-        if not moved:  # other writers' documents count for this writer's candidates too
-            live.tracker.count_foreign(committed.foreign_docs)
         return Committed(outcome, moved, set(committed.suppressed))

@@ -72,6 +72,14 @@ class LiveNamespace:
             novelty["inputs"] = {k: dict(v) for k, v in sorted(self.inputs.items())}
         return novelty
 
+    def take_in_foreign(self, seated: dict[int, int]) -> None:
+        """After the store applied other writers' entries to ``state``: the words they added
+        join the vocabulary, and the documents they seated (per cluster uid) count for this
+        writer's novelty candidates."""
+        if len(self.state.vocab) > len(self.vocab):
+            self.vocab.extend(self.state.vocab[len(self.vocab) :])
+        self.tracker.count_foreign(seated)
+
     def sync_state(self) -> None:
         """Copy the featurizer's vocabulary and the tracker into the durable state object."""
         self.state.vocab = self.vocab.to_list()

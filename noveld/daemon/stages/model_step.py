@@ -50,10 +50,7 @@ def refresh(store: StateStore, live: LiveNamespace) -> None:
     """Take in what other writers committed since this one last did (``batch.refresh``):
     their statistics, the words they added and, for the novelty candidates, the documents
     they seated."""
-    seated = store.refresh(live.state)
-    if len(live.state.vocab) > len(live.vocab):  # words other writers added
-        live.vocab.extend(live.state.vocab[len(live.vocab) :])
-    live.tracker.count_foreign(seated)
+    live.take_in_foreign(store.refresh(live.state))
 
 
 def fit(
