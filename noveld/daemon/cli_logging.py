@@ -25,7 +25,7 @@ class _LogFormat(logging.Formatter):
 
 #: kafka-python's loggers of each connection attempt: a broker that cannot be reached logs a
 #: line per attempt, from its IO thread, for as long as the client lives
-_KAFKA_ATTEMPT_LOGGERS = ("kafka.conn", "kafka.net.manager")
+_KAFKA_ATTEMPT_LOGGERS = ("kafka.conn", "kafka.net.manager", "kafka.net.connection")
 
 
 def _not_a_kafka_attempt(record: logging.LogRecord) -> bool:

@@ -57,5 +57,6 @@ def test_kafkas_connection_attempts_stay_quiet_below_critical(
     client lives; noveld says it once itself."""
     logging.getLogger("kafka.net.manager").error("Connection failed: KafkaConnectionError: 111")
     logging.getLogger("kafka.conn").warning("connect attempt to 127.0.0.1:9 failed")
+    logging.getLogger("kafka.net.connection").error("Connection lost: KafkaConnectionError: 111")
     logging.getLogger("kafka.net.manager").critical("gave up")
     assert capsys.readouterr().err == "noveld: critical: kafka.net.manager: gave up\n"
