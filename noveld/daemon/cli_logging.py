@@ -23,9 +23,14 @@ class _LogFormat(logging.Formatter):
         return text
 
 
-#: kafka-python's loggers of each connection attempt: a broker that cannot be reached logs a
-#: line per attempt, from its IO thread, for as long as the client lives
-_KAFKA_ATTEMPT_LOGGERS = ("kafka.conn", "kafka.net.manager", "kafka.net.connection")
+#: kafka-python's loggers of each connection attempt and dropped socket: a broker that cannot
+#: be reached logs a line per attempt, from its IO thread, for as long as the client lives
+_KAFKA_ATTEMPT_LOGGERS = (
+    "kafka.conn",
+    "kafka.net.manager",
+    "kafka.net.connection",
+    "kafka.net.transport",
+)
 
 
 def _not_a_kafka_attempt(record: logging.LogRecord) -> bool:

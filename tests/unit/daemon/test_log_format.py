@@ -26,10 +26,10 @@ def test_a_library_record_with_an_exception_is_one_line_naming_it(
     try:
         raise ConnectionResetError(104, "Connection reset by peer")
     except ConnectionResetError:
-        logging.getLogger("kafka.net.transport").error("Error receiving socket", exc_info=True)
+        logging.getLogger("kafka.coordinator").error("Heartbeat failed", exc_info=True)
     err = capsys.readouterr().err
     assert err == (
-        "noveld: error: kafka.net.transport: Error receiving socket "
+        "noveld: error: kafka.coordinator: Heartbeat failed "
         "(ConnectionResetError: [Errno 104] Connection reset by peer)\n"
     )
 
@@ -58,5 +58,6 @@ def test_kafkas_connection_attempts_stay_quiet_below_critical(
     logging.getLogger("kafka.net.manager").error("Connection failed: KafkaConnectionError: 111")
     logging.getLogger("kafka.conn").warning("connect attempt to 127.0.0.1:9 failed")
     logging.getLogger("kafka.net.connection").error("Connection lost: KafkaConnectionError: 111")
+    logging.getLogger("kafka.net.transport").error("Error receiving network data closing socket")
     logging.getLogger("kafka.net.manager").critical("gave up")
     assert capsys.readouterr().err == "noveld: critical: kafka.net.manager: gave up\n"
