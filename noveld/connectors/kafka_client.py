@@ -152,8 +152,8 @@ def acknowledged_producer(
             # test_kafka_partition.py). Duplicates are harmless here (every event has its
             # id, and the outbox is at-least-once anyway); order is kept by one request in
             # flight per connection, which costs little as each delivery waits for its acks
-            # anyway (docs/benchmarks.md, session 21: none measurable without per-document
-            # events, ~10 % of the throughput with --emit-assignments).
+            # anyway (docs/benchmarks.md, "Production mode end to end": none measurable
+            # without per-document events, ~10 % of the throughput with --emit-assignments).
             enable_idempotence=False,
             max_in_flight_requests_per_connection=1,
             bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,

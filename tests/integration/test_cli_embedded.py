@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 BIG = 300_000  # long enough that a kill 0.1–1 s after the first snapshot lands mid-stream
 # documents each model's SIGKILL chaos test reads: a kill must land mid-stream (the test asserts
 # it), i.e. the stream must outlast three kills' worth of progress at the model's speed
-# (measured, session 8: svi's kills land at ~28k / 70k / 102k documents, hdp's at ~14k / 30k /
+# (measured: svi's kills land at ~28k / 70k / 102k documents, hdp's at ~14k / 30k /
 # 45k; 150k and 60k left too thin a margin on a fast machine)
 CHAOS_DOCS = {"dpmm": BIG, "svi": BIG, "hdp": 120_000}
 

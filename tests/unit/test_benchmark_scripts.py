@@ -1,6 +1,6 @@
 """The benchmark scripts still run against the code they measure (not their numbers: those are
 in docs/benchmarks.md). bench_compaction.py wraps a pipeline method, so a change of that
-method's signature broke it silently once (session 17)."""
+method's signature can break it silently."""
 
 from __future__ import annotations
 
