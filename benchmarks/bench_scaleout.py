@@ -20,8 +20,13 @@ one count once, by their earliest founding document) and novelty precision / rec
 replicas hold before announcing them (``novelty.hold_docs``) are let out at its end too.
 
 *batch*: the median documents of a ``documents.assigned`` event (a batch's documents of one
-partition). ``--whole-batches`` turns ``batch.share`` off (each replica reads whole batches, not
-its share of the partitions); ``--save-events DIR`` keeps each N's events as JSON.
+partition). *busy*: the median replica's share of the time in batches (its stages, from the
+decode to the commit; the rest it waits for input), from the first 1,024 documents' production
+to the last commit: how much of the time the replicas seat at once. *delay*: the median
+milliseconds from a document's production to the sending of its assignment (after its
+commit): for about as long, the other replicas seat blind to it. ``--whole-batches`` turns
+``batch.share`` off (each replica reads whole batches, not its share of the partitions);
+``--save-events DIR`` keeps each N's events as JSON.
 
 ``--cost-rounds R`` also times one replica's model step with reconciliation on and off
 (``young_docs`` 2048 vs 0), in alternation, R rounds each, and prints the medians.
@@ -39,6 +44,8 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +65,29 @@ from noveld.eval.metrics import clustering_scores  # noqa: E402
 from noveld.eval.novelty import novelty_scores  # noqa: E402
 
 PARTITIONS = 4
+#: documents produced before the replicas' busy time is counted (their first batches load
+#: the compiled kernels)
+WARM_UP_DOCS = 1024
 
 
-def produce(bootstrap: str, topic: str, lines: list[bytes], rate: float) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    lines: list[bytes],
+    rate: float,
+    at: int = 0,
+    on_at: Callable[[], None] = lambda: None,
+) -> None:
     """Every line in order, keyed by its line number (the key picks the partition), at
     ``rate`` documents per second: a live stream the replicas keep up with, so each reads its
     partitions about as far as the others whatever N (a backlog would be read a partition at
-    a time, in another order than the stream's)."""
+    a time, in another order than the stream's). ``on_at`` is called once ``at`` lines are
+    sent."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5)
     t0 = time.perf_counter()
     for i, line in enumerate(lines):
+        if i == at:
+            on_at()
         producer.send(topic, key=str(i).encode(), value=line)
         if i % 50 == 49:
             time.sleep(max(0.0, t0 + (i + 1) / rate - time.perf_counter()))
@@ -83,21 +103,25 @@ def ready(port: int) -> bool:
         return False
 
 
-def documents_done(port: int) -> float:
-    """Documents this replica committed (its ``noveld_documents_total`` counters)."""
+def counters(port: int) -> tuple[float, float]:
+    """Documents this replica committed (its ``noveld_documents_total`` counters) and the
+    seconds its batches took (``noveld_batch_duration_seconds_sum``: every stage, no poll)."""
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
     except OSError:
-        return 0.0
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.decode().splitlines()
-        if line.startswith("noveld_documents_total")
-    )
+        return 0.0, 0.0
+    docs = seconds = 0.0
+    for line in text.decode().splitlines():
+        if line.startswith("noveld_documents_total"):
+            docs += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("noveld_batch_duration_seconds_sum"):
+            seconds += float(line.rsplit(" ", 1)[1])
+    return docs, seconds
 
 
 def read_events(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    """Every event on ``topic``, from the beginning until it stays quiet for 5 s."""
+    """Every event on ``topic``, from the beginning until it stays quiet for 5 s, each with
+    its message's timestamp (when the replica sent it) as ``_sent_ms``."""
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -105,16 +129,17 @@ def read_events(bootstrap: str, topic: str) -> list[dict[str, Any]]:
         enable_auto_commit=False,
         consumer_timeout_ms=5000,
     )
-    out = [json.loads(m.value) for m in consumer]
+    out = [{**json.loads(m.value), "_sent_ms": m.timestamp} for m in consumer]
     consumer.close()
     return out
 
 
 def run_replicas(
     broker: KafkaBroker, server: RedisServer, n: int, lines: list[bytes], a: argparse.Namespace
-) -> tuple[list[dict[str, Any]], list[float]]:
-    """N replicas on a topic of their own, fed once all hold partitions: their events and the
-    documents each committed."""
+) -> tuple[list[dict[str, Any]], list[float], list[float]]:
+    """N replicas on a topic of their own, fed once all hold partitions: their events, the
+    documents each committed and the share of the time each spent in batches after the
+    first ``WARM_UP_DOCS`` documents (the rest it waits for input)."""
     ns = f"scale{n}"
     broker.create_topic(f"{ns}.in", PARTITIONS)
     broker.create_topic(f"{ns}.events", 1)
@@ -174,18 +199,26 @@ def run_replicas(
             json.dumps({**json.loads(line), "id": f"tail-{i}"}).encode()
             for i, line in enumerate(lines[: a.tail])
         ]
-        produce(broker.bootstrap, f"{ns}.in", lines + tail, a.rate)
+        start: list[tuple[float, list[tuple[float, float]]]] = []
+
+        def snapshot() -> None:
+            start.append((time.perf_counter(), [counters(port) for port in ports]))
+
+        produce(broker.bootstrap, f"{ns}.in", lines + tail, a.rate, WARM_UP_DOCS, snapshot)
         while int(client.hget(f"noveld:{{{ns}}}:counters", "docs") or 0) < len(lines) + a.tail:
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise SystemExit(f"{n} replicas: a replica exited or the run took too long")
             time.sleep(0.2)
-        done = [documents_done(port) for port in ports]
+        end = [counters(port) for port in ports]
+        t0, before = start[0] if start else (time.perf_counter(), end)
+        wall = time.perf_counter() - t0
+        busy = [(e[1] - b[1]) / wall for b, e in zip(before, end, strict=True)]
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(timeout=60)
-    return read_events(broker.bootstrap, f"{ns}.events"), done
+    return read_events(broker.bootstrap, f"{ns}.events"), [d for d, _ in end], busy
 
 
 def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, float]:
@@ -197,12 +230,15 @@ def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str,
     into: dict[str, str] = {}
     born: list[dict[str, Any]] = []
     sizes: list[int] = []  # documents per documents.assigned event (batch and partition)
+    delays: list[float] = []  # ms from a document's production to its assignment's sending
     for e in events:
         if e["type"] == "documents.assigned":
             sizes.append(len(e["assignments"]))
             for a in e["assignments"]:
                 if a["doc_id"] not in index:
                     continue  # the unscored tail
+                produced = datetime.fromisoformat(a["ts"]).timestamp() * 1000
+                delays.append(e["_sent_ms"] - produced)
                 assigned[a["doc_id"]] = a["cluster_id"]
                 at[(e["partition"], a["offset"])] = index[a["doc_id"]]
         elif e["type"] == "cluster.merged":
@@ -243,6 +279,7 @@ def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str,
         "precision": nov["novelty_precision"],
         "recall": nov["novelty_recall"],
         "per_event": statistics.median(sizes),
+        "delay_ms": statistics.median(delays),
     }
 
 
@@ -342,10 +379,10 @@ def main() -> None:
     )
     with KafkaBroker() as broker, RedisServer() as server:
         print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merged':>6} "
-              f"{'dup raw':>7} {'dup':>4} {'nov P':>6} {'nov R':>6} {'batch':>5}  "
-              "docs per replica")  # fmt: skip
+              f"{'dup raw':>7} {'dup':>4} {'nov P':>6} {'nov R':>6} {'batch':>5} {'busy':>4} "
+              f"{'delay':>5}  docs per replica")  # fmt: skip
         for n in a.replicas:
-            events, done = run_replicas(broker, server, n, lines, a)
+            events, done, busy = run_replicas(broker, server, n, lines, a)
             if a.save_events is not None:
                 a.save_events.mkdir(parents=True, exist_ok=True)
                 (a.save_events / f"events-{n}.json").write_text(json.dumps(events))
@@ -353,7 +390,8 @@ def main() -> None:
             print(
                 f"{n:>2} {s['nmi']:6.3f} {s['clusters']:>8} {s['births']:>6} {s['merged']:>6} "
                 f"{s['dup_raw']:>7} {s['dup']:>4} {s['precision']:6.3f} {s['recall']:6.3f} "
-                f"{s['per_event']:>5.0f}  " + " ".join(f"{d:,.0f}" for d in done),
+                f"{s['per_event']:>5.0f} {statistics.median(busy):4.0%} "
+                f"{s['delay_ms']:>5.0f}  " + " ".join(f"{d:,.0f}" for d in done),
                 flush=True,
             )
     if a.cost_rounds:
