@@ -3,13 +3,14 @@ group and one Redis namespace.
 
     python benchmarks/bench_scaleout.py [--data FILE] [--model dpmm] [--replicas 1 2 4]
                                         [--batch-size 256] [--rate 1000] [--tail 2048]
-                                        [--hold-docs N] [--whole-batches] [--save-events DIR]
-                                        [--cost-rounds 4]
+                                        [--fetch-max-wait-ms 100] [--hold-docs N]
+                                        [--whole-batches] [--save-events DIR] [--cost-rounds 4]
 
 Starts a private tansu broker and Redis-protocol server (tests/servers/) and for each N runs N
 ``noveld run`` subprocesses (own group, namespace and topics per N); once every replica holds
 partitions, produces the labelled stream in order, keyed by line number, to a 4-partition topic
-at ``--rate`` documents per second. When every document
+at ``--rate`` documents per second (tansu holds a fetch for up to the consumer's
+``--fetch-max-wait-ms`` even once records have arrived). When every document
 is committed the replicas are stopped and the events topic is read back: the clusters come from
 the ``documents.assigned`` events with each ``cluster.merged`` applied (what a consumer does),
 the announcements from ``cluster.born``. Prints per N: NMI, clusters, births, stories announced
@@ -146,7 +147,11 @@ def run_replicas(
     broker.create_topic(f"{ns}.dlq", 1)
     ports = [free_port() for _ in range(n)]
     # batches fill up (--batch-size) at every N: a replica at 1/N of the rate waits longer
-    env = {**os.environ, "NOVELD_BATCH__MAX_WAIT_MS": str(a.max_wait_ms)}
+    env = {
+        **os.environ,
+        "NOVELD_BATCH__MAX_WAIT_MS": str(a.max_wait_ms),
+        "NOVELD_KAFKA__FETCH_MAX_WAIT_MS": str(a.fetch_max_wait_ms),
+    }
     if a.hold_docs is not None:
         env["NOVELD_NOVELTY__HOLD_DOCS"] = str(a.hold_docs)
     if a.whole_batches:
@@ -359,6 +364,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--rate", type=float, default=1000, help="documents produced per second")
     p.add_argument("--max-wait-ms", type=int, default=2000, help="the replicas' batch.max_wait_ms")
+    p.add_argument("--fetch-max-wait-ms", type=int, default=100,
+                   help="the replicas' kafka.fetch_max_wait_ms")  # fmt: skip
     p.add_argument("--tail", type=int, default=2048, help="unscored documents after the stream")
     p.add_argument("--hold-docs", type=int, help="the replicas' novelty.hold_docs")
     p.add_argument("--whole-batches", action="store_true",

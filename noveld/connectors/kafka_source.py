@@ -61,11 +61,13 @@ class KafkaSource:
         say: Callable[[str], None] | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
         share_batches: bool = True,
+        fetch_max_wait_ms: int = 100,
     ) -> None:
         """``say``: where to report assignments and revocations (a line each, for the
         operator; None: not reported). ``start_timeout_s`` bounds the consumer's start.
         ``share_batches``: a batch is ``max_docs`` times the share of the topic's partitions
-        this consumer holds (:func:`batch_share`)."""
+        this consumer holds (:func:`batch_share`). ``fetch_max_wait_ms``: the consumer's
+        longest wait at the broker for records."""
         self.topic = topic
         self.share_batches = share_batches
         self._topic_size = (-1, 0)  # (rebalances when counted, the topic's partitions)
@@ -89,6 +91,7 @@ class KafkaSource:
                 session_timeout_ms=session_timeout_ms,
                 heartbeat_interval_ms=max(session_timeout_ms // 6, 100),
                 max_poll_records=max_poll_records,
+                fetch_max_wait_ms=fetch_max_wait_ms,
                 bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
                 **(client_options or {}),
             ),

@@ -311,6 +311,7 @@ def run_kafka(
             say=None if report.silent else report.say_now,
             start_timeout_s=k.startup_timeout_s,
             share_batches=settings.batch.share,
+            fetch_max_wait_ms=k.fetch_max_wait_ms,
         )
     except Exception as exc:  # as for the producers above
         close_clients()

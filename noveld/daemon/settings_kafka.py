@@ -23,6 +23,15 @@ class KafkaSettings(Section):
     events_topic: str = "noveld.events"
     dlq_topic: str = "noveld.dlq"
     session_timeout_ms: int = Field(10_000, ge=1000)
+    fetch_max_wait_ms: int = Field(
+        100,
+        ge=1,
+        le=60_000,
+        description="longest a fetch waits at the broker for input records. Apache Kafka "
+        "answers as soon as records arrive, so this only paces an idle consumer's fetches; a "
+        "broker that holds every fetch this long (tansu) delays each document by up to it, "
+        "and replicas sharing a namespace seat that long blind to each other's documents",
+    )
     accept_empty_state: bool = Field(
         False,
         description="start even when the namespace has no offsets for the input topic but "
