@@ -45,7 +45,6 @@ import sys
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -71,25 +70,15 @@ PARTITIONS = 4
 WARM_UP_DOCS = 1024
 
 
-def produce(
-    bootstrap: str,
-    topic: str,
-    lines: list[bytes],
-    rate: float,
-    at: int = 0,
-    on_at: Callable[[], None] = lambda: None,
-) -> None:
-    """Every line in order, keyed by its line number (the key picks the partition), at
-    ``rate`` documents per second: a live stream the replicas keep up with, so each reads its
-    partitions about as far as the others whatever N (a backlog would be read a partition at
-    a time, in another order than the stream's). ``on_at`` is called once ``at`` lines are
-    sent."""
+def produce(bootstrap: str, topic: str, lines: list[bytes], rate: float, first: int = 0) -> None:
+    """Every line in order, keyed by its line number (``first`` for the first line; the key
+    picks the partition), at ``rate`` documents per second: a live stream the replicas keep up
+    with, so each reads its partitions about as far as the others whatever N (a backlog would
+    be read a partition at a time, in another order than the stream's)."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5)
     t0 = time.perf_counter()
     for i, line in enumerate(lines):
-        if i == at:
-            on_at()
-        producer.send(topic, key=str(i).encode(), value=line)
+        producer.send(topic, key=str(first + i).encode(), value=line)
         if i % 50 == 49:
             time.sleep(max(0.0, t0 + (i + 1) / rate - time.perf_counter()))
     producer.flush()
@@ -204,20 +193,17 @@ def run_replicas(
             json.dumps({**json.loads(line), "id": f"tail-{i}"}).encode()
             for i, line in enumerate(lines[: a.tail])
         ]
-        start: list[tuple[float, list[tuple[float, float]]]] = []
-
-        def snapshot() -> None:
-            start.append((time.perf_counter(), [counters(port) for port in ports]))
-
-        produce(broker.bootstrap, f"{ns}.in", lines + tail, a.rate, WARM_UP_DOCS, snapshot)
+        stream = lines + tail
+        produce(broker.bootstrap, f"{ns}.in", stream[:WARM_UP_DOCS], a.rate)
+        t0, before = time.perf_counter(), [counters(port) for port in ports]
+        produce(broker.bootstrap, f"{ns}.in", stream[WARM_UP_DOCS:], a.rate, WARM_UP_DOCS)
         while int(client.hget(f"noveld:{{{ns}}}:counters", "docs") or 0) < len(lines) + a.tail:
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise SystemExit(f"{n} replicas: a replica exited or the run took too long")
             time.sleep(0.2)
         end = [counters(port) for port in ports]
-        t0, before = start[0] if start else (time.perf_counter(), end)
         wall = time.perf_counter() - t0
-        busy = [(e[1] - b[1]) / wall for b, e in zip(before, end, strict=True)]
+        busy = [(s_end - s0) / wall for (_, s0), (_, s_end) in zip(before, end, strict=True)]
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
