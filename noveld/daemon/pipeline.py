@@ -33,7 +33,7 @@ from noveld.daemon.stages.labels import label_uid
 from noveld.daemon.stages.live import LiveNamespace
 from noveld.daemon.stages.long_docs import limit_length
 from noveld.daemon.stages.model_step import bind_reserved, fit, refresh
-from noveld.daemon.stages.novelty import observe
+from noveld.daemon.stages.novelty import namespace_count, observe
 from noveld.daemon.stages.outbox import EventSink, Outbox
 from noveld.daemon.stages.prefetch import Prefetched, Prepared
 from noveld.daemon.stages.report import BatchReport, CircuitOpen, StateDiverged
@@ -303,9 +303,9 @@ class Pipeline(LiveReads):
         if not docs:
             return [], None, None, time.perf_counter()
         live = self.live
-        first_index = self.docs_total
         if self.settings.batch.refresh:
             refresh(self.store, live)
+        first_index = namespace_count(live.state.stats, self.docs_total)
         result = fit(self.model, self.store, live, batch, docs, first_offsets, self.settings)
         rep.log_predictive_per_token = result.log_predictive_per_token
         t3 = time.perf_counter()

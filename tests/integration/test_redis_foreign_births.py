@@ -77,3 +77,37 @@ def test_a_story_seated_on_two_replicas_is_confirmed_by_both_and_announced_once(
     assert born["founding_doc_id"] == "f0-50"
     confirmed_at = born["confirmed_at"]["partition"], born["confirmed_at"]["offset"]
     assert confirmed_at == ((0, 51) if refresh else (0, 61))
+
+
+def test_a_candidates_window_counts_the_documents_every_replica_seated(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """``novelty.confirm_within`` counts the namespace's documents, not the replica's own: a
+    story a opened and that got no more documents while b seated 45 others has expired at a's
+    next batch (the window is 40), so b's two late documents of it announce nothing. Counted
+    in a's own documents (5 since the birth), the window would still be open."""
+    client = redis.Redis.from_url(redis_url)
+    settings = load_settings(
+        None,
+        {"namespace": "foreign-window", "dlq": str(tmp_path / "dlq.jsonl"),
+         "model": {"deterministic": True}, "novelty": {"confirm_within": 40}},
+    )  # fmt: skip
+    a, b = replica(client, settings, "in:0"), replica(client, settings, "in:1")
+    fill = [str(d["text"]) for d in generate(SynthConfig(n_docs=140, n_stories=12, seed=5))]
+    step = PartitionFeed().step
+
+    step(a, 0, fill[:30])
+    step(b, 1, fill[30:60])
+    step(a, 0, [*fill[60:80], VOLCANO])  # f0-50 opens the story on a
+    (cand,) = [c for c in a.live.tracker.candidates.values() if c.founding_doc_id == "f0-50"]
+    assert cand.born_index == 30 + 20  # a's commit applies b's 30 only after seating
+    step(b, 1, fill[80:125])
+    step(a, 0, fill[125:130])  # a takes in b's batches before seating: 126 documents counted
+    assert all(c.founding_doc_id != "f0-50" for c in a.live.tracker.candidates.values())
+    assert all(c.born_index >= 126 for c in a.live.tracker.candidates.values())
+    step(b, 1, [VOLCANO, VOLCANO])
+    step(a, 0, fill[130:140])
+    assert isinstance(a.events, CollectingEvents) and isinstance(b.events, CollectingEvents)
+    founders = {e["founding_doc_id"] for e in a.events.events + b.events.events
+                if e["type"] == "cluster.born"}  # fmt: skip
+    assert founders.isdisjoint({"f0-50", "f1-75", "f1-76"})

@@ -55,6 +55,14 @@ def others_writing(lineage: Lineage) -> bool:
     return own is not None and any(u >> UID_SLOT_BITS not in own for u in lineage.young)
 
 
+def namespace_count(stats: object, fallback: int) -> int:
+    """Documents the namespace has counted so far, every writer's that was applied here: the
+    novelty tracker's clock, so that a candidate's window spans the same stream at one replica
+    as at four. ``fallback`` (this writer's own committed count) for statistics without one."""
+    ictl = getattr(stats, "ictl", None)
+    return fallback if ictl is None else int(ictl[kern.DOCS_SEEN])
+
+
 def moved_to_others(result: BatchResult, lineage: Lineage | None) -> dict[int, int]:
     """The step's merges into another writer's cluster (reconciliation), source uid →
     survivor uid: a candidate merged so lives on as the survivor."""
@@ -97,7 +105,7 @@ def observe(
         _BatchFeatures(batch) if members is None else members(model, batch),
         model.refound_test(live.state.stats, batch) if refound else None,
         resolve,
-        int(stats.ictl[kern.DOCS_SEEN]) if hasattr(stats, "ictl") else None,
+        namespace_count(stats, first_index + len(docs)),
         lineage is not None and others_writing(lineage),
         moved_to_others(result, lineage),
     )
