@@ -13,8 +13,9 @@ at ``--rate`` documents per second (tansu holds a fetch for up to the consumer's
 ``--fetch-max-wait-ms`` even once records have arrived). When every document
 is committed the replicas are stopped and the events topic is read back: the clusters come from
 the ``documents.assigned`` events with each ``cluster.merged`` applied (what a consumer does),
-the announcements from ``cluster.born``. Prints per N: NMI, clusters, births, stories announced
-by two or more births (before and after the merges: announcements of clusters merged into
+the announcements from ``cluster.born``. Prints per N: NMI, clusters, births, *stories* (the
+distinct true stories of the announcements' founding documents), stories announced by two or
+more births (before and after the merges: announcements of clusters merged into
 one count once, by their earliest founding document) and novelty precision / recall
 (noveld.eval.novelty, window 5, over those merged announcements). After the stream come
 ``--tail`` unscored documents (its first ones again, under new ids), so that the births the
@@ -264,6 +265,7 @@ def score(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str,
         "clusters": len(set(pred)),
         "born": len(born),
         "births": len(births),
+        "stories": len(settled),
         "merged": len(into),
         "dup_raw": sum(1 for c in raw.values() if c >= 2),
         "dup": sum(1 for c in settled.values() if c >= 2),
@@ -371,7 +373,7 @@ def main() -> None:
         f"({'whole' if a.whole_batches else 'shared'}), produced at {a.rate:,.0f} docs/s"
     )
     with KafkaBroker() as broker, RedisServer() as server:
-        print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'merged':>6} "
+        print(f"{'N':>2} {'NMI':>6} {'clusters':>8} {'births':>6} {'stories':>7} {'merged':>6} "
               f"{'dup raw':>7} {'dup':>4} {'nov P':>6} {'nov R':>6} {'batch':>5} {'busy':>4} "
               f"{'delay':>5}  docs per replica")  # fmt: skip
         for n in a.replicas:
@@ -381,7 +383,8 @@ def main() -> None:
                 (a.save_events / f"events-{n}.json").write_text(json.dumps(events))
             s = score(rows, events)
             print(
-                f"{n:>2} {s['nmi']:6.3f} {s['clusters']:>8} {s['births']:>6} {s['merged']:>6} "
+                f"{n:>2} {s['nmi']:6.3f} {s['clusters']:>8} {s['births']:>6} {s['stories']:>7} "
+                f"{s['merged']:>6} "
                 f"{s['dup_raw']:>7} {s['dup']:>4} {s['precision']:6.3f} {s['recall']:6.3f} "
                 f"{s['per_event']:>5.0f} {statistics.median(busy):4.0%} "
                 f"{s['delay_ms']:>5.0f}  " + " ".join(f"{d:,.0f}" for d in done),
