@@ -114,7 +114,7 @@ class NoveltyTracker:
         """
         end = first_index + len(assignments)
         clock = end if now is None else now
-        confirmed = self._release(clock, resolve or _unchanged)
+        confirmed = self._release(clock, resolve or _unchanged, fits)
         if moved:
             self._move(moved)
         grown = [c for c in self.candidates.values() if c.release_at < 0]
@@ -211,21 +211,31 @@ class NoveltyTracker:
             cand.uid = dst
             self.candidates[dst] = cand
 
-    def _release(self, now: int, resolve: Callable[[int], int | None]) -> list[Confirmation]:
+    def _release(
+        self, now: int, resolve: Callable[[int], int | None], fits: FitTest | None
+    ) -> list[Confirmation]:
         """The held confirmations due at namespace count ``now``, each under the cluster it
         lives on in (one per cluster: the earliest founding document), oldest first; those
-        whose cluster is gone are dropped."""
+        whose cluster is gone are dropped. With ``fits``, each is re-founded (:meth:`_refound`)
+        in that cluster as it is now: a twin merged in meanwhile may have shown the founder
+        to be a stray."""
         due = [c for c in self.candidates.values() if 0 <= c.release_at <= now]
-        out: dict[int, Confirmation] = {}
-        for cand in sorted(due, key=lambda c: (c.born_index, c.uid)):
+        kept: list[Candidate] = []
+        for cand in due:
             del self.candidates[cand.uid]
             survivor = resolve(cand.uid)
-            if survivor is None or survivor in out:
-                self.dropped += survivor is None
+            if survivor is None:
+                self.dropped += 1
                 continue
             cand.uid = survivor
-            assert cand.confirmed_at is not None
-            out[survivor] = Confirmation(cand, cand.confirmed_at, cand.confirmed_index)
+            if fits is not None:
+                self._refound(cand, fits)
+            kept.append(cand)
+        out: dict[int, Confirmation] = {}
+        for cand in sorted(kept, key=lambda c: (c.born_index, c.uid)):
+            if cand.uid not in out:
+                assert cand.confirmed_at is not None
+                out[cand.uid] = Confirmation(cand, cand.confirmed_at, cand.confirmed_index)
         return list(out.values())
 
     @staticmethod

@@ -184,3 +184,24 @@ def test_births_are_held_only_while_another_writer_opens_clusters() -> None:
     assert not others_writing(lineage)
     lineage.own_slots = None  # one process, one input: no slots to tell apart
     assert not others_writing(lineage)
+
+
+def test_a_held_birth_is_re_founded_in_the_cluster_it_was_merged_into() -> None:
+    """At its release a held birth asks its members again, of the cluster it lives on in now:
+    the opener d10 fitted its own young cluster at confirmation, but not the survivor that a
+    twin of the story was merged into meanwhile, so d11 founds the announced story."""
+    tr = NoveltyTracker(min_size=3, confirm_within=100, hold_docs=20)
+    asked: list[tuple[int, int]] = []
+
+    def fits(uid: int, words: np.ndarray, counts: np.ndarray) -> bool:
+        asked.append((uid, int(words[0])))
+        return uid == 7 or int(words[0]) != 10
+
+    assert _observe_with_words(tr, [(7, 0, 1.0)], [7, 7, 7], 10, fits) == []  # held
+    assert tr.candidates[7].founding_doc_id == "d10" and asked == [(7, 10)]
+    out = tr.observe(
+        [], [1], ["d40"], [pos(40)], 40, (), [(np.array([40]), np.array([1]))], fits,
+        resolve=lambda u: 5 if u == 7 else u,
+    )  # fmt: skip
+    assert [(c.candidate.uid, c.candidate.founding_doc_id) for c in out] == [(5, "d11")]
+    assert out[0].candidate.born_index == 11 and asked[1:] == [(5, 10), (5, 11)]
