@@ -62,10 +62,15 @@ from servers.kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker  # noqa: E
 from servers.ports import free_port  # noqa: E402
 from servers.redis_server import RedisServer  # noqa: E402
 
+import noveld  # noqa: E402
 from noveld.eval.metrics import clustering_scores  # noqa: E402
 from noveld.eval.novelty import novelty_scores  # noqa: E402
 
 PARTITIONS = 4
+#: the checkout whose ``noveld`` this script imported: the replicas start in it, since
+#: ``python -m`` puts the working directory ahead of ``PYTHONPATH`` (an A/B of two checkouts
+#: by ``PYTHONPATH`` would otherwise run the current directory's code in every replica)
+CHECKOUT = Path(noveld.__file__).resolve().parents[1]
 #: documents produced before the replicas' busy time is counted (their first batches load
 #: the compiled kernels)
 WARM_UP_DOCS = 1024
@@ -179,6 +184,7 @@ def run_replicas(
                 str(port),
             ],
             env=env,
+            cwd=CHECKOUT,
             stdout=subprocess.DEVNULL,
         )
         for port in ports
@@ -366,6 +372,7 @@ def main() -> None:
         raise SystemExit(f"{a.data}: every document needs a label to score against")
     lines = [json.dumps({"id": r["id"], "text": r["text"]}).encode() for r in rows]
     print(f"machine: {machine()}")
+    print(f"replicas run noveld from {CHECKOUT}")
     stories = len({r["label"] for r in rows})
     print(
         f"data: {a.data} ({len(rows):,} docs, {stories} stories), model {a.model}, "
