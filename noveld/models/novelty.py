@@ -91,6 +91,7 @@ class NoveltyTracker:
         now: int | None = None,
         hold: bool = True,
         moved: Mapping[int, int] | None = None,
+        held: Mapping[int, int] | None = None,
     ) -> list[Confirmation]:
         """Register births, count members in stream order, confirm or expire candidates.
 
@@ -109,6 +110,9 @@ class NoveltyTracker:
         ``moved`` (replicas): candidates this step merged into another writer's cluster, source
         uid → survivor uid. Such a candidate lives on as the survivor (:meth:`_move`), where
         dropping it would lose the story when the survivor is no candidate of its writer.
+        ``held`` (replicas): documents each candidate's cluster holds now, keyed by uid. A
+        candidate counts at least those (:meth:`_count_held`): a twin another replica opened
+        for the same story and merged into it brings its documents along.
         Candidates that reached ``min_size`` with other writers' documents
         (:meth:`count_foreign`) are confirmed at the batch's first document.
         """
@@ -153,6 +157,8 @@ class NoveltyTracker:
                 )
             if cand.size >= self.min_size:
                 confirmed += self._confirm(cand, positions[i], first_index + i, clock, fits, hold)
+        if held:
+            confirmed += self._count_held(held, positions, first_index, clock, fits, hold)
         gone = set(retired) - set(moved or ())
         for uid in list(self.candidates):
             cand = self.candidates[uid]
@@ -192,6 +198,30 @@ class NoveltyTracker:
             cand = self.candidates.get(uid)
             if cand is not None and cand.release_at < 0 and n > 0:
                 cand.size += n
+
+    def _count_held(
+        self,
+        held: Mapping[int, int],
+        positions: Sequence[dict[str, Any]],
+        first_index: int,
+        clock: int,
+        fits: FitTest | None,
+        hold: bool,
+    ) -> list[Confirmation]:
+        """After a batch is counted: each open candidate counts at least the documents its
+        cluster holds (``held``); one that reaches ``min_size`` so is confirmed at the batch's
+        last document. Two replicas that opened one story at once each counted only their own
+        twin's documents; the merge that joins the twins joins that evidence too."""
+        out: list[Confirmation] = []
+        for uid, n in held.items():
+            cand = self.candidates.get(uid)
+            if cand is None or cand.release_at >= 0 or n <= cand.size:
+                continue
+            cand.size = n
+            if n >= self.min_size and positions:
+                last = len(positions) - 1
+                out += self._confirm(cand, positions[last], first_index + last, clock, fits, hold)
+        return out
 
     def _move(self, moved: Mapping[int, int]) -> None:
         """Candidates merged into another writer's cluster live on as that survivor, their

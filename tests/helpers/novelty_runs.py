@@ -20,9 +20,10 @@ def observe(
     first: int,
     retired: tuple[int, ...] = (),
     moved: dict[int, int] | None = None,
+    held: dict[int, int] | None = None,
 ) -> list[Any]:
     """``tr.observe`` of a batch whose documents are d{first}, d{first + 1}, …, at offsets
     first, first + 1, …; returns the confirmations."""
     ids = [f"d{first + i}" for i in range(len(assign))]
     at = [pos(first + i) for i in range(len(assign))]
-    return tr.observe(births, assign, ids, at, first, retired, moved=moved)
+    return tr.observe(births, assign, ids, at, first, retired, moved=moved, held=held)

@@ -3,7 +3,7 @@ which confirms the clusters that grew enough, soon enough, to announce."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,20 @@ def namespace_count(stats: object, fallback: int) -> int:
     return fallback if ictl is None else int(ictl[kern.DOCS_SEEN])
 
 
+def held_documents(stats: object, uids: Iterable[int]) -> dict[int, int]:
+    """Documents each live cluster of ``uids`` holds (its mass, rounded): what a candidate
+    counts at least once its twin on another replica was merged into it."""
+    slot_of, mass = getattr(stats, "slot_of", None), getattr(stats, "mass", None)
+    if slot_of is None or mass is None:
+        return {}
+    out: dict[int, int] = {}
+    for uid in uids:
+        k = slot_of(uid)
+        if k >= 0:
+            out[uid] = round(float(mass(np.array([k]))[0]))
+    return out
+
+
 def moved_to_others(result: BatchResult, lineage: Lineage | None) -> dict[int, int]:
     """The step's merges into another writer's cluster (reconciliation), source uid →
     survivor uid: a candidate merged so lives on as the survivor."""
@@ -95,6 +109,11 @@ def observe(
         survivor = uid if lineage is None else lineage.resolve(uid)
         return survivor if stats.slot_of(survivor) >= 0 else None
 
+    others = lineage is not None and others_writing(lineage)
+    moved = moved_to_others(result, lineage)
+    held = None
+    if others:
+        held = held_documents(stats, [*live.tracker.candidates, *moved.values()])
     confirmed = live.tracker.observe(
         result.born,
         result.assignments.tolist(),
@@ -106,8 +125,9 @@ def observe(
         model.refound_test(live.state.stats, batch) if refound else None,
         resolve,
         namespace_count(stats, first_index + len(docs)),
-        lineage is not None and others_writing(lineage),
-        moved_to_others(result, lineage),
+        others,
+        moved,
+        held,
     )
     # a held birth released under a survivor this writer announced already says nothing new
     return [c for c in confirmed if c.candidate.uid not in live.announced]

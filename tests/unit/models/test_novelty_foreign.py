@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 from helpers.novelty_runs import observe
 
-from noveld.daemon.stages.novelty import moved_to_others
-from noveld.models.base import BatchResult
+from noveld.daemon.stages.novelty import held_documents, moved_to_others
+from noveld.models.base import BatchResult, DocBatch
+from noveld.models.dpmm import DPMM, DPMMConfig
 from noveld.models.lineage import UID_SLOT_BITS, Lineage
 from noveld.models.novelty import NoveltyTracker, seated_by_cluster
 
@@ -64,6 +65,30 @@ def test_two_candidates_meeting_in_one_survivor_are_one_with_the_earlier_founder
     assert [c.candidate.founding_doc_id for c in out] == ["d0"]
 
 
+def test_a_twin_merged_in_brings_its_documents_to_the_candidate() -> None:
+    """Two replicas opened one story at once; the other's twin (2 documents) was merged into
+    this writer's cluster 7, which holds 3 now: the candidate counts them and is confirmed at
+    the batch's last document, where counting its own one document alone waits."""
+    tr = NoveltyTracker(min_size=3, confirm_within=100)
+    observe(tr, [(7, 0, 1.0)], [7], first=0)
+    out = observe(tr, [], [1, 1], first=5, held={7: 3, 8: 9})  # 8: no candidate here
+    assert [(c.candidate.uid, c.candidate.founding_doc_id, c.confirmed_index) for c in out] == [
+        (7, "d0", 6)
+    ]
+    alone = NoveltyTracker(min_size=3, confirm_within=100)
+    observe(alone, [(7, 0, 1.0)], [7], first=0)
+    assert observe(alone, [], [1, 1], first=5) == [] and alone.candidates[7].size == 1
+
+
+def test_a_batchs_own_documents_are_not_counted_twice_by_the_held_count() -> None:
+    """The held count is taken after the step, so it includes the batch's own members: a
+    candidate counts the larger of the two, not their sum."""
+    tr = NoveltyTracker(min_size=3, confirm_within=100)
+    observe(tr, [(7, 0, 1.0)], [7], first=0)
+    assert observe(tr, [], [7], first=1, held={7: 2}) == []
+    assert tr.candidates[7].size == 2
+
+
 def test_seated_by_cluster_counts_additions_under_the_survivor() -> None:
     lineage = Lineage()
     lineage.record(5, 3, 0)
@@ -83,3 +108,14 @@ def test_only_merges_into_another_writers_cluster_move_a_candidate() -> None:
     assert moved_to_others(result, lineage) == {mine: theirs}
     assert moved_to_others(result, Lineage()) == {}  # one process, one input: no slots
     assert moved_to_others(result, None) == {}
+
+
+def test_held_documents_reads_each_live_clusters_documents() -> None:
+    """The held count is the cluster's mass in the statistics, for the live uids asked."""
+    model = DPMM(DPMMConfig())
+    stats = model.new_state()
+    docs = [[0, 0, 1]] * 3
+    res = model.partial_fit(DocBatch.from_docs(docs, 4), stats, np.random.default_rng(0))
+    uid = int(res.assignments[0])
+    assert res.assignments.tolist() == [uid] * 3
+    assert held_documents(stats, [uid, uid + 99]) == {uid: 3}
