@@ -31,7 +31,7 @@ commit): for about as long, the other replicas seat blind to it. ``--whole-batch
 ``--save-events DIR`` keeps each N's events as JSON.
 
 ``--cost-rounds R`` also times one replica's model step with reconciliation on and off
-(``young_docs`` 2048 vs 0), in alternation, R rounds each, and prints the medians.
+(``young_steps`` at its default vs 0), in alternation, R rounds each, and prints the medians.
 """
 
 from __future__ import annotations
@@ -289,8 +289,8 @@ def make_model(kind: str, young: int) -> Any:
     from noveld.models.hdp import HDP, HDPConfig
 
     if kind == "dpmm":
-        return DPMM(DPMMConfig(young_docs=young))
-    model = HDP(HDPConfig(young_docs=young))
+        return DPMM(DPMMConfig(young_steps=young))
+    model = HDP(HDPConfig(young_steps=young))
     model.bind_topic_words(list(range(model.config.topics)))
     return model
 
@@ -316,7 +316,7 @@ def model_cost(
     """Median docs/s of one replica's model step with reconciliation on and off, ABAB; then
     the model step's and a replay's median time per batch (ms): what a replica spends on a
     batch of its own and on each batch another replica committed."""
-    from noveld.models.dpmm import replay_delta
+    from noveld.models.dpmm import DPMMConfig, replay_delta
 
     batches = batches_for(kind, rows, batch_size)
     n_docs = sum(len(b) for b in batches)
@@ -335,11 +335,12 @@ def model_cost(
             steps.append(time.perf_counter() - t)
         return n_docs / (time.perf_counter() - t0)
 
-    once(2048)  # JIT warm-up
+    on_steps = DPMMConfig.young_steps
+    once(on_steps)  # JIT warm-up
     on, off = [], []
     for _ in range(rounds):
         off.append(once(0))
-        on.append(once(2048))
+        on.append(once(on_steps))
     replica = make_model(kind, 0).new_state()
     replays = []
     for d in deltas:

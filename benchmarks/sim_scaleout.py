@@ -8,7 +8,7 @@ minutes — to find where N replicas lose quality against one.
                                       [--max-wait-ms 0]
                                       [--whole-batches] [--lag-free | --no-refresh]
                                       [--reseat [--reseat-cost F]]
-                                      [--own-docs-only] [--young-docs N]
+                                      [--own-docs-only] [--young-steps N]
 
 Documents are keyed by line number onto 4 partitions (Kafka's murmur2 partitioner, as
 ``bench_scaleout`` produces them); replica r of N holds partitions r, r+N, ... A replica polls
@@ -145,8 +145,8 @@ def run(rows: list[dict[str, Any]], n: int, a: argparse.Namespace) -> dict[str, 
     ANNOUNCED.clear()
     variant = variant_of(m)
     for rep in replicas:
-        if a.young_docs is not None:
-            rep.model.config = replace(rep.model.config, young_docs=a.young_docs)
+        if a.young_steps is not None:
+            rep.model.config = replace(rep.model.config, young_steps=a.young_steps)
     part = [partition_of(i) for i in range(len(rows))]
     mine = [[i for i in range(len(rows)) if part[i] in ps] for ps in parts_of]
     read = [0] * n  # how many of its documents each replica has read
@@ -369,7 +369,7 @@ def main() -> None:
     )  # fmt: skip
     p.add_argument("--own-docs-only", action="store_true",
                    help="only its own documents count for a replica's candidates")  # fmt: skip
-    p.add_argument("--young-docs", type=int, help="the models' young_docs (merge horizon)")
+    p.add_argument("--young-steps", type=int, help="the models' young_steps (merge horizon)")
     a = p.parse_args()
     rows = load_texts(a.data)
     if any("label" not in r for r in rows):

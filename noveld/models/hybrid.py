@@ -164,7 +164,7 @@ class HybridMixture(VMFMixture):
         kmax = stats.kmax
         born_uids = [u for u, _, _ in born]
         now = np.array([stats.slot_of(u) for u in born_uids], dtype=np.int64)
-        kind_of = merge_candidates(stats, now, cfg.young_docs)
+        kind_of = merge_candidates(stats, now, cfg.young_steps)
         young = np.flatnonzero(kind_of >= 0)
         if young.shape[0] == 0:
             return []
@@ -189,11 +189,11 @@ class HybridMixture(VMFMixture):
             stats.fresh[src] = False
             pairs.append((int(stats.uid[src]), int(stats.uid[dst])))
             stats.lineage.record(*pairs[-1], int(stats.ictl[kern.STEPS]))
-        if cfg.young_docs > 0:
-            seen = int(stats.ictl[kern.DOCS_SEEN])
+        if cfg.young_steps > 0:
+            step = int(stats.ictl[kern.STEPS])
             for k in now.tolist():
                 if stats.alive[k]:
-                    stats.lineage.add_young(int(stats.uid[k]), seen)
+                    stats.lineage.add_young(int(stats.uid[k]), step)
         return pairs
 
     def _absorb(

@@ -3,8 +3,8 @@ with another replica's birth of the same story, and where merged-away clusters w
 
 Replicas seat their own partitions concurrently and exchange batch deltas through a shared log,
 so two replicas can each open a cluster for one story. Each keeps its own recent births, and the
-births it takes in from other replicas, *young* while the namespace sees its next few thousand
-documents; the merge step tests the young clusters against each other. Merges between
+births it takes in from other replicas, *young* for the namespace's next few dozen log steps
+(batches of any writer); the merge step tests the young clusters against each other. Merges between
 clusters of different writers keep the lower uid, so two replicas deciding the same merge make
 the same move; a merge replayed after one of its clusters was merged away follows
 :meth:`Lineage.resolve` to the survivor, so chains end in the same cluster on every replica.
@@ -31,7 +31,7 @@ it (one input partition per slot, owned by one replica at a time)."""
 
 @dataclass
 class Lineage:
-    """Young clusters (uid → the namespace's document count at their birth) and the
+    """Young clusters (uid → the namespace's log step count at their birth) and the
     merged-into map (source uid → (survivor uid, log step of the merge)). The young clusters
     are stored with the statistics; the map is rebuilt by a restarted process from the log
     entries it replays."""
@@ -67,19 +67,19 @@ class Lineage:
             for u in old:
                 del self.merged_into[u]
 
-    def add_young(self, uid: int, docs_seen: int) -> None:
-        """``uid``, born when the namespace had seen ``docs_seen`` documents, is a merge
-        candidate from now on (a birth keeps its first registration); at most
-        :data:`MAX_YOUNG` are kept, the oldest dropped (models without a merge step)."""
-        self.young.setdefault(uid, docs_seen)
+    def add_young(self, uid: int, step: int) -> None:
+        """``uid``, born when the namespace had applied ``step`` batches, is a merge candidate
+        from now on (a birth keeps its first registration); at most :data:`MAX_YOUNG` are
+        kept, the oldest dropped (models without a merge step)."""
+        self.young.setdefault(uid, step)
         if len(self.young) > MAX_YOUNG:
             del self.young[next(iter(self.young))]
 
-    def current(self, horizon: int, docs_seen: int) -> dict[int, int]:
-        """The clusters born within the namespace's last ``horizon`` documents (of any
-        writer, so the pairs tested do not depend on how many replicas share the stream);
-        older ones are forgotten."""
-        old = [u for u, since in self.young.items() if docs_seen - since >= horizon]
+    def current(self, horizon: int, step: int) -> dict[int, int]:
+        """The clusters born within the namespace's last ``horizon`` log steps (batches of any
+        writer: replicas learn of each other's births a round of batches later, however many
+        documents those hold); older ones are forgotten."""
+        old = [u for u, since in self.young.items() if step - since >= horizon]
         for u in old:
             del self.young[u]
         return self.young

@@ -235,7 +235,7 @@ class MultinomialStats:
             "scale": np.array([c.scale]),
             # merge candidates: a restarted writer merges as a clean one does
             "young_uid": np.fromiter(c.lineage.young, dtype=np.int64),
-            "young_since": np.fromiter(c.lineage.young.values(), dtype=np.int64),
+            "young_step": np.fromiter(c.lineage.young.values(), dtype=np.int64),
         }
 
     def detached(self) -> MultinomialStats:
@@ -279,6 +279,10 @@ class MultinomialStats:
         s.ictl[: ictl.shape[0]] = ictl  # snapshots from before a counter was added
         s.scale = float(a["scale"][0])
         if "young_uid" in a:  # absent from snapshots written before reconciliation
-            young = zip(a["young_uid"].tolist(), a["young_since"].tolist(), strict=True)
+            # young since a log step; snapshots that counted documents: young from now on
+            since = a.get("young_step")
+            if since is None:
+                since = np.full(a["young_uid"].shape[0], s.ictl[kern.STEPS], dtype=np.int64)
+            young = zip(a["young_uid"].tolist(), since.tolist(), strict=True)
             s.lineage = Lineage(young={int(u): int(t) for u, t in young})
         return s

@@ -105,11 +105,12 @@ class StatsCheck:
                 "stats.head", f"counts word {int(words[-1])}, beyond the vocab's {n_words} words"
             )
         self.uids(uid[alive], np.flatnonzero(alive), uidnext)
-        if "young_uid" in raw or "young_since" in raw:  # merge candidates (newer snapshots)
-            for name in ("young_uid", "young_since"):
+        since = "young_step" if "young_step" in raw else "young_since"  # log steps / documents
+        if "young_uid" in raw or since in raw:  # merge candidates (newer snapshots)
+            for name in ("young_uid", since):
                 a[name] = self.array(name, raw.get(name), "iu")
-            if a["young_uid"].shape[0] != a["young_since"].shape[0]:
-                self.fail("stats.young_since", "does not match stats.young_uid in length")
+            if a["young_uid"].shape[0] != a[since].shape[0]:
+                self.fail(f"stats.{since}", "does not match stats.young_uid in length")
         return a
 
     def array(self, name: str, x: np.ndarray | None, kinds: str) -> np.ndarray:

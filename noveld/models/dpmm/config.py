@@ -26,10 +26,10 @@ class DPMMConfig:
     merge_scope: Literal["births", "all"] = "births"
     absorb_margin: float = 20.0  # log-odds a cluster needs to be merged into a known category
     split: bool = True
-    # documents of the namespace (any writer's) during which a birth stays a merge candidate for
-    # later births of the same story, this writer's or another's (replicas reconciling
-    # concurrent births: noveld.models.lineage); 0 = only births of one batch merge
-    young_docs: int = 2048
+    # log steps (batches of any writer) during which a birth stays a merge candidate for later
+    # births of the same story, this writer's or another's (replicas reconciling concurrent
+    # births: noveld.models.lineage); 0 = only births of one batch merge
+    young_steps: int = 24
     #: s of the words' length tempering (:func:`~noveld.models.kernels.tempering.
     #: length_tempering`): a document of n tokens counts as n(1 + s)/(n + s) words; 0: as n
     document_concentration: float = 0.0
@@ -41,8 +41,8 @@ class DPMMConfig:
             raise ValueError("rejuvenation_sweeps must be >= 0")
         if self.half_life_docs < 0:
             raise ValueError("half_life_docs must be >= 0 (0 = no forgetting)")
-        if self.young_docs < 0:
-            raise ValueError("young_docs must be >= 0")
+        if self.young_steps < 0:
+            raise ValueError("young_steps must be >= 0")
         if self.max_active_clusters < 1:
             raise ValueError("max_active_clusters must be >= 1")
         if not self.document_concentration >= 0.0:

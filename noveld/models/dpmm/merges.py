@@ -77,12 +77,12 @@ def merge_births(
     never merged away.
 
     Returns one :data:`Move` per merge; the sources are dead afterwards. This batch's
-    surviving births stay young for the namespace's next ``cfg.young_docs`` documents.
+    surviving births stay young for the namespace's next ``cfg.young_steps`` documents.
     """
     lineage = stats.lineage
     fresh_docs = stats.fresh[assign]
     now = np.unique(assign[fresh_docs])
-    kind_of = merge_candidates(stats, now, cfg.young_docs)
+    kind_of = merge_candidates(stats, now, cfg.young_steps)
     young = np.flatnonzero(kind_of >= 0)
     if young.shape[0] == 0:
         return absorb_into_known(batch, assign, stats, [], cfg, log_alpha, pinned)
@@ -108,11 +108,11 @@ def merge_births(
         assign[assign == src] = dst
         lineage.record(int(stats.uid[src]), int(stats.uid[dst]), int(stats.ictl[kern.STEPS]))
         moves.append((src, dst, m_raw, n_raw, moved_w, moved_c))
-    if cfg.young_docs > 0:
-        seen = int(stats.ictl[kern.DOCS_SEEN])
+    if cfg.young_steps > 0:
+        step = int(stats.ictl[kern.STEPS])
         for k in now.tolist():
             if stats.alive[k]:
-                lineage.add_young(int(stats.uid[k]), seen)
+                lineage.add_young(int(stats.uid[k]), step)
     return absorb_into_known(batch, assign, stats, moves, cfg, log_alpha, pinned)
 
 

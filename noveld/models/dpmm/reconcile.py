@@ -19,12 +19,12 @@ opened by this writer in an earlier batch."""
 
 def merge_candidates(stats: MultinomialStats, now: np.ndarray, horizon: int) -> np.ndarray:
     """The kind of every slot (−1: not a candidate): this batch's births ``now`` and the live
-    clusters of any writer born within the namespace's last ``horizon`` documents (only when
+    clusters of any writer born within the namespace's last ``horizon`` log steps (only when
     they span two uid slots or more: births of one slot merge only within their batch) — a
     pure function of the statistics, so a restarted writer merges as a clean one does.
     Ownership is by uid slot: the clusters of the slots of the input partitions this writer holds
     (:attr:`Lineage.own_slots`; else of the slot this batch's uids come from) are its own."""
-    young = stats.lineage.current(horizon, int(stats.ictl[kern.DOCS_SEEN]))
+    young = stats.lineage.current(horizon, int(stats.ictl[kern.STEPS]))
     kmax = stats.kmax
     kind_of = np.full(kmax, -1, dtype=np.int64)
     if young:

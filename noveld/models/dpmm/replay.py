@@ -104,10 +104,10 @@ def apply_additions(
         k = kern.open_cluster(stats.alive, stats.uid, stats.fresh, stats.free_stack, stats.ictl)
         stats.fresh[k] = False
         slot_of[u] = k
-    seen = int(stats.ictl[kern.DOCS_SEEN])
+    step = int(stats.ictl[kern.STEPS])
     for u in delta.born_uids.tolist():  # merge candidates of the next batches
         if u in slot_of:
-            lineage.add_young(u, seen)
+            lineage.add_young(u, step)
     stats.ictl[kern.NEXT_UID] = max([next_uid, *(u + 1 for u in delta.born_uids.tolist())])
     slots = np.array([slot_of[u] for u in uids], dtype=np.int64)
     inv = 1.0 / stats.scale

@@ -32,7 +32,7 @@ class HDPConfig:
     absorb_margin: float = 20.0  # log-odds a category needs to be merged into a known one
     #: documents of the namespace a birth stays a merge candidate for other writers' births
     #: (replicas; 0: none)
-    young_docs: int = DPMMConfig.young_docs
+    young_steps: int = DPMMConfig.young_steps
     sweeps: int = 2
     deterministic: bool = True
     half_life_docs: float = 0.0

@@ -257,7 +257,7 @@ class HDP:
             return []
         return reconcile_births(
             stats, born, pinned, gamma, gone, batch.vocab_size, cfg.beta,
-            batch.n_words * cfg.beta, cfg.discount, cfg.young_docs, self.topic_words,
+            batch.n_words * cfg.beta, cfg.discount, cfg.young_steps, self.topic_words,
             self.vectors,
         )  # fmt: skip
 

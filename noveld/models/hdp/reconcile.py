@@ -40,12 +40,12 @@ def reconcile_births(
     beta: float,
     vbeta: float,
     discount: float,
-    young_docs: int,
+    young_steps: int,
     topic_words: np.ndarray,
     vectors: CategoryVectors | None = None,
 ) -> list[tuple[int, int]]:
     """(merged-away uid, survivor uid) pairs: this writer's young categories (the uids
-    ``born`` in this batch and its births of the namespace's last ``young_docs`` documents)
+    ``born`` in this batch and its births of the namespace's last ``young_steps`` log steps)
     merged with young ones of another uid slot (another writer's, or this writer's from
     batches of its other input partitions) when the collapsed posterior of their expected
     word counts rises (:func:`~noveld.models.kernels.multinomial.merge_gains`, the tables'
@@ -63,7 +63,7 @@ def reconcile_births(
     category = stats.alive[:kmax] & ~is_topic(uids)
     slot_of = {int(u): k for k, u in enumerate(uids.tolist()) if category[k]}
     now = np.array(sorted(slot_of[u] for u in born if u in slot_of), dtype=np.int64)
-    kind_of = merge_candidates(stats, now, young_docs)
+    kind_of = merge_candidates(stats, now, young_steps)
     kind_of[~category] = -1
     if pinned:  # known categories belong to no writer
         kind_of[np.isin(uids, np.fromiter(pinned, dtype=np.int64))] = -1

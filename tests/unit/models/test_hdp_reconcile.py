@@ -11,7 +11,7 @@ from helpers.replicas import SLOT_BITS, Replica, resolved_clusters, run_rounds, 
 
 from noveld.eval.metrics import clustering_scores
 from noveld.models.base import DocBatch
-from noveld.models.dpmm import replay_delta
+from noveld.models.dpmm import DPMMConfig, replay_delta
 from noveld.models.hdp import HDP, HDPConfig, is_topic
 from noveld.models.hdp.batch_state import topic_offset
 from noveld.models.suffstats import MultinomialStats
@@ -21,9 +21,9 @@ TOPICS = 64  # ids 0 .. TOPICS − 1 are the topics' entries; words follow
 VOCAB = 400
 
 
-def hdp(young_docs: int = 2048) -> HDP:
+def hdp(young_steps: int = DPMMConfig.young_steps) -> HDP:
     """The model on small states: L·ζ = 1, as the defaults keep it."""
-    model = HDP(HDPConfig(topics=TOPICS, zeta=1.0 / TOPICS, young_docs=young_docs))
+    model = HDP(HDPConfig(topics=TOPICS, zeta=1.0 / TOPICS, young_steps=young_steps))
     model.bind_topic_words(list(range(TOPICS)))
     return model
 
@@ -32,8 +32,8 @@ def batch(docs: list[tuple[int, list[int], int]]) -> DocBatch:
     return DocBatch.from_docs([[TOPICS + w for w in d] for _, d, _ in docs], TOPICS + VOCAB)
 
 
-def run_two_replicas(seed: int, young_docs: int = 2048):
-    model = hdp(young_docs)
+def run_two_replicas(seed: int, young_steps: int = DPMMConfig.young_steps):
+    model = hdp(young_steps)
     a, b, log, story_of = run_rounds(model, seed, VOCAB, lambda docs, _: batch(docs))
     return model, a, b, log, story_of
 
@@ -77,9 +77,9 @@ def test_two_hdp_replicas_join_concurrent_births_and_agree() -> None:
 
 
 def test_without_reconciliation_hdp_replicas_keep_concurrent_births_apart() -> None:
-    """The oracle of the test above: with young_docs 0 the replicas agree on the statistics
+    """The oracle of the test above: with young_steps 0 the replicas agree on the statistics
     but keep a story's concurrent births as separate categories."""
-    _, a, b, _, story_of = run_two_replicas(seed=7, young_docs=0)
+    _, a, b, _, story_of = run_two_replicas(seed=7, young_steps=0)
     assert digest(a.stats) == digest(b.stats)
     assert not a.merges and not b.merges
     apart = resolved_clusters(a, {**a.assigned, **b.assigned})
@@ -97,7 +97,7 @@ def test_a_lone_hdp_writer_merges_as_without_reconciliation() -> None:
     """One writer seating both writers' documents: the same categories, assignments and
     merges whether other writers' births would be tested or not (there are none)."""
     runs = []
-    for young in (2048, 0):
+    for young in (DPMMConfig.young_steps, 0):
         model = hdp(young)
         stats = model.new_state()
         rng = np.random.default_rng(5)
@@ -133,7 +133,7 @@ def test_one_writer_of_two_partitions_joins_their_concurrent_births() -> None:
     births, so fewer stories open twice than on two replicas, and those are joined as two
     replicas' are (17 categories against 18)."""
     counts = []
-    for young in (2048, 0):
+    for young in (DPMMConfig.young_steps, 0):
         model = hdp(young)
         p0, p1 = Replica(model, 0), Replica(model, 1)
         p1.stats = p0.stats

@@ -49,9 +49,9 @@ def assert_same(a: MultinomialStats, b: MultinomialStats, hybrid: bool) -> None:
         assert all(abs(c - tb[u][2][w]) < 1e-9 for w, c in words.items())
 
 
-def hybrid_model(young_docs: int) -> HybridMixture:
+def hybrid_model(young_steps: int) -> HybridMixture:
     """The default likelihood on small states (merges on, as the daemon builds it)."""
-    cfg = HybridConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_docs=young_docs,
+    cfg = HybridConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_steps=young_steps,
                        dimension=P, cosine=0.6, merge=True)  # fmt: skip
     model = HybridMixture(cfg)
     model.bind_dimension_words(list(range(0, 2 * P, 2)), list(range(1, 2 * P, 2)))
@@ -67,12 +67,14 @@ def story_vectors(seed: int, docs: list[tuple[int, list[int], int]]) -> np.ndarr
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def run_two_replicas(seed: int, young_docs: int = 2048, hybrid: bool = False):
+def run_two_replicas(seed: int, young_steps: int = DPMMConfig.young_steps, hybrid: bool = False):
     model: DPMM | HybridMixture
     if hybrid:
-        model = hybrid_model(young_docs)
+        model = hybrid_model(young_steps)
     else:
-        model = DPMM(DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_docs=young_docs))
+        model = DPMM(
+            DPMMConfig(alpha=0.05, beta=0.05, alpha_scaling="none", young_steps=young_steps)
+        )
 
     def batch(docs: list[tuple[int, list[int], int]], emb_seed: int) -> DocBatch:
         words = [d for _, d, _ in docs]
@@ -116,9 +118,9 @@ def test_two_replicas_converge_to_identical_statistics_and_join_their_births(hyb
 
 @pytest.mark.parametrize("hybrid", [False, True], ids=["words", "hybrid"])
 def test_without_reconciliation_concurrent_births_stay_apart(hybrid: bool) -> None:
-    """The oracle of the test above: with young_docs 0 the replicas still agree on the
+    """The oracle of the test above: with young_steps 0 the replicas still agree on the
     statistics but keep a story's concurrent births as separate clusters."""
-    _, a, b, _, _ = run_two_replicas(seed=7, young_docs=0, hybrid=hybrid)
+    _, a, b, _, _ = run_two_replicas(seed=7, young_steps=0, hybrid=hybrid)
     assert_same(a.stats, b.stats, hybrid)
     apart = len(set(resolved_clusters(a, {**a.assigned, **b.assigned}).values()))
     _, a, b, _, _ = run_two_replicas(seed=7, hybrid=hybrid)
@@ -196,7 +198,7 @@ def test_the_merged_into_map_and_the_young_clusters_stay_bounded() -> None:
     assert len(lineage.merged_into) <= MERGE_MEMORY_STEPS + 64
     assert lineage.resolve(3 * MERGE_MEMORY_STEPS - 1 + 1_000_000) == 3 * MERGE_MEMORY_STEPS - 1
     for u in range(2 * MAX_YOUNG):
-        lineage.add_young(u, docs_seen=u)
+        lineage.add_young(u, step=u)
     assert len(lineage.young) == MAX_YOUNG
     assert len(lineage.current(100, 2 * MAX_YOUNG - 1)) == 100
     assert lineage.current(100, 3 * MAX_YOUNG) == {}
