@@ -77,7 +77,7 @@ def merge_births(
     never merged away.
 
     Returns one :data:`Move` per merge; the sources are dead afterwards. This batch's
-    surviving births stay young for the namespace's next ``cfg.young_steps`` documents.
+    surviving births stay young for the namespace's next ``cfg.young_steps`` log steps.
     """
     lineage = stats.lineage
     fresh_docs = stats.fresh[assign]

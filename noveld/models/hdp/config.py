@@ -30,8 +30,8 @@ class HDPConfig:
     split: bool = True
     merge: bool = True
     absorb_margin: float = 20.0  # log-odds a category needs to be merged into a known one
-    #: documents of the namespace a birth stays a merge candidate for other writers' births
-    #: (replicas; 0: none)
+    #: log steps of the namespace (batches of any writer) a birth stays a merge candidate for
+    #: other writers' births (replicas; 0: none)
     young_steps: int = DPMMConfig.young_steps
     sweeps: int = 2
     deterministic: bool = True
