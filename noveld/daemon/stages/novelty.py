@@ -15,6 +15,7 @@ from noveld.models.base import BatchResult, ClusterModel, DocBatch
 from noveld.models.kernels import multinomial as kern
 from noveld.models.lineage import UID_SLOT_BITS, Lineage
 from noveld.models.novelty import Confirmation
+from noveld.models.suffstats import MultinomialStats
 from noveld.schema import DecodedDocument, SourcePosition
 
 
@@ -63,18 +64,12 @@ def namespace_count(stats: object, fallback: int) -> int:
     return fallback if ictl is None else int(ictl[kern.DOCS_SEEN])
 
 
-def held_documents(stats: object, uids: Iterable[int]) -> dict[int, int]:
+def held_documents(stats: MultinomialStats, uids: Iterable[int]) -> dict[int, int]:
     """Documents each live cluster of ``uids`` holds (its mass, rounded): what a candidate
     counts at least once its twin on another replica was merged into it."""
-    slot_of, mass = getattr(stats, "slot_of", None), getattr(stats, "mass", None)
-    if slot_of is None or mass is None:
-        return {}
-    out: dict[int, int] = {}
-    for uid in uids:
-        k = slot_of(uid)
-        if k >= 0:
-            out[uid] = round(float(mass(np.array([k]))[0]))
-    return out
+    live = {u: k for u in uids if (k := stats.slot_of(u)) >= 0}
+    masses = stats.mass(np.fromiter(live.values(), dtype=np.int64, count=len(live)))
+    return {u: round(float(n)) for u, n in zip(live, masses, strict=True)}
 
 
 def moved_to_others(result: BatchResult, lineage: Lineage | None) -> dict[int, int]:
