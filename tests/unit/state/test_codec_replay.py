@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from noveld.models.base import DocBatch
 from noveld.models.dpmm import DPMM, DPMMConfig, replay_delta
+from noveld.models.kernels import multinomial as kern
 from noveld.models.suffstats import MultinomialStats
 from noveld.state.base import NamespaceState, state_digest
 from noveld.state.codec import (
@@ -121,3 +122,16 @@ def test_checkpoint_round_trip_keeps_state_and_header() -> None:
     back, header = decode_checkpoint(encode_checkpoint(stats, {"seq": 17, "vocab": 30}))
     assert digest(back) == before
     assert header["seq"] == 17 and header["vocab"] == 30
+
+
+def test_a_snapshot_that_counted_young_clusters_in_documents_loads_them_young_from_now() -> None:
+    """Young clusters stored as a document count (``young_since``, before the horizon was
+    counted in log steps) load as born at the current step; ``young_step`` loads as stored."""
+    stats = MultinomialStats()
+    stats.ictl[kern.STEPS] = 7
+    stats.lineage.add_young(3, 5)
+    arrays = stats.to_arrays()
+    assert MultinomialStats.from_arrays(arrays).lineage.young == {3: 5}
+    old = {k: v for k, v in arrays.items() if k != "young_step"}
+    old["young_since"] = np.array([12_345], dtype=np.int64)  # a document count
+    assert MultinomialStats.from_arrays(old).lineage.young == {3: 7}
